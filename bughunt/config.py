@@ -1,0 +1,168 @@
+"""One run's configuration: which checkpoint design the worker uses.
+
+A run directory belongs to one configuration. The first run writes it to `config.json`; every resume
+compares and refuses a different one, because replaying a log written under one design with the
+rules of another would give a state that neither design promises.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+STORES = ("none", "snapshot", "log")
+GRANULARITIES = ("page", "op")
+WRITE_MODES = ("atomic", "torn", "no-newline")
+FSYNC_POLICIES = ("never", "always")
+PENDING_POLICIES = ("redo", "abort")
+CONFIG_FORMAT = 1
+CONFIG_FILE = "config.json"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names the flag."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    store: str = "log"
+    snapshot_every: int = 0          # log store: also a snapshot every N pages (0 = pure log)
+    granularity: str = "page"        # snapshot store: after every page, or after every operation
+    write_mode: str = "atomic"
+    fsync: str = "never"             # flush (the kernel hand-off) always happens
+    idempotency_key: bool = True
+    intent: bool = True
+    pending: str = "redo"            # what recovery does with a pending intent
+    pages: int = 12
+    task_id: str = "bughunt"
+
+    def __post_init__(self):
+        checks = [
+            (self.store in STORES, f"--store must be one of {', '.join(STORES)}"),
+            (self.granularity in GRANULARITIES,
+             f"--granularity must be one of {', '.join(GRANULARITIES)}"),
+            (self.write_mode in WRITE_MODES,
+             f"--write-mode must be one of {', '.join(WRITE_MODES)}"),
+            (self.fsync in FSYNC_POLICIES, f"--fsync must be one of {', '.join(FSYNC_POLICIES)}"),
+            (self.pending in PENDING_POLICIES,
+             f"--pending must be one of {', '.join(PENDING_POLICIES)}"),
+            (isinstance(self.pages, int) and self.pages >= 1, "--pages must be at least 1"),
+            (isinstance(self.snapshot_every, int) and self.snapshot_every >= 0,
+             "--snapshot-every must be 0 or more"),
+            (self.snapshot_every == 0 or self.store == "log",
+             "--snapshot-every applies to --store log only (the snapshot store snapshots every page)"),
+            (self.granularity == "page" or self.store == "snapshot",
+             "--granularity op applies to --store snapshot only"),
+            (isinstance(self.idempotency_key, bool) and isinstance(self.intent, bool),
+             "--idempotency-key and --intent take on|off"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    def to_json(self) -> dict:
+        return {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunConfig":
+        data = dict(data)
+        if data.pop("format", None) != CONFIG_FORMAT:
+            raise ConfigError(f"unknown config format (this lab writes format {CONFIG_FORMAT})")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def differences(self, other: "RunConfig") -> list[str]:
+        """Human-readable `name: ours vs theirs` for every field that differs."""
+        a, b = dataclasses.asdict(self), dataclasses.asdict(other)
+        return [f"{k}: {a[k]!r} vs {b[k]!r}" for k in a if a[k] != b[k]]
+
+    def replace(self, **changes) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_args(self) -> list[str]:
+        """The worker's command-line flags for this configuration."""
+        onoff = {True: "on", False: "off"}
+        return [
+            "--store", self.store, "--snapshot-every", str(self.snapshot_every),
+            "--granularity", self.granularity, "--write-mode", self.write_mode,
+            "--fsync", self.fsync, "--idempotency-key", onoff[self.idempotency_key],
+            "--intent", onoff[self.intent], "--pending", self.pending,
+            "--pages", str(self.pages), "--task-id", self.task_id,
+        ]
+
+
+def _on_off(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
+    return value == "on"
+
+
+def _count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {n}")
+    return n
+
+
+def _positive(value: str) -> int:
+    n = _count(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
+    return n
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """The configuration flags, shared by `run`, `points`, `sweep` and `kill-random`."""
+    d = RunConfig()
+    g = parser.add_argument_group("checkpoint design")
+    g.add_argument("--store", choices=STORES, default=d.store,
+                   help="where progress is kept: nothing, a snapshot file, or an event log")
+    g.add_argument("--snapshot-every", type=_count, default=d.snapshot_every, metavar="N",
+                   help="log store: also write a snapshot every N pages (0 = pure log)")
+    g.add_argument("--granularity", choices=GRANULARITIES, default=d.granularity,
+                   help="snapshot store: checkpoint after every page, or after every operation")
+    g.add_argument("--write-mode", choices=WRITE_MODES, default=d.write_mode,
+                   help="how a checkpoint reaches the file: atomic, torn at the crash, or torn "
+                        "without the newline repair")
+    g.add_argument("--fsync", choices=FSYNC_POLICIES, default=d.fsync,
+                   help="fsync after each checkpoint write (flush to the kernel always happens)")
+    g.add_argument("--idempotency-key", type=_on_off, default=d.idempotency_key, metavar="on|off",
+                   help="file reports with a deterministic key the tracker deduplicates")
+    g.add_argument("--intent", type=_on_off, default=d.intent, metavar="on|off",
+                   help="record an intent before filing a report")
+    g.add_argument("--pending", choices=PENDING_POLICIES, default=d.pending,
+                   help="what recovery does with a pending intent: redo it, or mark it aborted")
+    g.add_argument("--pages", type=_positive, default=d.pages, metavar="N",
+                   help="pages on the site (12 in the lesson)")
+    g.add_argument("--task-id", default=d.task_id, help=argparse.SUPPRESS)
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    return RunConfig(store=args.store, snapshot_every=args.snapshot_every,
+                     granularity=args.granularity, write_mode=args.write_mode, fsync=args.fsync,
+                     idempotency_key=args.idempotency_key, intent=args.intent,
+                     pending=args.pending, pages=args.pages, task_id=args.task_id)
+
+
+def dumps(config: RunConfig) -> bytes:
+    return (json.dumps(config.to_json(), sort_keys=True, indent=1) + "\n").encode()
+
+
+def read_config(run_dir: Path) -> RunConfig:
+    """The configuration a run directory belongs to. Raises ConfigError naming the file."""
+    path = Path(run_dir) / CONFIG_FILE
+    try:
+        return RunConfig.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found (is {run_dir} a BugHunt run directory?)") from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{path}: not a valid run configuration ({e})") from None

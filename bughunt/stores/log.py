@@ -1,0 +1,149 @@
+"""The event-log store: every event one JSONL line, replayed through `apply_event` at recovery.
+
+Like Codex's rollout, each line is written whole and handed to the kernel at once, without fsync
+unless the policy asks. With `snapshot_every = N` a snapshot of the whole state is also written every
+N pages, recording how far into the log it reaches; recovery then starts from the snapshot and
+replays only the events after it (Codex's compaction record with its `replacement_history`).
+
+Reading the log, two kinds of bad line are told apart (see `records`):
+
+- a line that does not parse is a torn fragment from a write cut short: skipped and counted, as
+  Codex does;
+- records that parse but are missing, repeated or out of order (a gap or repeat in the sequence
+  numbers), or whose checksum is wrong, are damage: recovery refuses with file and line and changes
+  nothing. The lesson's reader skipped such lines silently, which is how the no-newline trap stayed
+  hidden until the next recovery.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..config import RunConfig
+from ..diskio import Door
+from ..events import apply_event, initial_state
+from . import LOG_FILE, SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, records
+from .snapshot import read_snapshot, remove_stale_temp, write_snapshot
+
+
+def ensure_newline_terminated(path: Path, door: Door) -> bool:
+    """Make sure the log ends with a newline before anything is appended; True if it did not.
+
+    After a torn write the last line is a fragment without its newline. Appending straight after it
+    would glue the next record onto the fragment, and both would be lost as one unparsable line:
+    the lesson's no-newline trap. One newline isolates the fragment as a line of its own, which
+    readers skip. Repairing twice is the same as once. (Codex: `ensure_rollout_is_newline_terminated`.)
+    """
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return False
+    except FileNotFoundError:
+        return False
+    fd = door.open_append(path)
+    try:
+        door.append(fd, b"\n", kind="repair")
+    finally:
+        door.close(fd)
+    return True
+
+
+def replay_log(path: Path, data: bytes, start: int, state: dict) -> Recovered:
+    """Apply the log's events from byte `start` onwards to `state`.
+
+    Sequence numbers must continue from `state["seq"]` without gap or repeat; otherwise StoreDamage
+    names the line.
+    """
+    replayed = torn = 0
+    line_no = data.count(b"\n", 0, start)
+    for raw in data[start:].split(b"\n"):
+        line_no += 1
+        if not raw.strip():
+            continue
+        try:
+            event = records.decode(raw)
+        except records.Torn:
+            torn += 1
+            continue
+        except records.Damaged as e:
+            raise StoreDamage(path, line_no, f"damaged record ({e})") from None
+        expected = state["seq"] + 1
+        seq = event.get("seq")
+        if seq != expected:
+            what = ("a record is missing" if isinstance(seq, int) and seq > expected
+                    else "a record is repeated or out of order")
+            raise StoreDamage(path, line_no, f"expected event seq {expected}, found {seq}: {what}")
+        try:
+            state = apply_event(state, event)
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreDamage(path, line_no, f"record is not a valid event ({e})") from None
+        replayed += 1
+    return Recovered(state, replayed_events=replayed, torn_lines_skipped=torn)
+
+
+class LogStore:
+    name = "log"
+
+    def __init__(self, run_dir: Path, config: RunConfig, door: Door):
+        self.path = run_dir / LOG_FILE
+        self.snapshot_path = run_dir / SNAPSHOT_FILE
+        self.config = config
+        self.door = door
+        self.fd: int | None = None
+        self.size = 0
+
+    def load(self) -> Recovered:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        state, start, notes = initial_state(), 0, []
+        snapshot_used, fallback = False, None
+        if self.config.snapshot_every:
+            try:
+                payload = read_snapshot(self.snapshot_path)
+            except (records.Torn, records.Damaged) as e:
+                # Only the newest snapshot may bound the replay; if it is unusable, replay all.
+                fallback = "log"
+                notes.append(f"{self.snapshot_path}: unusable snapshot ({e}); replaying the whole log")
+            else:
+                if payload is not None:
+                    offset = payload.get("log_offset")
+                    if (not isinstance(offset, int) or not 0 <= offset <= len(data)
+                            or (offset and data[offset - 1:offset] != b"\n")):
+                        raise StoreDamage(self.path, None,
+                                          f"log does not match {self.snapshot_path.name}: it has "
+                                          f"{len(data)} bytes, the snapshot reaches byte {offset}")
+                    state, start, snapshot_used = payload["state"], offset, True
+        rec = replay_log(self.path, data, start, state)
+        rec.snapshot_used, rec.snapshot_fallback, rec.notes = snapshot_used, fallback, notes
+        return rec
+
+    def open_for_append(self) -> Repairs:
+        repairs = Repairs()
+        # The no-newline mode is the lesson's bug: it skips this repair on purpose.
+        if self.config.write_mode != "no-newline":
+            repairs.tails_repaired = int(ensure_newline_terminated(self.path, self.door))
+        if self.config.snapshot_every:
+            repairs.temp_files_removed = remove_stale_temp(self.door, self.snapshot_path)
+        self.fd = self.door.open_append(self.path)
+        self.size = os.fstat(self.fd).st_size
+        return repairs
+
+    def commit(self, state, event, *, mid=lambda: None) -> None:
+        line = records.encode(event)
+        self.door.append(self.fd, line, torn=self.config.write_mode != "atomic", mid=mid)
+        self.size += len(line)
+        n = self.config.snapshot_every
+        if n and event["t"] == "page_done" and event["page"] % n == 0:
+            write_snapshot(self.door, self.snapshot_path,
+                           {"state": state, "log_offset": self.size}, self.config.write_mode)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            self.door.close(self.fd)
+            self.fd = None

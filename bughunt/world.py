@@ -1,0 +1,169 @@
+"""The world the agent lives in: the site it explores, the model it asks, the tracker it files to.
+
+None of this is the agent's checkpoint. The bill and the tracker are the outside world's records, and
+they are what the experiment reads to see what a crash really cost:
+
+- the **bill** (`bill.jsonl`) is the model provider's ledger: one line per call, appended at call
+  time, never rewritten. "Redone model calls" are counted here, never from the worker's memory.
+- the **tracker** (`tracker.db`) is a real SQLite database of bug reports. With the idempotency key
+  on, it deduplicates by a UNIQUE key; with it off, every submit is a new row.
+
+Both are written here and not through `bughunt.diskio`: the door is the agent's own disk, where
+crash points fire and faults will be simulated; the provider's bill and the tracker are somebody
+else's system and stay intact whatever happens to the agent's disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+BILL_FILE = "bill.jsonl"
+TRACKER_FILE = "tracker.db"
+
+
+def data_dir() -> Path:
+    """The lab's `data/` folder: `$BUGHUNT_DATA`, else the checkout this package was installed from."""
+    env = os.environ.get("BUGHUNT_DATA")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+
+
+class SiteError(ValueError):
+    """The site file is missing or malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Page:
+    page: int
+    path: str
+    title: str
+    bug: str | None
+
+
+class Site:
+    """The synthetic site: the 12 pages of `data/site.json`, repeated for longer runs."""
+
+    def __init__(self, pages: int, template: list[Page], task_id: str):
+        self.pages = pages
+        self.task_id = task_id
+        self._template = template
+
+    @classmethod
+    def load(cls, pages: int = 12, path: Path | None = None) -> "Site":
+        path = path or data_dir() / "site.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            template = [Page(p["page"], p["path"], p["title"], p["bug"]) for p in raw["pages"]]
+            task_id = raw["task_id"]
+        except FileNotFoundError:
+            raise SiteError(f"{path}: site file not found (set BUGHUNT_DATA)") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise SiteError(f"{path}: not a valid site file ({e})") from None
+        if not template or [p.page for p in template] != list(range(1, len(template) + 1)):
+            raise SiteError(f"{path}: pages must be numbered 1, 2, 3, ... in order")
+        return cls(pages, template, task_id)
+
+    def page(self, n: int) -> Page:
+        t = self._template[(n - 1) % len(self._template)]
+        return Page(n, t.path, t.title, t.bug)
+
+    def visit(self, n: int) -> str | None:
+        """Visit page `n`; return the bug found there, or None. Visiting is safe to repeat."""
+        return self.page(n).bug
+
+    @property
+    def bug_pages(self) -> list[int]:
+        return [n for n in range(1, self.pages + 1) if self.page(n).bug]
+
+
+def report_key(task_id: str, page: int) -> str:
+    """The deterministic idempotency key: the same page of the same task always gets the same key."""
+    return f"{task_id}:p{page:02d}"
+
+
+class MockModel:
+    """A deterministic stand-in for the model: same page, same reply, same token count.
+
+    Each call is billed at call time by appending one line to the bill, in one `write()` on an
+    O_APPEND descriptor, so a SIGKILL right after the call still leaves it billed, as a real
+    provider would.
+    """
+
+    def __init__(self, run_dir: Path, site: Site):
+        self.site = site
+        self.calls = 0
+        self._fd = os.open(Path(run_dir) / BILL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def ask(self, page: int) -> tuple[str, int]:
+        """Ask "what next?" on `page`. Returns (reply, tokens); the call is on the bill."""
+        p = self.site.page(page)
+        prompt = f"{self.site.task_id} page {page} {p.path}: what next?"
+        reply = f"Open {p.path} ({p.title}) and look for errors."
+        tokens = 40 + zlib.crc32(prompt.encode()) % 80
+        line = json.dumps({"page": page, "tokens": tokens, "pid": os.getpid(),
+                           "t": time.time()}) + "\n"
+        os.write(self._fd, line.encode())
+        self.calls += 1
+        return reply, tokens
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_bill(run_dir: Path) -> list[dict]:
+    """Every model call ever billed for this run, in order."""
+    path = Path(run_dir) / BILL_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+class Tracker:
+    """The bug tracker: a real SQLite database the worker files reports into."""
+
+    SCHEMA = """
+        CREATE TABLE IF NOT EXISTS reports (
+            id INTEGER PRIMARY KEY,
+            page INTEGER NOT NULL,
+            idempotency_key TEXT UNIQUE,   -- NULL when keys are off: SQLite allows many NULLs
+            title TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            filed_at REAL NOT NULL
+        )"""
+
+    def __init__(self, run_dir: Path):
+        self._db = sqlite3.connect(Path(run_dir) / TRACKER_FILE, isolation_level=None)
+        self._db.execute(self.SCHEMA)
+
+    def submit(self, page: int, title: str, key: str | None) -> bool:
+        """File a report; return True when a new row was stored.
+
+        With a key the tracker deduplicates (`INSERT OR IGNORE` on a UNIQUE key): filing the same
+        page twice stores it once, which is what makes a redo effectively once.
+        """
+        verb = "INSERT OR IGNORE" if key is not None else "INSERT"
+        cur = self._db.execute(
+            f"{verb} INTO reports (page, idempotency_key, title, pid, filed_at) VALUES (?,?,?,?,?)",
+            (page, key, title, os.getpid(), time.time()))
+        return cur.rowcount == 1
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def read_reports(run_dir: Path) -> list[dict]:
+    """The tracker's reports, oldest first, read without changing the database."""
+    path = Path(run_dir) / TRACKER_FILE
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT * FROM reports ORDER BY id")]
+    finally:
+        db.close()
