@@ -75,7 +75,9 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
                           f"(stored vs given: {'; '.join(diff)}); resume it with the same flags "
                           "or use a new --dir")
         return
-    strangers = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
+    # A kill while the config was being written leaves its temp file: ours, and replaced below.
+    ours = {LOCK_FILE, CONFIG_FILE + ".tmp"}
+    strangers = sorted(p.name for p in run_dir.iterdir() if p.name not in ours)
     if strangers:
         raise Refused(f"{run_dir}: not a BugHunt run directory (no {CONFIG_FILE}, but it holds "
                       f"{', '.join(strangers[:3])}); use an empty or new --dir")
