@@ -96,10 +96,16 @@ def cmd_points(parser, args) -> int:
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
+    """Plain-text table: text columns left-aligned, numbers right-aligned."""
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
-    lines = ["  ".join(c.rjust(widths[c]) for c in columns)]
-    lines += ["  ".join(str(r[c]).rjust(widths[c]) for c in columns) for r in rows]
-    return "\n".join(lines)
+    text = {c: all(isinstance(r[c], str) for r in rows) for c in columns}
+
+    def cell(c, v):
+        return str(v).ljust(widths[c]) if text[c] else str(v).rjust(widths[c])
+
+    lines = ["  ".join(cell(c, c) for c in columns)]
+    lines += ["  ".join(cell(c, r[c]) for c in columns) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 SWEEP_COLUMNS = ["index", "page", "label", "redone_model_calls", "replayed_events",
