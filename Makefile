@@ -1,6 +1,7 @@
 # BugHunt Recovery Lab. POSIX only (Linux, macOS): the lab is about SIGKILL, fsync and rename.
 #   make lab    set up .venv from requirements.txt, open JupyterLab on the start notebook
-#   make test   set up .venv, then every test (pytest; notebooks under nbval once they exist)
+#   make test   set up .venv, then every test (pytest, and the notebooks under strict nbval)
+#   make regen  re-execute the notebooks from notebooks/src/ (NB=02 for one)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -8,7 +9,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: setup test lab lesson clean
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
+          --nbval-cell-timeout=300 --nbval-kernel-startup-timeout=120
+
+.PHONY: setup test lab lesson regen clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed, found " + sys.version.split()[0]'
@@ -19,8 +23,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# PYTHONHASHSEED reaches the notebook kernels, so nothing printed depends on hash order.
 test: setup
-	$(PY) -m pytest tests $(if $(NOTEBOOKS),--nbval $(NOTEBOOKS))
+	PYTHONHASHSEED=0 $(PY) -m pytest tests $(if $(NOTEBOOKS),$(NBVAL) $(NOTEBOOKS))
+
+# Re-execute the notebooks from notebooks/src/*.py and normalize their stored outputs.
+regen: setup
+	$(PY) -m bughunt.lab.regen $(NB)
 
 lab: setup
 	$(VENV)/bin/jupyter lab $(firstword $(wildcard notebooks/00_start_here.ipynb) notebooks)

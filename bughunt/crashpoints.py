@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 
 LABELS = ("after_model_call", "after_visit", "after_intent", "after_submit", "mid_commit",
@@ -68,6 +69,18 @@ class CrashPlan:
         self._by_index = {p.index: p for p in points}
         self.crash = self._target(crash_at, "--crash-at")
         self.pause = self._target(pause_at, "--pause-at")
+        self._trace_fd: int | None = None
+
+    def trace_to(self, path) -> None:
+        """Also write every point reached, with the wall time, to `path` (lab instrumentation for
+        timelines; like the bill it is outside the checkpoint store and never read by recovery)."""
+        self._trace_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def mark(self, page: int, label: str) -> None:
+        if self._trace_fd is not None:
+            line = '{"pid":%d,"t":%.6f,"page":%d,"label":"%s"}\n' % (
+                os.getpid(), time.time(), page, label)
+            os.write(self._trace_fd, line.encode())
 
     def _target(self, index: int | None, flag: str) -> tuple[int, str] | None:
         if index is None:
@@ -85,6 +98,7 @@ class CrashPlan:
         return None
 
     def reach(self, page: int, label: str) -> None:
+        self.mark(page, label)
         here = (page, label)
         if here == self.pause:
             self.pause = None

@@ -45,11 +45,28 @@ def worker_command(run_dir: Path, config: RunConfig, *extra: str) -> list[str]:
 
 
 def run_worker(run_dir: Path, config: RunConfig, *, crash_at: int | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess:
+               trace: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the worker to its end (or its planned SIGKILL), with the JSON report on stdout."""
     extra = ["--json"] + (["--crash-at", str(crash_at)] if crash_at is not None else [])
+    extra += ["--trace"] if trace else []
     return subprocess.run(worker_command(run_dir, config, *extra), capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def clean_run(config: RunConfig, run_dir: Path | None = None, *, trace: bool = False) -> dict:
+    """One run without a crash; its JSON report (in a temp dir unless `run_dir` is given)."""
+    with work_dir(None) as tmp:
+        target = Path(run_dir) if run_dir is not None else tmp / "clean"
+        proc = run_worker(target, config, trace=trace)
+        if proc.returncode != 0:
+            raise RuntimeError(f"clean run failed ({proc.returncode}): {proc.stderr.strip()}")
+        return json.loads(proc.stdout)
+
+
+def read_trace(run_dir: Path) -> list[dict]:
+    """The crash points each worker of a `--trace` run reached, with wall times, in order."""
+    path = Path(run_dir) / "trace.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 class PausedWorker:
@@ -58,9 +75,11 @@ class PausedWorker:
     `kill()` sends a real SIGKILL from this process; `release()` lets the worker carry on.
     """
 
-    def __init__(self, run_dir: Path, config: RunConfig, pause_at: int, timeout: float = 60):
+    def __init__(self, run_dir: Path, config: RunConfig, pause_at: int, timeout: float = 60,
+                 trace: bool = False):
+        extra = ["--json", "--pause-at", str(pause_at)] + (["--trace"] if trace else [])
         self.proc = subprocess.Popen(
-            worker_command(run_dir, config, "--json", "--pause-at", str(pause_at)),
+            worker_command(run_dir, config, *extra),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.point_reached = self._wait_for_banner(timeout)
 
@@ -179,6 +198,23 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path) -> dic
     return record
 
 
+def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> dict:
+    """Kill a fresh run at `point` and count what recovery would replay, without resuming.
+
+    The count comes from the store's read-only `load()`, the same code a resuming worker runs
+    first, so it equals the resumed worker's `replayed_events` at half the processes.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True)
+    first = run_worker(run_dir, config, crash_at=point.index)
+    if first.returncode != -signal.SIGKILL:
+        raise RuntimeError(f"{run_dir}: not killed at {point}: {first.stderr.strip()}")
+    rec = rebuild_from_disk(run_dir, config)
+    return {"index": point.index, "page": point.page, "label": point.label,
+            "replayed_events": rec.replayed_events, "snapshot_used": rec.snapshot_used,
+            "torn_lines_skipped": rec.torn_lines_skipped}
+
+
 # --- sweeps --------------------------------------------------------------------------------------
 
 def default_workers() -> int:
@@ -206,15 +242,17 @@ def work_dir(base: Path | None = None):
 
 
 def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
-                   workers: int | None = None, progress: Progress | None = None) -> list[dict]:
-    """Run (tag, config, point) crash+resume jobs in parallel, one pair of processes each.
+                   workers: int | None = None, progress: Progress | None = None,
+                   measure: Callable[[RunConfig, CrashPoint, Path], dict] | None = None
+                   ) -> list[dict]:
+    """Run (tag, config, point) jobs in parallel: `measure` (default: `crash_and_resume`) each.
 
     Threads only wait on child processes, so one thread per core keeps every core busy.
     """
+    measure = measure or crash_and_resume
     results: list[dict] = [None] * len(jobs)    # type: ignore[list-item]
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        futures = {pool.submit(crash_and_resume, config, point,
-                               base / f"{tag}-{point.index:03d}"): i
+        futures = {pool.submit(measure, config, point, base / f"{tag}-{point.index:03d}"): i
                    for i, (tag, config, point) in enumerate(jobs)}
         for done, future in enumerate(as_completed(futures), 1):
             i = futures[future]
@@ -279,6 +317,25 @@ def is_correct(record: dict) -> bool:
     """A crash run that recovered correctly: no error, no duplicate, nothing lost, three-way ok."""
     return (record["error"] is None and record["duplicate_reports"] == 0
             and record["lost_reports"] == 0 and record["three_way_ok"])
+
+
+def verdict(record: dict) -> str:
+    """One word for a crash run, worst first: error, duplicate, lost, rebuild fails, tracker
+    disagrees (the agent's result and the tracker differ), correct."""
+    if record["error"] is not None:
+        return "error"
+    if record["duplicate_reports"]:
+        return "duplicate"
+    if record["lost_reports"]:
+        return "lost"
+    if record["rebuild_ok"] is False or record["disk_error"] is not None:
+        return "rebuild fails"
+    if not record["three_way_ok"]:
+        return "tracker disagrees"
+    return "correct"
+
+
+VERDICTS = ("correct", "rebuild fails", "tracker disagrees", "lost", "duplicate", "error")
 
 
 # --- random kills --------------------------------------------------------------------------------

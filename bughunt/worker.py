@@ -85,8 +85,11 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
     door.write_atomic(path, dumps(config), kind="config", fsync=True)
 
 
+TRACE_FILE = "trace.jsonl"
+
+
 def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
-        pause_at: int | None = None) -> dict:
+        pause_at: int | None = None, trace: bool = False) -> dict:
     """Run (or resume) the task in `run_dir` to the end; return the final report."""
     try:
         site = Site.load(config.pages)
@@ -110,6 +113,9 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
         print(f"bughunt: {note}", file=sys.stderr)
     repairs = store.open_for_append()
     model, tracker = MockModel(run_dir, site), Tracker(run_dir)
+    if trace:
+        plan.trace_to(run_dir / TRACE_FILE)
+        plan.mark(recovered.state["next_page"], "start")
     state = recovered.state
     pending_at_start = state["pending"]
     reports_filed = 0
@@ -156,6 +162,7 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
                mid=lambda: plan.reach(page, "mid_commit"))
         plan.reach(page, "after_commit")
 
+    plan.mark(config.pages, "end")
     store.close()
     model.close()
     tracker.close()
@@ -192,6 +199,8 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
                         help="die by SIGKILL at crash point I (see `python -m bughunt points`)")
     parser.add_argument("--pause-at", type=int, metavar="I",
                         help="stop at crash point I and wait until stdin closes (or a kill)")
+    parser.add_argument("--trace", action="store_true",
+                        help=f"write every crash point reached, with its time, to {TRACE_FILE}")
     parser.add_argument("--json", action="store_true", help="print the final report as JSON")
     return parser
 
@@ -220,7 +229,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
     except ConfigError as e:
         parser.error(str(e))
     try:
-        report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at)
+        report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
+                     trace=args.trace)
     except Refused as e:
         print(f"bughunt: {e}", file=sys.stderr)
         return e.code

@@ -1,0 +1,155 @@
+"""Lesson 2, checkpoint granularity: how much work a crash throws away, and what saving costs.
+
+Three designs over the lesson's 51 crash points (intents off): no checkpoint, a snapshot after every
+page (the lesson's step), a snapshot after every operation (model answer, visit, report, page).
+"""
+
+from __future__ import annotations
+
+from ..config import RunConfig
+from ..experiment import (LESSON_FIGURES, clean_run, crash_points, run_crash_jobs, verdict,
+                          work_dir)
+from .exercises import exercise
+from .panel import CrashPanel
+from .plots import plot_points
+from .style import COLORS, lesson_line, new_figure, page_ticks
+
+DESIGNS = {
+    "none": RunConfig(store="none", intent=False),
+    "per page": RunConfig(store="snapshot", intent=False),
+    "per operation": RunConfig(store="snapshot", granularity="op", intent=False),
+}
+LESSON_AVG = {"none": LESSON_FIGURES["redo_none"], "per page": LESSON_FIGURES["redo_snapshot"]}
+DESIGN_COLORS = {"none": COLORS["red"], "per page": COLORS["blue"],
+                 "per operation": COLORS["green"]}
+
+
+def redone_by_design(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
+    """Crash at every point of every design, resume, count redone calls on the bill."""
+    import pandas as pd
+
+    jobs = [(name.replace(" ", "_"), cfg, p) for name, cfg in designs.items()
+            for p in crash_points(cfg)]
+    with work_dir() as base:
+        records = run_crash_jobs(jobs, base, progress=progress)
+    df = pd.DataFrame(records)
+    df["design"] = df["sweep"].str.replace("_", " ")
+    df["verdict"] = [verdict(r) for r in records]
+    return df
+
+
+def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
+    """Per design: average and maximum redone calls, the lesson's average, checkpoint writes."""
+    import pandas as pd
+
+    rows = []
+    for name, cfg in designs.items():
+        d = df[df["design"] == name]
+        writes = clean_run(cfg)["checkpoint_writes"]["count"]
+        rows.append({"design": name, "crash points": len(d),
+                     "avg redone calls": round(d["redone_model_calls"].mean(), 2),
+                     "lesson avg": LESSON_AVG.get(name, "-"),
+                     "max redone calls": int(d["redone_model_calls"].max()),
+                     "checkpoint writes per clean run": writes})
+    return pd.DataFrame(rows).set_index("design")
+
+
+def explain_averages(df) -> str:
+    """Where the averages come from, counted from the measured table."""
+    lines = []
+    for name, d in df.groupby("design", sort=False):
+        total, n = int(d["redone_model_calls"].sum()), len(d)
+        lines.append(f"{name:>13}: {total} redone calls over {n} crash points = "
+                     f"{total / n:.4f} -> {total / n:.2f}")
+    return "\n".join(lines)
+
+
+def plot_redone(df):
+    """Redone model calls at every crash point by design, the lesson's averages dashed.
+
+    Two rows sharing the crash-point axis: no checkpoint on its own scale above, the two snapshot
+    designs side by side below, where their bars would otherwise hide each other.
+    """
+    fig, (top, bottom) = new_figure(10, 5.2, nrows=2, sharex=True,
+                                    gridspec_kw={"height_ratios": [3, 2]})
+    d = df[df["design"] == "none"]
+    top.bar(d["index"], d["redone_model_calls"], width=0.8, color=DESIGN_COLORS["none"],
+            label=f"none: avg {d['redone_model_calls'].mean():.2f}")
+    lesson_line(top, LESSON_AVG["none"], f"lesson avg, none: {LESSON_AVG['none']}")
+    top.set_ylabel("redone calls (calls)")
+    top.set_title("Model calls paid twice after a crash, by checkpoint granularity "
+                  "(51 crash points, intents off)")
+    top.legend(fontsize=8, loc="upper left")
+    for offset, name in ((-0.2, "per page"), (0.2, "per operation")):
+        d = df[df["design"] == name]
+        bottom.bar(d["index"] + offset, d["redone_model_calls"], width=0.4,
+                   color=DESIGN_COLORS[name], label=f"{name}: avg {d['redone_model_calls'].mean():.2f}")
+    lesson_line(bottom, LESSON_AVG["per page"], f"lesson avg, per page: {LESSON_AVG['per page']}")
+    bottom.set_ylim(0, 1.9)
+    bottom.set_yticks([0, 1])
+    bottom.set_ylabel("redone calls (calls)")
+    bottom.legend(fontsize=8, loc="upper left", ncols=3)
+    page_ticks(bottom, df[df["design"] == "none"])
+    bottom.set_xlabel("crash point (grouped by page; p3 = first point of page 3)")
+    return fig
+
+
+def plot_tradeoff(table):
+    """Less lost, more written: average redone calls against checkpoint writes per clean run."""
+    fig, ax = new_figure(6, 3.6)
+    for name, row in table.iterrows():
+        x, y = row["checkpoint writes per clean run"], row["avg redone calls"]
+        ax.scatter([x], [y], s=80, color=DESIGN_COLORS.get(name, COLORS["black"]), zorder=3)
+        ax.annotate(f"{name}\n{y:.2f} calls, {x} writes", (x, y), xytext=(8, 4),
+                    textcoords="offset points", fontsize=9)
+    ax.set_xlabel("checkpoint writes in one clean run (writes)")
+    ax.set_ylabel("avg redone model calls (calls)")
+    ax.set_title("Finer checkpoints: less redone, more written")
+    ax.set_xlim(-3, table["checkpoint writes per clean run"].max() * 1.45)
+    ax.set_ylim(-0.5, table["avg redone calls"].max() * 1.25)
+    return fig
+
+
+def panel_plot(df, config, highlight):
+    design = ("none" if config.store == "none"
+              else "per operation" if config.granularity == "op" else "per page")
+    ref = (LESSON_AVG[design], design) if design in LESSON_AVG and config.pages == 12 else None
+    return plot_points(df, config, highlight, metric="redone_model_calls", reference=ref)
+
+
+def panel(base: RunConfig = DESIGNS["per page"], crash_point: int = 23) -> CrashPanel:
+    """Lesson 2's panel: granularity, write mode, key, intent; crash point slider; Run sweep."""
+    return CrashPanel(name="02-granularity", base=base, plot=panel_plot, crash_point=crash_point,
+                      knobs=["checkpoint", "write_mode", "idempotency_key", "intent"],
+                      title="Checkpoint granularity: redone model calls per crash point")
+
+
+# --- exercises -----------------------------------------------------------------------------------
+
+@exercise("2.1", "With no checkpoint at all, how many model calls are redone when the worker is "
+          "killed at crash point 26? (Find its page with `crash_points`.)",
+          "Point 26 is on page 7, right after the model call. With no checkpoint the resume starts "
+          "at page 1, so pages 1 to 7 are asked again: 7 calls. Six of them are the pages that "
+          "were done; the seventh is the call that was in flight when the kill came.")
+def _ex_2_1(answer):
+    from .panel import _point
+    truth = _point(DESIGNS["none"], 26)["redone_model_calls"]
+    if answer == truth:
+        return True, f"Measured just now: {truth} calls."
+    return False, ("Count the pages the resumed worker asks about again, including the page the "
+                   "kill interrupted.")
+
+
+@exercise("2.2", "With a snapshot after every operation, which crash-point label is the only one "
+          "that still redoes a model call? Answer with the label, e.g. 'after_visit'.",
+          "'after_model_call': the answer has arrived and is billed, but its checkpoint is not yet "
+          "written. That is the call in flight. Every checkpoint design, however fine, has such a "
+          "moment, because a checkpoint can only be written after the answer is complete.")
+def _ex_2_2(answer):
+    from ..experiment import sweep_records
+    records = sweep_records(DESIGNS["per operation"].replace(pages=4))
+    truth = sorted({r["label"] for r in records if r["redone_model_calls"]})
+    if [answer] == truth:
+        return True, "Measured on a 4-page run: only that label redoes a call."
+    return False, ("Run the panel with 'per operation' and look at which bars are not zero; "
+                   "their labels are in the point details.")

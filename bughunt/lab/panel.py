@@ -1,0 +1,314 @@
+"""The interactive panel every lesson uses: knobs, a crash-point slider, Run, Reset, Export CSV.
+
+It is the thinnest layer of the lab. It reads its controls, calls the plain experiment functions
+(`crash_and_resume`, `sweep_records`), and changes only widget state: `Output.outputs`,
+`append_display_data`, labels and the progress bar. It never prints, so it behaves the same in
+JupyterLab, Voila, headless execution, nbval and plain pytest (where `.value = ...` and
+`Button.click()` drive it).
+
+- Moving the crash-point slider (or any knob) re-runs that one crash+resume pair (two real
+  processes, a fraction of a second) and shows what happened at that point.
+- Run sweeps every crash point of the current settings in parallel, with a progress bar, then draws
+  the lesson's figure with the chosen point highlighted.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import ipywidgets as W
+from IPython.display import Image
+
+from ..config import ConfigError, RunConfig
+from ..experiment import crash_and_resume, crash_points, summarize, sweep_records, verdict
+from .style import png
+
+PlotFn = Callable[..., "object"]   # (DataFrame, RunConfig, highlight: int) -> Figure
+
+
+# --- knobs: one widget per configuration field the lessons vary ---------------------------------
+
+@dataclass(frozen=True)
+class Knob:
+    label: str
+    make: Callable[[RunConfig], W.ValueWidget]
+    apply: Callable[[RunConfig, object], RunConfig]
+
+
+def _toggle(options, value, tooltips=None) -> W.ToggleButtons:
+    return W.ToggleButtons(options=options, value=value, tooltips=tooltips or [],
+                           style={"button_width": "auto"})
+
+
+def _checkpoint_value(c: RunConfig) -> str:
+    return "none" if c.store == "none" else ("op" if c.granularity == "op" else "page")
+
+
+def _apply_checkpoint(c: RunConfig, v: str) -> RunConfig:
+    if v == "none":
+        return c.replace(store="none", granularity="page", snapshot_every=0)
+    return c.replace(store="snapshot", granularity=v, snapshot_every=0)
+
+
+ON_OFF = [("on", True), ("off", False)]
+
+KNOBS: dict[str, Knob] = {
+    "checkpoint": Knob(
+        "checkpoint",
+        lambda c: _toggle([("none", "none"), ("per page", "page"), ("per operation", "op")],
+                          _checkpoint_value(c)),
+        _apply_checkpoint),
+    "store": Knob("store", lambda c: _toggle(["none", "snapshot", "log"], c.store),
+                  lambda c, v: c.replace(store=v, snapshot_every=c.snapshot_every if v == "log"
+                                         else 0, granularity="page")),
+    "snapshot_every": Knob(
+        "snapshot every",
+        lambda c: W.IntSlider(value=c.snapshot_every, min=0, max=c.pages,
+                              continuous_update=False, description_allow_html=False),
+        lambda c, v: c.replace(snapshot_every=v)),
+    "write_mode": Knob("write mode", lambda c: _toggle(["atomic", "torn", "no-newline"],
+                                                        c.write_mode),
+                       lambda c, v: c.replace(write_mode=v)),
+    "fsync": Knob("fsync", lambda c: _toggle(["never", "always"], c.fsync),
+                  lambda c, v: c.replace(fsync=v)),
+    "idempotency_key": Knob("idempotency key", lambda c: _toggle(ON_OFF, c.idempotency_key),
+                            lambda c, v: c.replace(idempotency_key=v)),
+    "intent": Knob("intent", lambda c: _toggle(ON_OFF, c.intent),
+                   lambda c, v: c.replace(intent=v)),
+    "pending": Knob("pending intent", lambda c: _toggle(["redo", "abort"], c.pending),
+                    lambda c, v: c.replace(pending=v)),
+}
+
+
+# --- cached experiment calls: the same settings never run twice until Reset ---------------------
+
+@functools.lru_cache(maxsize=512)
+def _point(config: RunConfig, index: int) -> dict:
+    point = crash_points(config)[index - 1]
+    with tempfile.TemporaryDirectory(prefix="bughunt-panel-") as tmp:
+        return crash_and_resume(config, point, Path(tmp) / "run")
+
+
+_SWEEPS: dict[RunConfig, list[dict]] = {}
+
+
+def _sweep(config: RunConfig, progress=None) -> list[dict]:
+    if config not in _SWEEPS:
+        _SWEEPS[config] = sweep_records(config, tag="panel", progress=progress)
+    return _SWEEPS[config]
+
+
+def clear_caches() -> None:
+    _point.cache_clear()
+    _SWEEPS.clear()
+
+
+def point_html(record: dict) -> str:
+    """What happened at one crash point, as a small HTML table."""
+    ok = {True: "yes", False: "NO", None: "n/a"}
+    rows = [
+        ("crash point", f"{record['index']} (page {record['page']}, {record['label']})"),
+        ("verdict", verdict(record)),
+        ("redone model calls", record["redone_model_calls"]),
+        ("replayed events", record["replayed_events"]),
+        ("duplicate / lost reports", f"{record['duplicate_reports']} / {record['lost_reports']}"),
+        ("tracker pages", record["tracker_pages"]),
+        ("agent's findings (memory)", record["memory_findings"]),
+        ("rebuild from disk agrees", ok[record["rebuild_ok"]] if not record["disk_error"]
+         else "refused: " + record["disk_error"].split(": ", 1)[-1]),
+        ("three-way check", ok[record["three_way_ok"]]),
+    ]
+    if record.get("aborted_pages"):
+        rows.append(("aborted pages", record["aborted_pages"]))
+    if record.get("torn_lines_skipped"):
+        rows.append(("torn lines skipped", record["torn_lines_skipped"]))
+    if record.get("error"):
+        rows.append(("error", record["error"]))
+    body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
+                   f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def summary_table(df):
+    """The sweep's summary as a one-row DataFrame, only the columns that mean something here."""
+    import pandas as pd
+
+    s = summarize(df.to_dict("records"))
+    keep = ["crash_points", "avg_redone_model_calls", "avg_replayed_events", "max_replayed_events",
+            "duplicate_points", "lost_points", "three_way_failures", "correct_runs"]
+    return pd.DataFrame([{k: s[k] for k in keep}])
+
+
+def slug(config: RunConfig) -> str:
+    """A file-name-safe summary of a configuration, for exported CSVs."""
+    d = config.to_json()
+    parts = [f"{k}-{d[k]}" for k in ("store", "snapshot_every", "granularity", "write_mode",
+                                      "fsync", "idempotency_key", "intent", "pending", "pages")]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts))
+
+
+class CrashPanel:
+    """A lesson's panel. `knobs` name entries of KNOBS; `plot(df, config, highlight)` -> Figure."""
+
+    def __init__(self, *, name: str, base: RunConfig, knobs: list[str], plot: PlotFn,
+                 title: str = "", crash_point: int = 1, results_dir: Path = Path("results")):
+        self.name, self.base, self.plot_fn = name, base, plot
+        self.results_dir = Path(results_dir)
+        self._defaults = {"crash_point": crash_point}
+        self.controls = {k: KNOBS[k].make(base) for k in knobs}
+        self.crash_point = W.IntSlider(value=crash_point, min=1, max=len(crash_points(base)),
+                                       description="crash point", continuous_update=False)
+        self.point_info = W.HTML()
+        self.run_button = W.Button(description="Run sweep", button_style="primary", icon="play",
+                                   tooltip="crash at every point with these settings, resume, "
+                                           "measure")
+        self.reset_button = W.Button(description="Reset", icon="undo")
+        self.export_button = W.Button(description="Export CSV", icon="download", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="sweep")
+        self.status = W.Label()
+        self.plot_out = W.Output(layout=W.Layout(min_height="300px"))
+        self.table_out = W.Output()
+        self.title = W.HTML(f"<h3>{html.escape(title)}</h3>" if title else "")
+        self.df = None           # the last sweep, as a DataFrame
+        self.df_config = None    # the settings it was run with
+        self.record = None       # the last single crash point
+        for w in self.controls.values():
+            w.observe(self._on_knob, names="value")
+        self.crash_point.observe(self._on_point, names="value")
+        self.run_button.on_click(lambda _: self.run())
+        self.reset_button.on_click(lambda _: self.reset())
+        self.export_button.on_click(lambda _: self.export())
+        self._sync_slider()
+
+    # --- state ---
+
+    @property
+    def config(self) -> RunConfig:
+        """The settings the controls describe. Raises ConfigError for an impossible mix."""
+        c = self.base
+        for key, w in self.controls.items():
+            c = KNOBS[key].apply(c, w.value)
+        return c
+
+    def _sync_slider(self) -> None:
+        try:
+            n = len(crash_points(self.config))
+        except ConfigError:
+            return
+        self.crash_point.max = n
+
+    def _on_knob(self, change) -> None:
+        self._sync_slider()
+        try:
+            config = self.config
+        except ConfigError as e:
+            self.run_button.disabled = True
+            self.status.value = f"These settings cannot run: {e}"
+            return
+        self.run_button.disabled = False
+        self.status.value = ("Settings changed: press Run sweep for the full picture."
+                             if self.df is not None and config != self.df_config else "")
+        self.run_point()
+
+    def _on_point(self, change) -> None:
+        self.run_point()
+        if self.df is not None and self.df_config == self.config:
+            self.draw()
+
+    # --- actions ---
+
+    def run_point(self) -> dict | None:
+        """Crash at the slider's point, resume, and show what happened there."""
+        try:
+            config = self.config
+        except ConfigError as e:
+            self.point_info.value = html.escape(str(e))
+            return None
+        self.record = dict(_point(config, self.crash_point.value))
+        self.point_info.value = point_html(self.record)
+        return self.record
+
+    def run(self):
+        """Sweep every crash point of the current settings; draw; return the DataFrame."""
+        import pandas as pd
+
+        config = self.config
+        self.run_button.disabled = True
+        self.status.value = "Running: each crash point is a real worker killed and resumed..."
+        self.progress.value, self.progress.max = 0, len(crash_points(config))
+
+        def tick(done: int, total: int) -> None:
+            self.progress.max, self.progress.value = total, done
+
+        try:
+            records = _sweep(config, progress=tick)
+            self.progress.value = self.progress.max
+            self.df = pd.DataFrame(list(records))
+            self.df["verdict"] = [verdict(r) for r in records]
+            self.df_config = config
+            self.draw()
+            s = summarize(records)
+            self.status.value = (f"{s['crash_points']} crash points: {s['correct_runs']} correct, "
+                                 f"{s['duplicate_points']} with a duplicate, {s['lost_points']} "
+                                 f"with a lost report, {s['three_way_failures']} failing the "
+                                 f"three-way check")
+            self.export_button.disabled = False
+        finally:
+            self.run_button.disabled = False
+        return self.df
+
+    def draw(self) -> None:
+        fig = self.plot_fn(self.df, self.df_config, self.crash_point.value)
+        self.plot_out.outputs = ()
+        self.plot_out.append_display_data(Image(data=png(fig), format="png"))
+        self.table_out.outputs = ()
+        self.table_out.append_display_data(summary_table(self.df))
+
+    def reset(self) -> None:
+        """Back to the lesson's settings; forget every cached result."""
+        clear_caches()
+        for key, w in self.controls.items():
+            w.unobserve(self._on_knob, names="value")
+            fresh = KNOBS[key].make(self.base)
+            w.value = fresh.value
+            w.observe(self._on_knob, names="value")
+        self._sync_slider()
+        self.crash_point.value = self._defaults["crash_point"]
+        self.df = self.df_config = self.record = None
+        self.plot_out.outputs = ()
+        self.table_out.outputs = ()
+        self.point_info.value = ""
+        self.progress.value = 0
+        self.status.value = "Reset."
+        self.export_button.disabled = True
+        self.run_button.disabled = False
+
+    def export(self) -> Path | None:
+        """Write the last sweep to results/<lesson>-<settings>.csv."""
+        if self.df is None:
+            self.status.value = "Nothing to export yet: press Run sweep first."
+            return None
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        path = self.results_dir / f"{self.name}-{slug(self.df_config)}.csv"
+        self.df.to_csv(path, index=False)
+        self.status.value = f"Saved {path}"
+        return path
+
+    def widget(self) -> W.VBox:
+        knobs = [W.HBox([W.Label(KNOBS[k].label, layout=W.Layout(width="120px")), w])
+                 for k, w in self.controls.items()]
+        buttons = W.HBox([self.run_button, self.reset_button, self.export_button, self.progress])
+        return W.VBox([self.title, *knobs, self.crash_point, self.point_info, buttons,
+                       self.status, self.plot_out, self.table_out])
+
+    def show(self) -> W.VBox:
+        """Run the default point and the default sweep, then return the widget to display."""
+        self.run_point()
+        self.run()
+        return self.widget()

@@ -1,0 +1,68 @@
+"""Figures shared by several lessons. Each takes a DataFrame and returns a matplotlib Figure."""
+
+from __future__ import annotations
+
+from matplotlib.patches import Patch
+
+from ..config import RunConfig
+from ..experiment import VERDICTS, verdict
+from .style import COLORS, VERDICT_STYLE, lesson_line, new_figure, page_ticks
+
+METRIC_LABELS = {
+    "redone_model_calls": "redone model calls (calls)",
+    "replayed_events": "replayed events (events)",
+    "duplicate_reports": "duplicate reports (reports)",
+    "lost_reports": "lost reports (reports)",
+}
+
+
+def describe_config(config: RunConfig) -> str:
+    """A short, human description of a configuration, for titles."""
+    if config.store == "none":
+        design = "no checkpoint"
+    elif config.store == "snapshot":
+        design = "snapshot per " + ("operation" if config.granularity == "op" else "page")
+    else:
+        design = ("event log" if not config.snapshot_every
+                  else f"log + snapshot every {config.snapshot_every}")
+    bits = [design, config.write_mode, f"fsync {config.fsync}",
+            f"key {'on' if config.idempotency_key else 'off'}",
+            f"intent {'on' if config.intent else 'off'}"]
+    if config.intent:
+        bits.append(f"pending {config.pending}")
+    return ", ".join(bits)
+
+
+def plot_points(df, config: RunConfig, highlight: int | None = None, *,
+                metric: str = "redone_model_calls", reference: tuple[float, str] | None = None):
+    """One bar per crash point: the metric's height, the verdict's colour; the chosen point marked."""
+    fig, ax = new_figure(10, 3.8)
+    verdicts = df["verdict"] if "verdict" in df else [verdict(r) for r in df.to_dict("records")]
+    colors = [VERDICT_STYLE[v][0] for v in verdicts]
+    hatches = [VERDICT_STYLE[v][1] for v in verdicts]
+    heights = df[metric].fillna(0)
+    bars = ax.bar(df["index"], heights.where(heights > 0, 0.05), color=colors, edgecolor="white",
+                  linewidth=0.5)
+    for bar, hatch in zip(bars, hatches):
+        bar.set_hatch(hatch)
+    avg = df[metric].mean()
+    ax.axhline(avg, color=COLORS["blue"], linewidth=1.2, label=f"this machine: avg {avg:.2f}")
+    if reference:
+        lesson_line(ax, reference[0], f"lesson: avg {reference[0]:g} ({reference[1]})")
+    if highlight is not None and highlight in set(df["index"]):
+        h = float(heights[df["index"] == highlight].iloc[0])
+        ax.annotate(f"point {highlight}", (highlight, max(h, 0.05)),
+                    xytext=(0, 14), textcoords="offset points", ha="center",
+                    arrowprops={"arrowstyle": "->", "color": COLORS["black"]})
+    page_ticks(ax, df)
+    ax.set_xlabel("crash point (grouped by page; p3 = first point of page 3)")
+    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    ax.set_title(f"{METRIC_LABELS.get(metric, metric).split(' (')[0]} per crash point: "
+                 f"{describe_config(config)}", fontsize=10)
+    present = [v for v in VERDICTS if v in set(verdicts)]
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1], label=v)
+                for v in present]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", ncols=2)
+    ax.set_ylim(0, max(1.0, float(heights.max())) * 1.35)
+    return fig

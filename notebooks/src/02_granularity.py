@@ -1,0 +1,140 @@
+# %% [markdown]
+# # Lesson 2 · Checkpoint granularity: how fine should progress be saved?
+#
+# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)
+#
+# **The question.** A checkpoint (检查点) is a durable recovery point. How often should the agent write
+# one, and what does each choice cost: in work thrown away by a crash, and in writes paid on every run?
+#
+# **Recap of lesson 1.** Without any checkpoint, a worker killed at page 7 starts again at page 1:
+# it pays for six pages of model calls again and files page 3's report a second time.
+
+# %%
+# %matplotlib inline
+import pandas as pd
+
+from bughunt.experiment import crash_points
+from bughunt.lab import granularity
+from bughunt.lab.exercises import check, solution
+
+pd.options.display.width = 120
+pd.options.display.max_columns = 20
+
+# %% [markdown]
+# ## Natural boundaries, and the call in flight
+#
+# An agent has natural checkpoint boundaries (天然的检查点边界): a complete model reply, a complete
+# tool result. What lies between them cannot be saved: half a streamed answer is still on the
+# provider's side, half a tool run is in the external system. So however fine the checkpoints, the
+# call that is in flight when the process dies (正在进行的那一次调用) may have to be redone, or handled
+# separately.
+#
+# Granularity is the trade: **the finer, the less is lost, and the more is written**. We compare
+# three designs of the BugHunt worker over the lesson's 51 crash points (no intents):
+#
+# | design | what is saved, and when |
+# |---|---|
+# | none | nothing: every resume starts at page 1 |
+# | per page | a snapshot of the whole state after each page: the lesson's step |
+# | per operation | a snapshot after the model's answer, after the visit, after the report, and after the page |
+#
+# Every number below comes from real runs: for each crash point a worker process is killed with
+# SIGKILL at that point and a second process resumes it. Redone calls are read from the model
+# provider's bill, which the worker cannot rewrite: calls billed for both processes, minus the 12 a
+# clean run pays.
+
+# %%
+points = pd.DataFrame(p.__dict__ for p in crash_points(granularity.DESIGNS["per page"]))
+print(len(points), "crash points; those of page 7:")
+points[points.page == 7]
+
+# %%
+df = granularity.redone_by_design()
+table = granularity.summary_table(df)
+table
+
+# %% [markdown]
+# The lesson measured 6.51 redone calls with no checkpoint and 0.76 with a snapshot after every page,
+# averaged over the same 51 points; the table puts ours beside them. The averages are simple counts,
+# so they can be checked by hand:
+
+# %%
+print(granularity.explain_averages(df))
+
+# %% [markdown]
+# - **None:** a crash anywhere on page *p* redoes the calls of pages 1 to *p*. Weighted by the number
+#   of crash points per page (4, or 5 on a bug page) that is 332 calls over 51 points.
+# - **Per page:** every point of page *p* before its snapshot is durable redoes one call, page *p*'s
+#   own; only `after_commit` redoes none. That is 51 − 12 = 39 calls over 51 points.
+# - **Per operation:** only `after_model_call` redoes a call: the answer is billed and in memory,
+#   but not yet saved. That is the call in flight: one per page. Finer saving cannot remove it.
+
+# %%
+granularity.plot_redone(df)
+
+# %% [markdown]
+# The price is paid on every run, crash or not. Count the checkpoint writes of one clean run:
+
+# %%
+granularity.plot_tradeoff(table)
+
+# %% [markdown]
+# Per operation writes several times as often as per page to win back the rest of a call per crash.
+# Whether that pays depends on what a call costs against what a write costs; lesson 6 measures the
+# write side on this machine. Writes are not free of risk either: each one is a moment where the
+# checkpoint itself can be torn (lesson 5).
+#
+# A finer granularity also changes what a crash *duplicates*. With the idempotency key off, a
+# per-page snapshot files a report twice when the kill falls after the report and before the page's
+# snapshot (`after_submit`, `mid_commit`). Per operation saves "report filed" on its own, so only
+# `after_submit` still duplicates: the danger window shrinks but does not close. Lesson 4 is about
+# that window.
+
+# %% [markdown]
+# ## Try it
+#
+# The panel re-runs the real experiment. Move the **crash point** slider to see one crash and resume
+# in detail (two real processes, about a tenth of a second). Change the **checkpoint** granularity,
+# the **write mode** or the **idempotency key**, then press **Run sweep** to kill and resume at every
+# point with those settings. Bars are coloured by verdict; the blue line is this machine's average,
+# the dashed line the lesson's.
+#
+# Things to try: per operation with the key off (which points duplicate now?); per page in `torn`
+# write mode (what happens to a snapshot overwritten in place?).
+
+# %% tags=["panel", "nbval-ignore-output"]
+p = granularity.panel()
+p.show()
+
+# %% [markdown]
+# ## What to remember
+#
+# - A checkpoint can only sit on a natural boundary: a complete answer, a complete tool result.
+#   The call in flight at the moment of the kill is always at risk of being redone.
+# - Finer checkpoints lose less and write more (the lesson: 6.51 redone calls per crash with none,
+#   0.76 per page); the table above gives this machine's figures and what each design writes.
+# - Redone work is counted from the outside world's record (the provider's bill), not from what the
+#   worker believes it did.
+#
+# ## Exercises
+#
+# **2.1** With no checkpoint, how many model calls are redone when the worker is killed at crash
+# point 26? Work it out, then check it (the check runs the crash for real).
+
+# %%
+answer_2_1 = None
+check("2.1", answer_2_1)
+
+# %% [markdown]
+# **2.2** With a snapshot after every operation, which crash-point label is the only one that still
+# redoes a model call?
+
+# %%
+answer_2_2 = None
+check("2.2", answer_2_2)
+
+# %% [markdown]
+# Stuck? `solution("2.1")` prints a worked answer.
+#
+# ---
+# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)

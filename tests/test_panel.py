@@ -1,0 +1,69 @@
+"""The panel, driven as a learner drives it: set values, click buttons, read widget state."""
+
+import pandas as pd
+import pytest
+
+from bughunt.config import RunConfig
+from bughunt.experiment import summarize, sweep_records
+from bughunt.lab import granularity
+from bughunt.lab.panel import CrashPanel, clear_caches, slug
+from bughunt.lab.plots import plot_points
+
+SMALL = RunConfig(store="snapshot", intent=False, pages=4)    # 17 crash points
+
+
+@pytest.fixture
+def panel(tmp_path):
+    clear_caches()
+    return CrashPanel(name="test", base=SMALL, plot=plot_points, results_dir=tmp_path,
+                      knobs=["checkpoint", "write_mode", "idempotency_key", "intent"])
+
+
+def test_slider_runs_one_real_crash_and_shows_it(panel):
+    panel.crash_point.value = 11             # page 3, after_submit
+    assert panel.record["label"] == "after_submit"
+    assert "after_submit" in panel.point_info.value and "three-way check" in panel.point_info.value
+
+
+def test_run_sweeps_draws_and_matches_a_direct_call(panel):
+    panel.controls["idempotency_key"].value = False
+    df = panel.run()
+    assert len(df) == 17 and panel.progress.value == panel.progress.max == 17
+    assert len(panel.plot_out.outputs) == 1
+    assert panel.plot_out.outputs[0]["data"]["image/png"]
+    direct = summarize(sweep_records(SMALL.replace(idempotency_key=False)))
+    assert summarize(df.to_dict("records")) == direct
+    assert f"{direct['duplicate_points']} with a duplicate" in panel.status.value
+    assert not panel.run_button.disabled
+
+
+def test_knobs_change_the_configuration_and_the_slider_range(panel):
+    assert panel.crash_point.max == 17
+    panel.controls["intent"].value = True
+    assert panel.config.intent and panel.crash_point.max == 18
+    panel.controls["checkpoint"].value = "op"
+    assert panel.config.granularity == "op" and panel.config.store == "snapshot"
+    panel.controls["checkpoint"].value = "none"
+    assert panel.config.store == "none"
+
+
+def test_reset_restores_the_lesson_settings_and_clears_results(panel):
+    panel.controls["write_mode"].value = "torn"
+    panel.run()
+    panel.reset()
+    assert panel.config == SMALL and panel.df is None and panel.plot_out.outputs == ()
+    assert panel.export_button.disabled
+
+
+def test_export_writes_the_last_sweep_as_csv(panel, tmp_path):
+    assert panel.export() is None
+    panel.run()
+    path = panel.export()
+    assert path.parent == tmp_path and slug(SMALL) in path.name
+    assert len(pd.read_csv(path)) == 17
+
+
+def test_lesson_2_panel_builds_with_the_lesson_defaults():
+    p = granularity.panel()
+    assert p.config == granularity.DESIGNS["per page"] and p.crash_point.max == 51
+    assert set(p.controls) == {"checkpoint", "write_mode", "idempotency_key", "intent"}
