@@ -5,6 +5,7 @@
 - `sweep`        crash at every point, resume, measure; a table or `--json`
 - `kill-random`  SIGKILL from outside at seeded random moments; the rule-of-three bound
 - `lesson`       the lesson's experiments, lesson vs this machine side by side
+- `doctor`       check that this machine and folder can run the lab
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run or resume the worker (all flags: run --help)", add_help=False)
+    sub.add_parser("doctor", help="check this machine and folder can run the lab", add_help=False)
 
     p = sub.add_parser("points", help="list the crash points of a configuration")
     p.set_defaults(parser=p)
@@ -220,6 +222,10 @@ def _main(argv: list[str] | None) -> int:
         from . import worker   # the worker parses its own flags: `run --help` shows them all
 
         return worker.main(argv[1:], prog=f"{PROG} run")
+    if argv[:1] == ["doctor"]:
+        from . import doctor
+
+        return doctor.main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     commands = {"points": cmd_points, "sweep": cmd_sweep, "kill-random": cmd_kill_random,

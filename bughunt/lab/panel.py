@@ -157,14 +157,17 @@ class CrashPanel:
     """A lesson's panel. `knobs` name entries of KNOBS; `plot(df, config, highlight)` -> Figure."""
 
     def __init__(self, *, name: str, base: RunConfig, knobs: list[str], plot: PlotFn,
-                 title: str = "", crash_point: int = 1, results_dir: Path = Path("results")):
-        self.name, self.base, self.plot_fn = name, base, plot
+                 title: str = "", crash_point: int = 1, results_dir: Path = Path("results"),
+                 point_plot: Callable[[RunConfig, int], object] | None = None):
+        """`point_plot(config, index) -> Figure`, if given, draws the single crash point too."""
+        self.name, self.base, self.plot_fn, self.point_plot = name, base, plot, point_plot
         self.results_dir = Path(results_dir)
         self._defaults = {"crash_point": crash_point}
         self.controls = {k: KNOBS[k].make(base) for k in knobs}
         self.crash_point = W.IntSlider(value=crash_point, min=1, max=len(crash_points(base)),
                                        description="crash point", continuous_update=False)
         self.point_info = W.HTML()
+        self.point_out = W.Output()
         self.run_button = W.Button(description="Run sweep", button_style="primary", icon="play",
                                    tooltip="crash at every point with these settings, resume, "
                                            "measure")
@@ -232,6 +235,10 @@ class CrashPanel:
             return None
         self.record = dict(_point(config, self.crash_point.value))
         self.point_info.value = point_html(self.record)
+        if self.point_plot is not None:
+            fig = self.point_plot(config, self.crash_point.value)
+            self.point_out.outputs = ()
+            self.point_out.append_display_data(Image(data=png(fig), format="png"))
         return self.record
 
     def run(self):
@@ -284,6 +291,7 @@ class CrashPanel:
         self.plot_out.outputs = ()
         self.table_out.outputs = ()
         self.point_info.value = ""
+        self.point_out.outputs = ()
         self.progress.value = 0
         self.status.value = "Reset."
         self.export_button.disabled = True
@@ -304,7 +312,8 @@ class CrashPanel:
         knobs = [W.HBox([W.Label(KNOBS[k].label, layout=W.Layout(width="120px")), w])
                  for k, w in self.controls.items()]
         buttons = W.HBox([self.run_button, self.reset_button, self.export_button, self.progress])
-        return W.VBox([self.title, *knobs, self.crash_point, self.point_info, buttons,
+        return W.VBox([self.title, *knobs, self.crash_point, self.point_info, self.point_out,
+                       buttons,
                        self.status, self.plot_out, self.table_out])
 
     def show(self) -> W.VBox:

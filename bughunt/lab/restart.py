@@ -1,0 +1,189 @@
+"""Lesson 1, killed at page 7: what a restart from scratch costs, told as one real story.
+
+A worker with no checkpoint is stopped at page 7 and killed from outside with SIGKILL, the way the
+OOM killer or a rolling restart would. A second process runs the task again on the same directory.
+The outside world's records tell the story: the provider's bill (calls paid), the tracker (reports
+filed), and the lab's trace of the crash points each process reached (pages done), all timestamped.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import RunConfig
+from ..crashpoints import CrashPoint
+from ..experiment import PausedWorker, crash_points, read_trace, run_worker
+from ..world import Site, read_bill, read_reports
+from .exercises import exercise
+from .panel import CrashPanel
+from .plots import describe_config, plot_points
+from .style import COLORS, new_figure
+
+#: The lesson's first scene: no checkpoint, no idempotency key, no intents.
+NO_CHECKPOINT = RunConfig(store="none", intent=False, idempotency_key=False)
+
+
+@dataclass
+class Story:
+    """Two processes on one run directory: the killed one and the one that ran again."""
+
+    config: RunConfig
+    point: CrashPoint
+    killed_by: int          # the signal that ended the first process (9 = SIGKILL)
+    bill: "object"          # DataFrame: one row per billed model call, with run 1/2
+    reports: "object"       # DataFrame: one row per report in the tracker
+    trace: "object"         # DataFrame: one row per crash point reached
+    final: dict             # the second process's report
+
+    def summary(self):
+        """Per run: model calls paid, reports filed, pages done; and the totals against a clean run."""
+        import pandas as pd
+
+        pages = self.config.pages
+        rows = []
+        for run in (1, 2):
+            done = self.trace[(self.trace.run == run) & (self.trace.label == "after_commit")]
+            rows.append({"run": {1: "first (killed)", 2: "second (from scratch)"}[run],
+                         "model calls paid": int((self.bill.run == run).sum()),
+                         "reports filed": int((self.reports.run == run).sum()),
+                         "pages done": len(done)})
+        rows.append({"run": "both", "model calls paid": len(self.bill),
+                     "reports filed": len(self.reports),
+                     "pages done": int(sum(r["pages done"] for r in rows))})
+        rows.append({"run": "a clean run", "model calls paid": pages,
+                     "reports filed": len(Site.load(pages).bug_pages), "pages done": pages})
+        return pd.DataFrame(rows).set_index("run")
+
+    def losses(self) -> dict:
+        """What the crash cost: calls paid twice (split as the lesson counts them) and duplicates."""
+        counts = self.reports.page.value_counts()
+        done_before = set(self.trace[(self.trace.run == 1)
+                                     & (self.trace.label == "after_commit")].page)
+        asked_again = set(self.bill[self.bill.run == 2].page)
+        redone = len(self.bill) - self.config.pages
+        done_paid_again = len(done_before & asked_again)
+        return {"redone model calls": redone,
+                "of which pages done before the kill": done_paid_again,
+                "of which the call in flight": redone - done_paid_again,
+                "duplicate reports": int((counts - 1).sum()),
+                "pages reported twice": sorted(int(p) for p in counts[counts > 1].index)}
+
+
+def killed_at(point_index: int, config: RunConfig = NO_CHECKPOINT) -> Story:
+    """Stop a fresh worker at a crash point, SIGKILL it from here, run it again; read the world."""
+    import pandas as pd
+
+    point = crash_points(config)[point_index - 1]
+    with tempfile.TemporaryDirectory(prefix="bughunt-story-") as tmp:
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
+        first = PausedWorker(run_dir, config, pause_at=point.index, trace=True)
+        first_pid = first.pid
+        killed_by = -first.kill()
+        second = run_worker(run_dir, config, trace=True)
+        if second.returncode != 0:
+            raise RuntimeError(f"the second run failed: {second.stderr.strip()}")
+        bill = pd.DataFrame(read_bill(run_dir))
+        reports = pd.DataFrame(read_reports(run_dir),
+                               columns=["id", "page", "idempotency_key", "title", "pid",
+                                        "filed_at"])
+        trace = pd.DataFrame(read_trace(run_dir))
+        import json
+        final = json.loads(second.stdout)
+    t0 = trace.t.min()
+    for df, col in ((bill, "t"), (reports, "filed_at"), (trace, "t")):
+        df["run"] = [1 if pid == first_pid else 2 for pid in df.pid]
+        df["ms"] = (df[col] - t0) * 1000
+    return Story(config, point, killed_by, bill, reports, trace, final)
+
+
+def page_7(config: RunConfig = NO_CHECKPOINT) -> Story:
+    """The lesson's scene: killed on page 7, right after its model call."""
+    point = next(p for p in crash_points(config)
+                 if p.page == 7 and p.label == "after_model_call")
+    return killed_at(point.index, config)
+
+
+def plot_timeline(story: Story):
+    """Pages done, calls paid and reports filed over time, for both processes; the kill marked.
+
+    The seconds between the kill and the second process's first page (interpreter start-up) would
+    dwarf the work itself, so the time axis is cut there: a hatched band stands for that gap.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = new_figure(11, 4.2)
+    run1, run2 = story.trace[story.trace.run == 1], story.trace[story.trace.run == 2]
+    kill_ms, restart_ms = run1.ms.max(), run2.ms.min()
+    active = (run1.ms.max() - run1.ms.min()) + (run2.ms.max() - run2.ms.min())
+    band = max(active * 0.12, 0.5)
+    shift = restart_ms - kill_ms - band
+
+    def x(df):
+        return [t - shift if r == 2 else t for t, r in zip(df.ms, df.run)]
+
+    series = [
+        ("model calls paid (bill)", story.bill, COLORS["orange"]),
+        ("pages done", story.trace[story.trace.label == "after_commit"], COLORS["blue"]),
+        ("reports filed (tracker)", story.reports, COLORS["red"]),
+    ]
+    for label, df, color in series:
+        df = df.sort_values("ms")
+        xs = x(df)
+        ax.step([0] + xs, range(0, len(df) + 1), where="post", color=color, linewidth=2,
+                label=f"{label}: {len(df)}")
+    ax.axvline(kill_ms, color=COLORS["black"], linewidth=2)
+    ax.axvspan(kill_ms, kill_ms + band, facecolor="none", edgecolor=COLORS["grey"], hatch="//",
+               linewidth=0)
+    top = max(len(story.bill), story.config.pages) + 5
+    ax.annotate(f"kill -9 on page {story.point.page}\n({story.point.label})", (kill_ms, top - 0.4),
+                xytext=(-6, 0), textcoords="offset points", fontsize=9, ha="right", va="top")
+    start_page = int(run2[run2.label == "start"].page.iloc[0])
+    what = "starts over at page 1" if start_page == 1 else f"resumes at page {start_page}"
+    ax.annotate(f"second process {what}\n(start-up gap of {restart_ms - kill_ms:.0f} ms cut out)",
+                (kill_ms + band, top - 0.4), xytext=(6, 0), textcoords="offset points",
+                fontsize=9, va="top")
+    clean = story.config.pages
+    ax.axhline(clean, color=COLORS["grey"], linestyle=":", linewidth=1.2,
+               label=f"a clean run: {clean} calls, {clean} pages")
+    ax.set_ylim(0, top)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0, max(x(story.trace)) * 1.02)
+    ax.set_xlabel("time since the first process started its first page (ms; restart gap cut out)")
+    ax.set_ylabel("count so far")
+    ax.set_title(f"Killed on page {story.point.page}, then run again: "
+                 f"{describe_config(story.config)}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def panel_point_plot(config: RunConfig, index: int):
+    return plot_timeline(killed_at(index, config))
+
+
+def panel(crash_point: int | None = None) -> CrashPanel:
+    """Lesson 1's panel: the timeline of one kill at the chosen point, and the sweep."""
+    if crash_point is None:
+        crash_point = page_7().point.index
+    return CrashPanel(
+        name="01-killed", base=NO_CHECKPOINT, crash_point=crash_point,
+        knobs=["checkpoint", "idempotency_key", "write_mode"],
+        plot=lambda df, c, h: plot_points(df, c, h, metric="redone_model_calls"),
+        point_plot=panel_point_plot,
+        title="Killed at a crash point, run again: what is paid twice, what is filed twice")
+
+
+@exercise("1.1", "With no checkpoint and no idempotency key, the worker is killed right after "
+          "filing page 10's report (crash point 'after_submit' on page 10). How many reports does "
+          "the tracker hold once the second run has finished?",
+          "The first run filed pages 3, 7 and 10 before the kill; the second starts from page 1 "
+          "and files all three again: 6 reports, every bug reported twice.")
+def _ex_1_1(answer):
+    point = next(p for p in crash_points(NO_CHECKPOINT)
+                 if p.page == 10 and p.label == "after_submit")
+    truth = len(killed_at(point.index).reports)
+    if answer == truth:
+        return True, f"Measured just now: {truth} reports in the tracker."
+    return False, "Count what the first run filed before the kill, then what a full rerun files."

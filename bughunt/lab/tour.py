@@ -1,0 +1,120 @@
+"""Lesson 0, start here: the environment, one clean run, and the map of crash points."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import RunConfig
+from ..crashpoints import LABELS, scheme
+from ..doctor import run_checks
+from ..experiment import lesson, lesson_table, run_worker
+from ..stores import LOG_FILE, records
+from ..world import Site, read_bill, read_reports
+from .exercises import exercise
+from .style import COLORS, new_figure
+
+
+def environment(folder: Path | None = None):
+    """The doctor's checks as a DataFrame: what, ok, detail, what to do."""
+    import pandas as pd
+
+    return pd.DataFrame([c.__dict__ for c in run_checks(folder)]).set_index("name")
+
+
+@dataclass
+class CleanRun:
+    report: dict
+    site: "object"       # DataFrame of pages
+    bill: "object"       # DataFrame of model calls
+    reports: "object"    # DataFrame of tracker rows
+    events: "object"     # DataFrame of the event log
+    files: list          # (name, bytes) of the run directory
+
+
+def clean_run(config: RunConfig = RunConfig()) -> CleanRun:
+    """One run without a crash; everything it left behind, read back."""
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory(prefix="bughunt-tour-") as tmp:
+        run_dir = Path(tmp) / "run"
+        proc = run_worker(run_dir, config)
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr)
+        site = Site.load(config.pages)
+        pages = pd.DataFrame([{"page": p.page, "path": p.path, "title": p.title,
+                               "bug": p.bug or ""} for p in map(site.page, range(1, config.pages + 1))])
+        bill = pd.DataFrame(read_bill(run_dir))[["page", "tokens"]]
+        reports = pd.DataFrame(read_reports(run_dir))[["id", "page", "idempotency_key", "title"]]
+        log = run_dir / LOG_FILE
+        decoded = [records.decode(line) for line in log.read_bytes().splitlines()] \
+            if log.exists() else []
+        events = pd.DataFrame([{c: e.get(c, "") for c in ("seq", "t", "page", "key", "finding",
+                                                          "tokens")} for e in decoded])
+        files = sorted((p.name, p.stat().st_size) for p in run_dir.iterdir())
+        return CleanRun(json.loads(proc.stdout), pages, bill, reports, events, files)
+
+
+def crash_point_table(config: RunConfig = RunConfig()):
+    """Crash points as a page x label grid of indices (blank where a page has no such point)."""
+    import pandas as pd
+
+    points = scheme(config.pages, Site.load(config.pages).bug_pages, config.intent)
+    grid = pd.DataFrame([{"page": p.page, "label": p.label, "index": p.index} for p in points])
+    table = grid.pivot(index="label", columns="page", values="index").reindex(
+        [lab for lab in LABELS if lab in set(grid.label)])
+    return table.astype("Int64")
+
+
+def plot_crash_map(config: RunConfig = RunConfig()):
+    """Every crash point of a clean run, page by page, numbered; bug pages shaded."""
+    table = crash_point_table(config)
+    bugs = set(Site.load(config.pages).bug_pages)
+    fig, ax = new_figure(10, 3.4)
+    for col, page in enumerate(table.columns):
+        if page in bugs:
+            ax.axvspan(col - 0.5, col + 0.5, color=COLORS["orange"], alpha=0.18, linewidth=0)
+        for row, label in enumerate(table.index):
+            idx = table.loc[label, page]
+            if idx is not None and str(idx) != "<NA>":
+                window = page in bugs and label in ("after_submit", "mid_commit")
+                color = COLORS["red"] if window else COLORS["blue"]
+                ax.scatter([col], [row], s=330, color=color, alpha=0.85)
+                ax.text(col, row, str(idx), ha="center", va="center", color="white",
+                        fontsize=8, fontweight="bold")
+    ax.set_xticks(range(len(table.columns)),
+                  [f"p{p}\n(bug)" if p in bugs else f"p{p}" for p in table.columns])
+    ax.set_yticks(range(len(table.index)), list(table.index))
+    ax.invert_yaxis()
+    ax.set_xlim(-0.6, len(table.columns) - 0.4)
+    ax.set_ylim(len(table.index) - 0.4, -0.6)
+    ax.set_xlabel("page (bug pages shaded)")
+    ax.set_ylabel("where in the page")
+    n = int(table.count().sum())
+    ax.set_title(f"The lesson's {n} crash points, numbered in the order a clean run reaches them",
+                 fontsize=10)
+    from matplotlib.lines import Line2D
+    ax.legend(handles=[Line2D([], [], marker="o", linestyle="", markersize=10, color=c, label=t)
+                       for c, t in ((COLORS["blue"], "crash point"),
+                                    (COLORS["red"], "danger window: report filed, page not saved"))],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return fig
+
+
+def lesson_overview(**kwargs):
+    """The lesson's table, lesson vs this machine, from all five sweeps (a few hundred runs)."""
+    result = lesson(**kwargs)
+    return result, lesson_table(result)
+
+
+@exercise("0.1", "If the site had bugs on four pages (3, 7, 10 and 11) and intents were on, how "
+          "many crash points would a 12-page run have?",
+          "Each page has after_model_call, after_visit, mid_commit and after_commit (4 points); a bug "
+          "page adds after_intent and after_submit (6 points). 8 x 4 + 4 x 6 = 56.")
+def _ex_0_1(answer):
+    truth = len(scheme(12, [3, 7, 10, 11], intent=True))
+    if answer == truth:
+        return True, f"The scheme gives {truth}."
+    return False, "Count the points of a plain page and of a bug page, then add up."

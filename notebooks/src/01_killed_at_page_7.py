@@ -1,0 +1,133 @@
+# %% [markdown]
+# # Lesson 1 · Killed at page 7: where does the agent pick up?
+#
+# [← Start here](00_start_here.ipynb) · [Lesson 2: checkpoint granularity →](02_granularity.ipynb)
+#
+# **The question.** The BugHunt agent explores 12 pages. On each page it asks the model what to do
+# next, visits the page, and files a bug report when it finds one (pages 3, 7 and 10 hide injected
+# bugs). At page 7 the process disappears: the OOM killer picked it, a rolling deploy restarted it,
+# someone typed `kill -9`. What does it cost to run the task again, and what goes wrong?
+#
+# **Recap of the start page.** The worker is a real process; its model calls go on a bill it cannot
+# rewrite, and its reports go into a real SQLite tracker.
+
+# %%
+# %matplotlib inline
+import pandas as pd
+
+from bughunt.lab import restart
+from bughunt.lab.exercises import check, solution
+
+pd.options.display.width = 120
+pd.options.display.max_columns = 20
+
+# %% [markdown]
+# ## The scene, for real
+#
+# We start a worker with no checkpoint at all, stop it on page 7 right after its model call, and
+# kill it from this notebook with SIGKILL: no handler runs, nothing is flushed, nothing is cleaned up.
+# Then a second process runs the task again in the same directory. With nothing saved, it can only
+# start from page 1.
+
+# %%
+story = restart.page_7()
+print(f"first process ended by signal {story.killed_by} (SIGKILL) at {story.point.label} on page "
+      f"{story.point.page}")
+story.summary()
+
+# %%
+restart.plot_timeline(story)
+
+# %% [markdown]
+# The timeline is drawn from the outside world's records, not from what the worker believes: the
+# provider's bill (calls paid), the tracker (reports filed) and the lab's trace of the crash points
+# each process reached (pages done). The grey band is the time between the kill and the second
+# process reaching its first page.
+#
+# ## Two losses: money and correctness
+
+# %%
+story.losses()
+
+# %% [markdown]
+# - **Cost.** Every model call before the kill is paid again. The lesson counts the six pages that
+#   were done (前 6 页的模型调用重新花一遍钱); the bill also shows the seventh call, page 7's own,
+#   which was answered and billed the instant before the kill. That call in flight is lost under any
+#   design, as lesson 2 measures.
+# - **Correctness.** Page 3's report was filed by the first process and filed again by the second:
+#   the tracker now holds the same bug twice (第 3 页的 Bug 报告又提交一次). The first loss costs money;
+#   the second is a wrong result that someone downstream has to clean up.
+
+# %%
+story.reports[["page", "idempotency_key", "title", "run"]]
+
+# %% [markdown]
+# ## The four questions of resuming
+#
+# Resuming from where the process died (断点续跑) means answering four questions, one lesson each:
+#
+# 1. **How fine is progress saved?** A checkpoint (检查点) here is a durable recovery point written to
+#    disk; not the place where a worker checks for a cancel request, as in a state-machine lesson.
+#    Finer checkpoints lose less and write more. → [Lesson 2](02_granularity.ipynb)
+# 2. **How is the state put back together?** Replay an event log, load a snapshot, or both.
+#    → [Lesson 3](03_replay_vs_snapshot.ipynb)
+# 3. **What about a side effect that happened but was not yet saved?** The danger window between
+#    filing a report and writing the checkpoint. → [Lesson 4](04_danger_window.ipynb)
+# 4. **What if the checkpoint write is itself cut in half?** Torn writes and atomic replacement.
+#    → [Lesson 5](05_torn_writes.ipynb)
+#
+# and one about the machine underneath: a killed process is not a lost power supply.
+# → [Lesson 6](06_kill9_vs_power_loss.ipynb)
+#
+# ## The same kill, with a checkpoint
+#
+# A preview of what the next lessons build: the same kill at page 7, but the worker saves a snapshot
+# after every page and files reports with a deterministic idempotency key the tracker deduplicates.
+
+# %%
+saved = restart.page_7(restart.NO_CHECKPOINT.replace(store="snapshot", idempotency_key=True))
+pd.DataFrame([{"design": "no checkpoint, no key", **story.losses()},
+              {"design": "snapshot per page, key on", **saved.losses()}]).set_index("design")
+
+# %%
+restart.plot_timeline(saved)
+
+# %% [markdown]
+# Only page 7's own call is paid again, and page 3 is filed once. The rest of the lab measures why,
+# at every crash point rather than one.
+
+# %% [markdown]
+# ## Try it
+#
+# Pick another crash point with the slider: the panel stops a fresh worker there, kills it, runs it
+# again and draws the same timeline. Change the **checkpoint** design or the **idempotency key**,
+# then press **Run sweep** to do it at every one of the 51 crash points: bars are the redone model
+# calls, coloured by verdict (a duplicate report shows in red).
+
+# %% tags=["panel", "nbval-ignore-output"]
+p = restart.panel()
+p.show()
+
+# %% [markdown]
+# ## What to remember
+#
+# - A process can die at any instruction, with no chance to clean up: SIGKILL, the OOM killer,
+#   a deploy.
+# - Starting over costs twice: work paid again (model calls) and side effects done again (duplicate
+#   reports). The second is a correctness bug, not just a cost.
+# - Judge recovery by the outside world's records (the bill, the tracker), not by the agent's memory.
+#
+# ## Exercise
+#
+# **1.1** With no checkpoint and no idempotency key, the worker is killed right after filing page 10's
+# report. How many reports does the tracker hold once the second run has finished?
+
+# %%
+answer_1_1 = None
+check("1.1", answer_1_1)
+
+# %% [markdown]
+# Stuck? `solution("1.1")` prints a worked answer.
+#
+# ---
+# [← Start here](00_start_here.ipynb) · [Lesson 2: checkpoint granularity →](02_granularity.ipynb)

@@ -1,0 +1,55 @@
+"""Lessons 0 and 1: the tour of a clean run, and the kill at page 7 told from the outside."""
+
+from matplotlib.figure import Figure
+
+from bughunt.config import RunConfig
+from bughunt.lab import restart, tour
+from bughunt.lab.exercises import judge
+
+
+def test_crash_point_map_has_every_point_of_the_scheme():
+    assert int(tour.crash_point_table().count().sum()) == 54
+    assert int(tour.crash_point_table(RunConfig(intent=False)).count().sum()) == 51
+    fig = tour.plot_crash_map()
+    assert isinstance(fig, Figure) and "54 crash points" in fig.axes[0].get_title()
+
+
+def test_clean_run_leaves_fifteen_events_twelve_calls_three_reports():
+    run = tour.clean_run()
+    assert len(run.events) == 15 and len(run.bill) == 12 and list(run.reports.page) == [3, 7, 10]
+    assert [name for name, _ in run.files] == ["bill.jsonl", "config.json", "events.jsonl",
+                                               "run.lock", "tracker.db"]
+
+
+def test_environment_checks_pass_here():
+    env = tour.environment()
+    assert env.ok.all(), env[~env.ok]
+
+
+def test_killed_at_page_7_pays_seven_calls_again_and_files_page_3_twice():
+    story = restart.page_7()
+    assert story.killed_by == 9
+    assert story.losses() == {"redone model calls": 7, "of which pages done before the kill": 6,
+                              "of which the call in flight": 1, "duplicate reports": 1,
+                              "pages reported twice": [3]}
+    summary = story.summary()
+    assert summary.loc["both", "model calls paid"] == 19
+    assert isinstance(restart.plot_timeline(story), Figure)
+
+
+def test_with_a_snapshot_and_a_key_only_the_call_in_flight_is_paid_again():
+    story = restart.page_7(restart.NO_CHECKPOINT.replace(store="snapshot", idempotency_key=True))
+    losses = story.losses()
+    assert losses["redone model calls"] == 1 and losses["of which the call in flight"] == 1
+    assert losses["duplicate reports"] == 0
+
+
+def test_lesson_1_panel_draws_the_timeline_of_the_chosen_point():
+    p = restart.panel(crash_point=11)
+    p.run_point()
+    assert len(p.point_out.outputs) == 1 and p.record["label"] == "after_submit"
+
+
+def test_exercises_of_lessons_0_and_1_accept_the_truth_only():
+    assert judge("0.1", 56) and not judge("0.1", 54)
+    assert judge("1.1", 6) and not judge("1.1", 4)

@@ -1,0 +1,71 @@
+"""The committed notebooks: in sync with their sources, linked, and free of unstable outputs.
+
+(Executing them and comparing every stored output is nbval's job in `make test`.)
+"""
+
+import json
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+SOURCES = sorted((NOTEBOOKS / "src").glob("[0-9][0-9]_*.py"))
+BUILT = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def test_every_source_has_its_built_notebook_and_back():
+    assert [p.stem for p in SOURCES] == [p.stem for p in BUILT]
+    assert len(BUILT) >= 7
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_built_notebook_matches_its_source(src):
+    want = [c.source for c in jupytext.read(src).cells]
+    got = ["".join(c["source"]) for c in cells(NOTEBOOKS / f"{src.stem}.ipynb")]
+    assert got == want, f"{src.stem}.ipynb is out of date: run `make regen NB={src.stem[:2]}`"
+
+
+@pytest.mark.parametrize("nb", BUILT, ids=lambda p: p.stem)
+def test_links_point_to_notebooks_that_exist(nb):
+    text = "".join("".join(c["source"]) for c in cells(nb) if c["cell_type"] == "markdown")
+    links = re.findall(r"\]\(([^)#]+\.ipynb)\)", text)
+    assert links, "no links to other lessons"
+    missing = [link for link in links if not (NOTEBOOKS / link).exists()]
+    assert not missing
+
+
+@pytest.mark.parametrize("nb", BUILT, ids=lambda p: p.stem)
+def test_stored_outputs_hold_no_paths_errors_or_stale_widgets(nb):
+    for cell in cells(nb):
+        if cell["cell_type"] != "code":
+            continue
+        tags = cell["metadata"].get("tags", [])
+        if "panel" in tags:
+            assert "nbval-ignore-output" in tags and cell["outputs"] == []
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", cell["source"]
+            text = json.dumps({k: v for k, v in out.get("data", {}).items() if k != "image/png"})
+            text += "".join(out.get("text", ""))
+            assert not re.search(r"/tmp/|/root/|/home/|Traceback|Error displaying widget", text)
+
+
+@pytest.mark.parametrize("nb", [p for p in BUILT if not p.stem.startswith("00")],
+                         ids=lambda p: p.stem)
+def test_each_lesson_ends_with_what_to_remember_and_an_exercise_check(nb):
+    sources = ["".join(c["source"]) for c in cells(nb)]
+    assert any("## What to remember" in s for s in sources)
+    assert any(re.search(r'^check\("\d\.\d"', s, re.M) for s in sources)
+    assert any("Start here" in s or "00_start_here" in s for s in sources)
+
+
+def test_start_here_links_every_lesson():
+    text = "".join("".join(c["source"]) for c in cells(NOTEBOOKS / "00_start_here.ipynb"))
+    for nb in BUILT[1:]:
+        assert f"({nb.name})" in text, nb.name
