@@ -1,0 +1,5 @@
+import sys
+
+from .examples import main
+
+sys.exit(main())
