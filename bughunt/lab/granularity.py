@@ -132,8 +132,8 @@ def panel(base: RunConfig = DESIGNS["per page"], crash_point: int = 23) -> Crash
           "at page 1, so pages 1 to 7 are asked again: 7 calls. Six of them are the pages that "
           "were done; the seventh is the call that was in flight when the kill came.")
 def _ex_2_1(answer):
-    from .panel import _point
-    truth = _point(DESIGNS["none"], 26)["redone_model_calls"]
+    from .panel import cached_point
+    truth = cached_point(DESIGNS["none"], 26)["redone_model_calls"]
     if answer == truth:
         return True, f"Measured just now: {truth} calls."
     return False, ("Count the pages the resumed worker asks about again, including the page the "

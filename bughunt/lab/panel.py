@@ -89,7 +89,8 @@ KNOBS: dict[str, Knob] = {
 # --- cached experiment calls: the same settings never run twice until Reset ---------------------
 
 @functools.lru_cache(maxsize=512)
-def _point(config: RunConfig, index: int) -> dict:
+def cached_point(config: RunConfig, index: int) -> dict:
+    """One crash+resume at point `index`, run once per settings until Reset (do not mutate)."""
     point = crash_points(config)[index - 1]
     with tempfile.TemporaryDirectory(prefix="bughunt-panel-") as tmp:
         return crash_and_resume(config, point, Path(tmp) / "run")
@@ -98,14 +99,21 @@ def _point(config: RunConfig, index: int) -> dict:
 _SWEEPS: dict[RunConfig, list[dict]] = {}
 
 
-def _sweep(config: RunConfig, progress=None) -> list[dict]:
+def cached_sweep(config: RunConfig, progress=None) -> list[dict]:
+    """Every crash point of `config`, run once per settings until Reset (do not mutate)."""
     if config not in _SWEEPS:
         _SWEEPS[config] = sweep_records(config, tag="panel", progress=progress)
     return _SWEEPS[config]
 
 
+def seed_sweep(config: RunConfig, records: list[dict]) -> None:
+    """Hand the panel a sweep a notebook cell already ran with these settings, so that the panel's
+    first Run shows it without killing every point again."""
+    _SWEEPS[config] = [dict(r) for r in records]
+
+
 def clear_caches() -> None:
-    _point.cache_clear()
+    cached_point.cache_clear()
     _SWEEPS.clear()
 
 
@@ -233,7 +241,7 @@ class CrashPanel:
         except ConfigError as e:
             self.point_info.value = html.escape(str(e))
             return None
-        self.record = dict(_point(config, self.crash_point.value))
+        self.record = dict(cached_point(config, self.crash_point.value))
         self.point_info.value = point_html(self.record)
         if self.point_plot is not None:
             fig = self.point_plot(config, self.crash_point.value)
@@ -254,7 +262,7 @@ class CrashPanel:
             self.progress.max, self.progress.value = total, done
 
         try:
-            records = _sweep(config, progress=tick)
+            records = cached_sweep(config, progress=tick)
             self.progress.value = self.progress.max
             self.df = pd.DataFrame(list(records))
             self.df["verdict"] = [verdict(r) for r in records]

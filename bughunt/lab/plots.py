@@ -13,6 +13,7 @@ METRIC_LABELS = {
     "replayed_events": "replayed events (events)",
     "duplicate_reports": "duplicate reports (reports)",
     "lost_reports": "lost reports (reports)",
+    "torn_lines_skipped": "torn lines skipped at resume (lines)",
 }
 
 

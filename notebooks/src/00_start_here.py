@@ -24,9 +24,7 @@
 # | 4 | [The danger window](04_danger_window.ipynb) | The report is filed, the checkpoint is not: now what? |
 # | 5 | [Torn writes](05_torn_writes.ipynb) | What if the checkpoint itself is cut in half? |
 # | 6 | [kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) | What do flush and fsync each buy, and cost? |
-#
-# Lessons 7 (a durable task runtime) and 8 (crashes during recovery, two resumers, a full disk,
-# power loss) follow the same pattern.
+# | 7 | [Durable tasks](07_durable_tasks.ipynb) | How does a task runtime resume steps, memos and tools? |
 
 # %%
 # %matplotlib inline

@@ -1,0 +1,648 @@
+"""Lesson 6, kill -9 is not power loss: flush, fsync, and what each costs.
+
+A byte the worker writes passes three places: the process's own user-space buffer (Python's
+`open()`), the kernel's page cache, the disk. kill -9 destroys only the first, so surviving it needs
+the bytes handed to the kernel (flush, or `os.write`); surviving a kernel crash or a power cut needs
+them on the disk (fsync, and a directory fsync after a rename). This module measures what can be
+measured with real processes on this machine:
+
+- the lesson's log mode swept at all 54 crash points with fsync never and always (`kill9_sweeps`):
+  under kill -9 the verdicts are the same, because fsync protects against something else;
+- what kill -9 leaves of a line written with and without flush (`buffer_table`, real processes
+  running `python -m bughunt.bufferdemo`);
+- the latency of each kind of checkpoint write through the lab's own I/O door (`measure_latencies`),
+  beside the lesson's macOS medians.
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from ..bufferdemo import LINE
+from ..config import RunConfig
+from ..diskio import Door
+from ..experiment import LESSON_FIGURES, clean_run, summarize, sweep_records, verdict, work_dir
+from ..stores import LOG_FILE, SNAPSHOT_FILE, records
+from ..stores.snapshot import read_snapshot
+from .exercises import exercise
+from .panel import CrashPanel, seed_sweep
+from .plots import describe_config
+from .style import COLORS, SERIES, VERDICT_STYLE, lesson_line, new_figure, page_ticks
+
+#: The lesson's log mode: event log, intents, idempotency key, and no fsync at all.
+LOG = RunConfig(store="log", intent=True)
+POLICIES = {"fsync never": LOG, "fsync always": LOG.replace(fsync="always")}
+
+# --- the lesson's own figures (the first lesson text, measured on macOS), shown beside ours -------
+
+#: Bytes left by kill -9 after f.write() of a 12-byte line, without and with f.flush().
+LESSON_BUFFER_BYTES = {"write": 0, "flush": 12}
+
+APPEND = "append (flush only)"
+APPEND_FSYNC = "append + fsync"
+SNAPSHOT_LESSON = "snapshot: tmp + fsync + rename"
+SNAPSHOT_DIR_FSYNC = "snapshot: tmp + fsync + rename + dir fsync"
+SNAPSHOT_NO_FSYNC = "snapshot: tmp + rename, no fsync"
+KINDS = (APPEND, APPEND_FSYNC, SNAPSHOT_NO_FSYNC, SNAPSHOT_LESSON, SNAPSHOT_DIR_FSYNC)
+
+#: The lesson's median per write in ms on macOS: (first run, rerun).
+LESSON_MEDIANS_MS = {
+    APPEND: (0.0020, 0.0025),
+    APPEND_FSYNC: (0.033, 0.037),
+    SNAPSHOT_LESSON: (0.228, 0.300),
+}
+WARM_UP = 10          # untimed writes before each kind's samples
+KIND_COLORS = dict(zip(KINDS, (COLORS["sky"], COLORS["blue"], COLORS["yellow"], COLORS["orange"],
+                               COLORS["red"])))
+
+
+# --- 1. kill -9 with and without fsync ------------------------------------------------------------
+
+def kill9_sweeps(policies: dict[str, RunConfig] = POLICIES, *, progress=None):
+    """Sweep the lesson's log mode at every crash point, once per fsync policy; one DataFrame.
+
+    `policies` maps "fsync never" and "fsync always" to configurations (tests pass smaller ones).
+    The sweeps run one after the other so each can be timed (`df.attrs["elapsed_s"]`);
+    `df.attrs["configs"]` keeps the configurations.
+    """
+    import pandas as pd
+
+    frames, elapsed = [], {}
+    for name, config in policies.items():
+        t0 = time.perf_counter()
+        recs = sweep_records(config, tag=name.replace(" ", "_"), progress=progress)
+        elapsed[name] = time.perf_counter() - t0
+        d = pd.DataFrame(recs)
+        d["fsync"] = name
+        d["verdict"] = [verdict(r) for r in recs]
+        frames.append(d)
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs["elapsed_s"] = elapsed
+    df.attrs["configs"] = dict(policies)
+    return df
+
+
+def kill9_table(df):
+    """Per fsync policy: how the 54 kill -9 runs recovered, beside the lesson's 54 of 54."""
+    import pandas as pd
+
+    rows = []
+    for name, d in df.groupby("fsync", sort=False):
+        s = summarize(d.to_dict("records"))
+        rows.append({"fsync": name, "crash points": s["crash_points"],
+                     "recovered correctly": s["correct_runs"],
+                     "lesson (fsync never)": LESSON_FIGURES["log_runs_correct"],
+                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+                     "three-way failures": s["three_way_failures"],
+                     "avg replayed events": round(s["avg_replayed_events"], 2),
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2)})
+    return pd.DataFrame(rows).set_index("fsync")
+
+
+def same_outcome(df) -> str:
+    """Point by point, does fsync change anything a kill -9 run shows? Counted, not assumed."""
+    never, always = (df[df["fsync"] == name].set_index("index") for name in POLICIES)
+    if len(never) != len(always):
+        raise ValueError("both fsync policies must have been swept over the same crash points")
+    n = len(never)
+    checks = {"verdict": "the same verdict", "redone_model_calls": "the same redone model calls",
+              "replayed_events": "the same replayed events", "tracker_pages": "the same tracker",
+              "memory_findings": "the same findings in memory"}
+    lines = [f"crash points with {what} under both policies: "
+             f"{sum(never[col].loc[i] == always[col].loc[i] for i in never.index)} of {n}"
+             for col, what in checks.items()]
+    return "\n".join(lines)
+
+
+def sweep_times(df):
+    """Wall time of each sweep (not deterministic: shown only in cells whose output is ignored)."""
+    import pandas as pd
+
+    rows = []
+    for name, seconds in df.attrs["elapsed_s"].items():
+        pairs = int((df["fsync"] == name).sum())
+        rows.append({"fsync": name, "crash + resume pairs": pairs, "seconds": round(seconds, 2),
+                     "ms per pair": round(1000 * seconds / pairs, 1)})
+    return pd.DataFrame(rows).set_index("fsync")
+
+
+def _verdict_strip(ax, df, rows: dict[str, str], highlight: int | None = None) -> list[str]:
+    """One row of coloured cells per sweep: the verdict at every crash point. Returns verdicts."""
+    seen = []
+    for y, (label, d) in enumerate((label, df[df[col] == val])
+                                   for label, (col, val) in rows.items()):
+        for _, r in d.iterrows():
+            color, hatch = VERDICT_STYLE[r["verdict"]]
+            ax.bar(r["index"], 0.8, bottom=y - 0.4, width=0.9, color=color, hatch=hatch,
+                   edgecolor="white", linewidth=0.4)
+            seen.append(r["verdict"])
+        correct = int((d["verdict"] == "correct").sum())
+        ax.annotate(f"{correct} of {len(d)} correct", (1.0, y), xycoords=("axes fraction", "data"),
+                    xytext=(6, 0), textcoords="offset points", va="center", fontsize=9)
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    if highlight is not None:
+        ax.annotate(f"point {highlight}", (highlight, len(rows) - 0.45), xytext=(0, 10),
+                    textcoords="offset points", ha="center", fontsize=8,
+                    arrowprops={"arrowstyle": "->", "color": COLORS["black"]})
+    return seen
+
+
+def _verdict_legend(ax, verdicts, extra=()):
+    from matplotlib.patches import Patch
+
+    present = [v for v in VERDICT_STYLE if v in set(verdicts)]
+    handles = list(extra) + [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1],
+                                   label=v) for v in present]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", ncols=3)
+
+
+def plot_kill9(df):
+    """Verdicts and replayed events per crash point, fsync never against always, under kill -9."""
+    fig, (top, bottom) = new_figure(10, 4.8, nrows=2, sharex=True,
+                                    gridspec_kw={"height_ratios": [1, 2]})
+    seen = _verdict_strip(top, df, {name: ("fsync", name) for name in POLICIES})
+    top.set_title("kill -9 at every crash point of the lesson's log mode: fsync changes nothing")
+    _verdict_legend(top, seen)
+    top.set_ylim(-0.6, 2.4)
+    for offset, (name, color) in zip((-0.2, 0.2), zip(POLICIES, (COLORS["blue"],
+                                                                 COLORS["orange"]))):
+        d = df[df["fsync"] == name]
+        bottom.bar(d["index"] + offset, d["replayed_events"], width=0.4, color=color,
+                   label=f"{name}: avg {d['replayed_events'].mean():.2f}")
+    lesson_line(bottom, LESSON_FIGURES["replay_log_avg"],
+                f"lesson avg (fsync never): {LESSON_FIGURES['replay_log_avg']}")
+    bottom.set_ylabel("replayed events (events)")
+    bottom.set_ylim(0, df["replayed_events"].max() * 1.35)
+    bottom.legend(fontsize=8, loc="upper left", ncols=3)
+    page_ticks(bottom, df[df["fsync"] == "fsync never"])
+    bottom.set_xlabel("crash point (grouped by page; p3 = first point of page 3)")
+    return fig
+
+
+# --- 2. the user-space buffer: real processes killed right after writing --------------------------
+
+BUFFER_CASES = [   # (case, how, lines)
+    ("f.write(), no flush", "write", 1),
+    ("f.write() + flush()", "flush", 1),
+    ("os.write(), no Python buffer", "os-write", 1),
+    ("f.write() + flush() + fsync", "fsync", 1),
+    ("1000 x f.write(), no flush", "write", 1000),
+]
+
+
+def buffer_demo(how: str = "write", lines: int = 1, directory: Path | None = None) -> dict:
+    """Run `python -m bughunt.bufferdemo` (it writes, then SIGKILLs itself); what is on disk."""
+    with work_dir(directory) as d:
+        path = Path(d) / "line.txt"
+        flag = [] if how == "write" else [f"--{how}"]
+        proc = subprocess.run([sys.executable, "-m", "bughunt.bufferdemo", str(path), *flag,
+                               "--lines", str(lines)], capture_output=True, text=True, timeout=60)
+        if proc.returncode != -signal.SIGKILL:
+            raise RuntimeError(f"bufferdemo was not killed (exit {proc.returncode}): "
+                               f"{proc.stderr.strip()}")
+        data = path.read_bytes() if path.exists() else b""
+    whole = data.count(b"\n")
+    return {"how": how, "lines": lines, "bytes written": len(LINE) * lines,
+            "bytes on disk": len(data), "whole lines on disk": whole,
+            "intact": data == LINE * whole}
+
+
+def buffer_table():
+    """Each way of writing the lesson's 12-byte line, then kill -9: the bytes left on disk."""
+    import pandas as pd
+
+    rows = []
+    for case, how, lines in BUFFER_CASES:
+        r = buffer_demo(how, lines)
+        lesson = LESSON_BUFFER_BYTES.get(how, "-") if lines == 1 else "-"
+        rows.append({"case": case, "bytes written": r["bytes written"],
+                     "bytes on disk after kill -9": r["bytes on disk"], "lesson": lesson,
+                     "whole lines on disk": f"{r['whole lines on disk']} of {lines}"})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def plot_buffer(table):
+    """Share of the written bytes that kill -9 left on disk, per way of writing."""
+    fig, ax = new_figure(8.5, 3.4)
+    cases = list(table.index)[::-1]
+    shares = [100 * table.loc[c, "bytes on disk after kill -9"] / table.loc[c, "bytes written"]
+              for c in cases]
+    colors = [COLORS["green"] if s == 100 else COLORS["red"] if s == 0 else COLORS["orange"]
+              for s in shares]
+    ax.barh(cases, shares, color=colors, height=0.6)
+    labelled = False
+    for y, c in enumerate(cases):
+        on, of = table.loc[c, "bytes on disk after kill -9"], table.loc[c, "bytes written"]
+        ax.annotate(f"{on} of {of} bytes", (shares[y], y), xytext=(10, 0),
+                    textcoords="offset points", va="center", fontsize=9)
+        lesson = table.loc[c, "lesson"]
+        if lesson != "-":
+            ax.plot([100 * lesson / of], [y], marker="D", color=COLORS["grey"], markersize=8,
+                    markeredgecolor=COLORS["black"], linestyle="none",
+                    label=None if labelled else "lesson (macOS), bytes on disk")
+            labelled = True
+    ax.set_xlim(-4, 135)
+    ax.set_xlabel("written bytes found on disk after kill -9 (%)")
+    ax.set_title("What kill -9 leaves of a line: the user-space buffer dies with the process")
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+# --- 3. what each kind of checkpoint write costs, timed by the I/O door ---------------------------
+
+class LessonDoor(Door):
+    """The lab's door minus the directory fsync: the lesson's `atomic_write` (tmp, fsync, rename).
+
+    Only for timing the lesson's figure; the rename it leaves may be lost on power loss.
+    """
+
+    def _fsync_dir(self, directory: Path) -> None:
+        pass
+
+
+@functools.lru_cache(maxsize=1)
+def worker_records() -> dict[str, bytes]:
+    """The bytes a real worker writes: its last `page_done` log line and its final snapshot file.
+
+    Taken from a clean run of the log store with a snapshot every 4 pages, so the timed writes are
+    exactly the worker's size.
+    """
+    with work_dir() as d:
+        run_dir = d / "run"
+        clean_run(LOG.replace(snapshot_every=4), run_dir)
+        lines = (run_dir / LOG_FILE).read_bytes().splitlines(keepends=True)
+        page_done = [ln for ln in lines if records.decode(ln.rstrip(b"\n"))["t"] == "page_done"]
+        read_snapshot(run_dir / SNAPSHOT_FILE)     # a valid snapshot, or this raises
+        snapshot = (run_dir / SNAPSHOT_FILE).read_bytes()
+    return {"page_done": page_done[-1], "snapshot": snapshot}
+
+
+def file_system(path: Path) -> str:
+    """The type of the file system holding `path` ("ext4", "tmpfs", ...), from /proc/mounts.
+
+    "unknown" where there is no /proc (macOS). Matters because on a file system in memory (tmpfs)
+    fsync has no disk to wait for, and the latency figures would say fsync is free.
+    """
+    try:
+        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return "unknown"
+    target = str(Path(path).resolve())
+    best = ("", "unknown")
+    for fields in mounts:
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, fields[2])
+    return best[1]
+
+
+IN_MEMORY = ("tmpfs", "ramfs")
+
+
+@contextmanager
+def _on_a_disk(base_dir: Path | None):
+    """A temp directory for timing writes: under `base_dir`, or the system's temp directory unless
+    that is in memory (then the current directory, which is usually on a disk)."""
+    parent = base_dir or (None if file_system(Path(tempfile.gettempdir())) not in IN_MEMORY
+                          else Path.cwd())
+    with tempfile.TemporaryDirectory(prefix="bughunt-latency-", dir=parent) as d:
+        yield Path(d)
+
+
+def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = None):
+    """Time `samples` writes of each kind through the I/O door; one row per write (ms).
+
+    Each kind is timed in its own block, after a few untimed warm-up writes, as a worker using that
+    design would write: mixing kinds would let one kind's fsyncs slow the next kind's plain writes
+    (they share the file system's journal). Appends go to one file each, opened once, as the log
+    store does. `df.attrs["file_system"]` names the file system the writes went to.
+    """
+    import pandas as pd
+
+    recs = worker_records()
+    line, snap = recs["page_done"], recs["snapshot"]
+    plain, synced, lesson = Door("never"), Door("always"), LessonDoor("never")
+    with _on_a_disk(base_dir) as d:
+        fs = file_system(d)
+        fds = {APPEND: plain.open_append(d / "plain.jsonl"),
+               APPEND_FSYNC: synced.open_append(d / "synced.jsonl")}
+        write = {
+            APPEND: lambda: plain.append(fds[APPEND], line, kind=APPEND),
+            APPEND_FSYNC: lambda: synced.append(fds[APPEND_FSYNC], line, kind=APPEND_FSYNC),
+            SNAPSHOT_NO_FSYNC: lambda: plain.write_atomic(d / "nosync.json", snap, fsync=False,
+                                                          kind=SNAPSHOT_NO_FSYNC),
+            SNAPSHOT_LESSON: lambda: lesson.write_atomic(d / "lesson.json", snap, fsync=True,
+                                                         kind=SNAPSHOT_LESSON),
+            SNAPSHOT_DIR_FSYNC: lambda: plain.write_atomic(d / "dirsync.json", snap, fsync=True,
+                                                           kind=SNAPSHOT_DIR_FSYNC),
+        }
+        doors = {APPEND: plain, APPEND_FSYNC: synced, SNAPSHOT_NO_FSYNC: plain,
+                 SNAPSHOT_LESSON: lesson, SNAPSHOT_DIR_FSYNC: plain}
+        try:
+            for kind in kinds:
+                for _ in range(WARM_UP):
+                    write[kind]()
+                doors[kind].latencies_ns[kind].clear()
+                for _ in range(samples):
+                    write[kind]()
+        finally:
+            plain.close(fds[APPEND])
+            synced.close(fds[APPEND_FSYNC])
+    sizes = {APPEND: len(line), APPEND_FSYNC: len(line)}
+    rows = []
+    for door in (plain, synced, lesson):
+        for kind, values in door.latencies_ns.items():
+            rows += [{"kind": kind, "bytes": sizes.get(kind, len(snap)), "latency_ms": v / 1e6}
+                     for v in values]
+    df = pd.DataFrame(rows)
+    df.attrs["file_system"] = fs
+    df["kind"] = pd.Categorical(df["kind"], categories=[k for k in KINDS if k in kinds],
+                                ordered=True)
+    return df.sort_values("kind", kind="stable").reset_index(drop=True)
+
+
+def latency_table(lat):
+    """Per kind of write: median and p99 in ms, how many appends it is worth, the lesson's median.
+    """
+    import pandas as pd
+
+    append_median = lat.loc[lat["kind"] == APPEND, "latency_ms"].median()
+    rows = []
+    for kind, d in lat.groupby("kind", observed=True, sort=True):
+        median = d["latency_ms"].median()
+        lesson = LESSON_MEDIANS_MS.get(kind, ("-", "-"))
+        rows.append({"kind": kind, "samples": len(d), "bytes": int(d["bytes"].iloc[0]),
+                     "median ms": float(f"{median:.3g}"),
+                     "p99 ms": float(f"{d['latency_ms'].quantile(0.99):.3g}"),
+                     "x append": round(median / append_median) if append_median else None,
+                     "lesson median ms": lesson[0], "lesson rerun ms": lesson[1]})
+    return pd.DataFrame(rows).set_index("kind")
+
+
+def fsync_ratio(lat) -> float:
+    """How many times slower append + fsync is than a plain append here (ratio of medians)."""
+    med = lat.groupby("kind", observed=True)["latency_ms"].median()
+    return float(med[APPEND_FSYNC] / med[APPEND])
+
+
+def _lesson_marks(ax, rows: dict[str, int]) -> None:
+    """The lesson's macOS medians as diamonds on the rows that have one (first run and rerun)."""
+    first = rerun = True
+    for kind, y in rows.items():
+        if kind not in LESSON_MEDIANS_MS:
+            continue
+        a, b = LESSON_MEDIANS_MS[kind]
+        ax.plot([a], [y], marker="D", markersize=8, color=COLORS["grey"],
+                markeredgecolor=COLORS["black"], linestyle="none", zorder=4,
+                label="lesson median (macOS)" if first else None)
+        ax.plot([b], [y], marker="D", markersize=8, markerfacecolor="white",
+                markeredgecolor=COLORS["grey"], linestyle="none", zorder=4,
+                label="lesson rerun" if rerun else None)
+        first = rerun = False
+
+
+def _hbox(ax, y: float, values, color: str) -> None:
+    """A horizontal box: quartiles, median, whiskers at the 1st and 99th percentile, the rest dots.
+
+    Drawn by hand so it looks the same on every matplotlib the lab supports.
+    """
+    from matplotlib.patches import Rectangle
+
+    p1, q1, med, q3, p99 = np.percentile(values, [1, 25, 50, 75, 99])
+    ax.add_patch(Rectangle((q1, y - 0.27), q3 - q1, 0.54, facecolor=color, alpha=0.85,
+                           edgecolor=COLORS["black"], zorder=2))
+    ax.plot([med, med], [y - 0.27, y + 0.27], color=COLORS["black"], linewidth=2, zorder=3)
+    for lo, hi in ((p1, q1), (q3, p99)):
+        ax.plot([lo, hi], [y, y], color=COLORS["black"], linewidth=1, zorder=1)
+    for end in (p1, p99):
+        ax.plot([end, end], [y - 0.12, y + 0.12], color=COLORS["black"], linewidth=1)
+    outside = values[(values < p1) | (values > p99)]
+    ax.plot(outside, np.full(len(outside), y), ".", color=COLORS["grey"], markersize=3,
+            alpha=0.6)
+
+
+def plot_latencies(lat):
+    """The distribution of each kind of write on a log scale in ms, the lesson's medians marked."""
+    fig, ax = new_figure(10, 4.2)
+    kinds = [k for k in KINDS if k in set(lat["kind"])]
+    rows = {k: i + 1 for i, k in enumerate(kinds)}
+    for kind in kinds:
+        values = lat.loc[lat["kind"] == kind, "latency_ms"].to_numpy()
+        _hbox(ax, rows[kind], values, KIND_COLORS[kind])
+        ax.annotate(f"median {float(np.median(values)):.3g} ms", (float(values.max()), rows[kind]),
+                    xytext=(8, 0), textcoords="offset points", va="center", fontsize=8)
+    _lesson_marks(ax, rows)
+    ax.set_yticks(list(rows.values()), kinds, fontsize=9)
+    ax.set_ylim(0.4, len(kinds) + 0.6)
+    ax.set_xscale("log")
+    lo, hi = lat["latency_ms"].min(), lat["latency_ms"].max()
+    ax.set_xlim(min(lo, 0.002) / 2, hi * 30)
+    ax.set_xlabel("time per write (ms, log scale)")
+    n = int(lat["kind"].value_counts().max())
+    ax.set_title(f"What one checkpoint write costs here: {n} writes of each kind through the I/O "
+                 "door\n(box: quartiles; whiskers: 1st to 99th percentile), beside the lesson's "
+                 "macOS medians", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", which="major", color=COLORS["grey"], alpha=0.3)
+    return fig
+
+
+# --- 4. what survives what -----------------------------------------------------------------------
+
+def survival_table(buffers, df):
+    """Event -> what survives kill -9, a kernel panic, a power cut.
+
+    The kill -9 column cites this notebook's measurements; the other two follow from what fsync
+    promises and cannot be shown with kill -9 (lesson 8 simulates them).
+    """
+    import pandas as pd
+
+    no_flush = buffers.loc["f.write(), no flush", "bytes on disk after kill -9"]
+    flushed = buffers.loc["f.write() + flush()", "bytes on disk after kill -9"]
+    never = df[df["fsync"] == "fsync never"]
+    correct = int((never["verdict"] == "correct").sum())
+
+    def kept(n: int) -> str:
+        return "survives" if n == len(LINE) else "lost"
+
+    rows = [
+        ("f.write(), no flush (user-space buffer)",
+         f"{kept(no_flush)} (here: {no_flush} of {len(LINE)} bytes)", "lost", "lost",
+         "open() before flush()"),
+        ("write() or flush(), no fsync (page cache)",
+         f"{kept(flushed)} (here: {flushed} of {len(LINE)} bytes; {correct} of {len(never)} "
+         "runs correct)",
+         "may be lost", "may be lost", "the lesson's log, Codex rollout"),
+        ("write() + fsync", "survives", "survives", "survives *",
+         "fsync always, Codex staged file"),
+        ("rename, no directory fsync", "survives", "rename may be lost", "rename may be lost",
+         "the lesson's atomic_write"),
+        ("rename + directory fsync", "survives", "survives", "survives *",
+         "the lab's write_atomic, Codex migration"),
+    ]
+    return pd.DataFrame(rows, columns=["what was done", "kill -9", "kernel panic", "power cut",
+                                       "who does it"]).set_index("what was done")
+
+
+# --- the panel -----------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def clean_latencies(config: RunConfig) -> dict[str, tuple[int, ...]]:
+    """Checkpoint write latencies (ns, by kind) of one clean run of `config`, cached.
+
+    A crash+resume record does not carry the resumed worker's latencies, so the panel takes them
+    from a clean run with the same settings: the same writes, without the kill.
+    """
+    writes = clean_run(config)["checkpoint_writes"]["latencies_ns"]
+    return {kind: tuple(v) for kind, v in writes.items()}
+
+
+def _lesson_for(kind: str, config: RunConfig) -> str | None:
+    if kind == "append":
+        return APPEND_FSYNC if config.fsync == "always" else APPEND
+    if kind == "snapshot":
+        return SNAPSHOT_LESSON
+    return None
+
+
+def panel_plot(df, config: RunConfig, highlight: int | None = None):
+    """Top: the verdict at every crash point of the sweep. Bottom: that design's checkpoint writes.
+
+    The write latencies come from a clean run of the same settings (`clean_latencies`), each dot
+    one write, with the lesson's macOS median for that kind of write beside them.
+    """
+    fig, (top, bottom) = new_figure(10, 5.4, nrows=2, gridspec_kw={"height_ratios": [1, 2]})
+    d = df.assign(sweep="this sweep")
+    seen = _verdict_strip(top, d, {"verdict": ("sweep", "this sweep")}, highlight)
+    page_ticks(top, d)
+    top.set_xlabel("crash point (grouped by page)", fontsize=9)
+    top.set_title(f"kill -9 at every crash point: {describe_config(config)}", fontsize=10)
+    _verdict_legend(top, seen)
+    top.set_ylim(-0.6, 1.9)
+
+    writes = clean_latencies(config)
+    kinds = sorted(writes)
+    bottom.set_title("checkpoint writes of one clean run with these settings "
+                     "(each dot one write)", fontsize=10)
+    if not kinds:
+        bottom.text(0.5, 0.5, "no checkpoint store: nothing is written", ha="center",
+                    va="center", transform=bottom.transAxes)
+        bottom.set_xlabel("time per write (ms)")
+        bottom.set_xticks([])
+        bottom.set_yticks([])
+        return fig
+    rows, marks = {}, {}
+    for y, kind in enumerate(kinds, 1):
+        ms = np.array(writes[kind]) / 1e6
+        jitter = (np.arange(len(ms)) % 7 - 3) * 0.04
+        label = f"{kind}, fsync {config.fsync} ({len(ms)} writes)"
+        bottom.scatter(ms, y + jitter, s=18, color=SERIES[(y - 1) % len(SERIES)], alpha=0.8)
+        med = float(np.median(ms))
+        bottom.plot([med, med], [y - 0.3, y + 0.3], color=COLORS["black"], linewidth=2)
+        bottom.annotate(f"median {med:.3g} ms", (med, y + 0.3), xytext=(0, 2),
+                        textcoords="offset points", ha="center", fontsize=8)
+        rows[label] = y
+        lesson_kind = _lesson_for(kind, config)
+        if lesson_kind:
+            marks[lesson_kind] = y
+    _lesson_marks(bottom, marks)
+    bottom.set_yticks(list(rows.values()), list(rows), fontsize=9)
+    bottom.set_ylim(0.4, len(rows) + 0.7)
+    bottom.set_xscale("log")
+    bottom.set_xlim(0.001, 100)
+    bottom.set_xlabel("time per write (ms, log scale)")
+    if marks:
+        bottom.legend(fontsize=8, loc="upper right")
+    bottom.grid(axis="x", color=COLORS["grey"], alpha=0.3)
+    return fig
+
+
+def panel(base: RunConfig = LOG, crash_point: int = 30, sweep=None) -> CrashPanel:
+    """Lesson 6's panel: store, fsync, write mode, snapshot interval; verdicts and write costs.
+
+    `sweep`: a `kill9_sweeps` DataFrame the notebook already ran; its rows for `base` are handed to
+    the panel, so that showing it does not kill every point a second time.
+    """
+    p = CrashPanel(name="06-kill9", base=base, plot=panel_plot, crash_point=crash_point,
+                   knobs=["store", "fsync", "write_mode", "snapshot_every"],
+                   title="kill -9 vs fsync: verdict per crash point, and what each write costs")
+    if sweep is not None:
+        for name, config in sweep.attrs.get("configs", {}).items():
+            rows = sweep[sweep["fsync"] == name]
+            if config == base and len(rows):
+                seed_sweep(base, rows.drop(columns=["fsync", "verdict"]).to_dict("records"))
+    return p
+
+
+# --- exercises -----------------------------------------------------------------------------------
+
+#: Exercise 6.1's choices: letter -> (what the program does, bufferdemo's way of writing).
+CHOICES_6_1 = {
+    "a": ("f.write() without flush()", "write"),
+    "b": ("f.write() then f.flush()", "flush"),
+    "c": ("os.write() on a raw descriptor", "os-write"),
+    "d": ("f.write(), f.flush(), os.fsync()", "fsync"),
+}
+
+
+def _letters(answer) -> set[str]:
+    if isinstance(answer, str):
+        return {c for c in answer.lower() if c.isalpha()}
+    return {str(a).strip().lower() for a in answer}
+
+
+@exercise("6.1", "A program writes a 12-byte line and is killed by kill -9 right after. Which of "
+          "these keep the whole line in the file? (a) f.write() without flush(); (b) f.write() "
+          "then f.flush(); (c) os.write() on a raw descriptor; (d) f.write(), f.flush(), "
+          "os.fsync(). Answer with a set of letters, e.g. {'a', 'd'}.",
+          "{'b', 'c', 'd'}. Only (a) leaves the line in the process's own buffer, which dies with "
+          "it. (b) and (c) hand the bytes to the kernel, whose page cache outlives the process; "
+          "(d) also asks the kernel to put them on the disk. Under kill -9 (b), (c) and (d) look "
+          "the same. Only (d) is meant to survive a power cut too, which kill -9 cannot show.")
+def _ex_6_1(answer):
+    truth = {letter for letter, (_, how) in CHOICES_6_1.items()
+             if buffer_demo(how)["bytes on disk"] == len(LINE)}
+    try:
+        given = _letters(answer)
+    except TypeError:
+        return False, "Answer with a set of letters, e.g. {'a', 'd'}."
+    if given == truth:
+        return True, ("Measured just now with real processes: "
+                      + ", ".join(f"({k}) {'kept' if k in truth else 'lost'}"
+                                  for k in CHOICES_6_1) + ".")
+    return False, ("Ask where the bytes are when the process dies: inside the process (lost), or "
+                   "already in the kernel (kept). Run `durability.buffer_demo(how)` to see.")
+
+
+@exercise("6.2", "On this machine, how many times slower is one append + fsync than one plain "
+          "append (ratio of the medians)? The check measures it afresh and accepts an answer "
+          "within a factor of 2.",
+          "Divide the median of 'append + fsync' by the median of 'append (flush only)' in the "
+          "latency table (or call `durability.fsync_ratio(lat)`). A plain append only copies the "
+          "bytes into the page cache; fsync waits for the (virtual) disk to confirm. On the "
+          "lesson's Mac the ratio was about 16 (0.033 / 0.0020 ms); a VM's virtual disk usually "
+          "makes it much larger, and a busy machine larger still.")
+def _ex_6_2(answer):
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return False, "Answer with a number, e.g. 25."
+    # fsync times swing with the machine's load, so measure three times and allow the spread.
+    fresh = [fsync_ratio(measure_latencies(100, kinds=(APPEND, APPEND_FSYNC))) for _ in range(3)]
+    low, high = min(fresh) / 2, max(fresh) * 2
+    seen = f"{min(fresh):.0f} to {max(fresh):.0f}" if high > 4 * low else f"{fresh[1]:.0f}"
+    if low <= value <= high:
+        return True, f"Measured just now: about {seen} times."
+    return False, (f"Measured just now: about {seen} times, and {value:g} is not within a factor "
+                   "of 2 of that. Divide the two medians in the latency table.")

@@ -1,0 +1,261 @@
+# %% [markdown]
+# # Lesson 4 · The danger window: the report is filed, the checkpoint is not
+#
+# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
+#
+# **The question.** A checkpoint records what the agent has done. But some of what it does happens
+# *outside*: a bug report filed into a tracker cannot be taken back by a crash. What happens when the
+# kill falls after the side effect and before the checkpoint that records it, and what can recovery
+# do about a side effect it cannot see?
+#
+# **Recap of lesson 3.** Recovery rebuilds the state by replaying the event log, or starts from a
+# snapshot and replays only the events after it: a snapshot every 4 pages cuts the replay from 7.26
+# events on average to 1.98 (the lesson's figures), as Codex's compaction record does for its rollout.
+
+# %%
+# %matplotlib inline
+import pandas as pd
+
+from bughunt.experiment import kill_random
+from bughunt.lab import danger
+from bughunt.lab.exercises import check, solution
+
+pd.options.display.width = 140
+pd.options.display.max_columns = 20
+
+# %% [markdown]
+# ## The window
+#
+# On page 3 the worker does three things in order: **visit the page → submit the report → write the
+# checkpoint**. If the kill comes after the submit and before the checkpoint is durable, the
+# checkpoint still says page 3 is not done. The resume redoes page 3, and the report is filed twice.
+# This stretch of time is the **danger window (危险窗口)**: the side effect is done, the checkpoint
+# is not.
+#
+# The process can never know from the inside whether that last side effect happened
+# (进程内部永远没法知道被杀前那一下副作用到底做没做): the only record of the submit was in the
+# memory of the process that died. Recovery decides from the checkpoint alone.
+#
+# Let us stand inside the window. A worker (snapshot after every page, no intents) is stopped right
+# after page 3's submit; we read both records, kill it with a real SIGKILL from this notebook, and
+# resume. Once without the idempotency key (幂等键), once with it.
+
+# %%
+danger.window_demo()
+
+# %% [markdown]
+# While the worker was paused, the tracker already held page 3's report, and the checkpoint still
+# said the next page to do was 3. Both resumes did the same thing, redo page 3, because that is all
+# the checkpoint allows. Without the key the tracker took the second report as a new one; with the
+# deterministic key `bughunt:p03` it ignored it (`INSERT OR IGNORE` on a UNIQUE key).
+#
+# ## The window on a timeline
+#
+# How wide is the window? One clean run with `trace=True` records the wall time of every crash point
+# the worker reaches. From those marks we get each operation of each page (model call, visit, intent,
+# submit, commit) and each danger window: from the end of the submit to the end of the commit. (The
+# window really opens inside the submit, when the tracker's transaction commits, a moment before
+# the submit returns.) This run uses the event log with intents and no key; times differ from run
+# to run, so the notebook prints none of them: read them from the figure.
+
+# %%
+trace = danger.traced_run(danger.CHOICES["at least once"])
+ops = danger.operations(trace)
+windows = danger.danger_windows(ops)
+print(f"{len(trace)} trace marks, {len(ops)} operations, danger windows on pages "
+      f"{windows['page'].tolist()}")
+
+# %%
+danger.plot_timeline(ops, windows)
+
+# %% [markdown]
+# The top row is the whole run: the windows are slivers. The submit itself is the long bar: filing
+# a report is a real SQLite transaction, which waits for the disk. Below, each bug page on a broken
+# axis: the window covers only the commit, one log line handed to the kernel. A kill has to land in
+# exactly that sliver to duplicate a report, which is why random kills so rarely find it (below).
+#
+# ## Every crash point, with and without the key
+#
+# Instead of hoping to hit the window, we kill at every crash point (穷举每个崩溃点) and resume. The
+# lesson's experiment: a snapshot after every page, intents off, 51 crash points, once with the
+# idempotency key off and once with it on. The same cell also runs the three choices of the next
+# section (54 points each), so all five sweeps share one pool of processes: 264 crash+resume pairs,
+# each a real worker killed by SIGKILL and a second one resuming.
+
+# %%
+df = danger.run_sweeps()
+danger.key_table(df)
+
+# %% [markdown]
+# The lesson found 6 crash points that duplicate a report without the key; the table puts this
+# machine's count beside it. These are the points:
+
+# %%
+danger.duplicate_points(df, "key off")
+
+# %% [markdown]
+# Two points on each bug page, and always the same two: `after_submit` (the report is in the tracker,
+# the page's snapshot not yet written) and `mid_commit` (the snapshot's temp file is written but not
+# yet renamed into place, so it is not the checkpoint yet). One point earlier there is nothing to
+# file twice; one point later the page is done. With the key, the resume redoes the page and the
+# tracker ignores the second report: no duplicate anywhere.
+
+# %%
+danger.plot_key(df)
+
+# %% [markdown]
+# ## Three choices
+#
+# Since recovery cannot see whether the report was filed, it can only choose what to do with a page
+# whose side effect may or may not have happened. The worker records an **intent (意图)** before the
+# submit: an event `{"t": "intent", "page": 3, "key": "bughunt:p03"}` in the event log. A resume that
+# finds an intent without its `page_done` knows it is in the window (or just before the submit), and
+# the `pending` setting says what it does:
+#
+# | choice | settings | what recovery does with a pending intent | what can go wrong |
+# |---|---|---|---|
+# | at most once (至多一次) | key on, `pending="abort"` | records an `aborted` event and moves on, as Codex tells the model "aborted" | a report never filed stays unfiled (lost); a report that was filed is in the tracker but not in the agent's result |
+# | at least once (至少一次) | key off, `pending="redo"` | files the report again | duplicates |
+# | effectively once (效果上恰好一次) | key on, `pending="redo"` | files it again with the same deterministic key `f"{task_id}:p{page:02d}"`; the tracker deduplicates by `INSERT OR IGNORE` on a UNIQUE key | nothing, if the external system deduplicates |
+#
+# Each runs live over the 54 crash points of the event log with intents (already in `df`):
+
+# %%
+danger.choices_table(df)
+
+# %% [markdown]
+# The lesson reports 54 of 54 log runs correct with intents and the key, the effectively-once row.
+# Which verdict each choice gets at each point of a bug page (`verdict()` gives one word per run):
+
+# %%
+danger.verdicts_by_label(df)
+
+# %%
+danger.plot_choices(df)
+
+# %% [markdown]
+# - **At most once** never files twice, but pays in two ways. Killed at `after_intent`, the report
+#   was never filed and recovery gives the page up: lost. Killed at `after_submit` or `mid_commit`,
+#   the report *was* filed, but the agent gave it up: the tracker has a report the agent's result
+#   does not have, and the three-way check (tracker == memory == rebuild from disk) fails.
+# - **At least once** never loses a report, and files it twice whenever the kill falls in the window.
+# - **Effectively once** is at least once on the agent's side plus deduplication on the tracker's
+#   side: redo with the same key, and the outside system makes the redo harmless. It needs both the
+#   intent (to know the page may be half done) and an external system that honours the key.
+#
+# ### How Codex handles the window (Codex 怎么处理这个窗口)
+#
+# - **Record first, then execute, best effort (先记录，再执行（尽力而为）).** When the model emits a
+#   tool call, Codex's `handle_output_item_done` (in `codex-rs/core/src/stream_events_utils.rs`)
+#   says: *"persist the item immediately, and queue the tool execution"*. It awaits the write of the
+#   call to the rollout (write + flush, acknowledged by the writer task) and only then builds the
+#   future that runs the tool. That is an intent record. But it only guarantees the order: if the
+#   write fails, `persist_rollout_items` logs an error and the tool runs anyway. Our worker commits
+#   the intent before it submits, and a failed write ends the worker before the submit.
+# - **After recovery, a call without an output gets "aborted" (有调用、没输出，就补一个 "aborted").**
+#   If the process died while a tool ran, the rollout holds a `function_call` with no
+#   `function_call_output`. Each time a prompt is built, `ensure_call_outputs_present`
+#   (`codex-rs/core/src/context_manager/normalize.rs`) inserts an output `"aborted"` right after
+#   such a call. Only into the prompt, never into the rollout: it works on a copy of the history
+#   (*"Prompt normalization can run repeatedly without persisting its synthetic outputs"*).
+# - **Codex never re-runs an interrupted tool itself.** It tells the model the call was aborted and
+#   the model decides. In the harness that is at most once; if the model calls the tool again, it
+#   becomes at least once, so whether the tool is idempotent is, in the end, the tool's business.
+#   Our worker has no model in the loop: `pending="abort"` records an `aborted` event and moves on.
+#
+# **What is dated.** The lesson cites line numbers (`stream_events_utils.rs:324-357`,
+# `live_writer.rs:372-384`, `session/mod.rs:4496-4503`, `normalize.rs:52-67`, `:134-137`,
+# `:141-145`) that match Codex's main branch of about late September 2026. In the release
+# 0.149.0-alpha.3 (commit `7df9d8d8c6`, 2026-08-19) the same code sits roughly 100 lines earlier
+# (the comment at `stream_events_utils.rs:297`, the insert at `normalize.rs:129`). The lesson says a
+# failed persist "returns false"; in the August code `persist_rollout_items` returns nothing and only
+# logs (same behaviour: log and carry on; see openai/codex#35385). Not every unpaired call gets
+# "aborted": a custom-tool or local-shell call first goes through `error_or_panic` (a panic in debug
+# builds), and a tool-search call gets an empty "completed" output instead. The code moves fast:
+# quote a commit hash with any line number.
+#
+# ## Exhaustive sweep vs random kills
+#
+# Why not kill at random a few dozen times and call it tested (为什么不随机 kill 几十次就算了)?
+# `kill_random` does what a chaos test does: it starts the worker (no key, the 51-point
+# configuration), sends SIGKILL from outside after a random delay drawn over the length of a clean
+# run, resumes, and looks for duplicates. The lesson did this 40 times: 39 real kills (the other try
+# finished before its kill), 1 duplicate hit. The exhaustive sweep above found all 6 duplicate points,
+# deterministically.
+#
+# The **rule of three**: if *n* independent tries show no failure, the failure rate is below about
+# 3/*n* with 95% confidence (exactly 1 − 0.05^(1/*n*)). Even if the lesson's 39 kills had shown no
+# failure at all, they would only prove a hit rate under 3/39 ≈ 7.7% (39 次随机 kill 零失败也只能说明
+# 触发率上界约 3/39 ≈ 7.7%). The true rate is the windows' share of the time a
+# kill can fall in: the windows' total width (the median of three traced runs) over the length of a
+# whole worker process, interpreter start included, which is the span the random delays are drawn
+# from. This cell is random and timed: its numbers change every run.
+
+# %% tags=["nbval-ignore-output"]
+random_kills = kill_random(danger.NO_KEY, tries=40, seed=4)
+share = danger.window_share(danger.traced_runs(danger.NO_KEY), random_kills["clean_run_s"])
+n, bound = random_kills["real_kills"], random_kills["rule_of_three_bound"]
+print(f"{random_kills['tries']} tries, {n} real kills, {random_kills['duplicates_hit']} duplicates "
+      f"hit; rule of three: 3/{n} = {bound:.1%}; the windows cover "
+      f"{share['share_of_process']:.2%} of a worker process's life" if n else "no real kills")
+danger.random_summary(random_kills, share, df)
+
+# %%
+danger.plot_random_vs_exhaustive(random_kills, share, df)
+
+# %% [markdown]
+# The windows cover a tiny share of the time a random kill can land in; most kills fall where
+# nothing can go wrong, many of them before the worker has even started its first page (the
+# interpreter starting up, right panel). So a clean run of random kills proves little: the rule of
+# three bound stays far above the real hit rate, and a zero says nothing about which points were
+# never tried. The exhaustive sweep tries each point once, finds every duplicate, and gives the same
+# answer on every machine. Test by enumerating crash points, and judge each run with the three-way
+# check.
+#
+# ## Try it
+#
+# The panel starts from the lesson's safe design (event log, intents, key on, redo) at crash point
+# 12, page 3's `after_submit`, in the middle of the window. Switch the **idempotency key** off, or set
+# **pending intent** to `abort`, then press **Run sweep** to kill and resume at every point. Try the
+# snapshot store with intents off and the key off: the lesson's 6 duplicate points. What does
+# `abort` do with intents off? (There is never a pending intent to abort.)
+
+# %% tags=["panel", "nbval-ignore-output"]
+p = danger.panel()
+p.show()
+
+# %% [markdown]
+# ## What to remember
+#
+# - The danger window: the side effect is done, its checkpoint is not. A process cannot know from
+#   the inside whether the last side effect before its death happened.
+# - Three choices: at most once (give up: reports may be lost), at least once (redo: duplicates),
+#   effectively once (record an intent, redo with a deterministic idempotency key, let the external
+#   system deduplicate). Only the last is right at every crash point.
+# - Codex records the tool call before running it (best effort), and after a crash shows the model
+#   an "aborted" output it never writes to the rollout; it never re-runs the tool itself.
+# - The windows are tiny: random kills rarely hit them, and the rule of three shows how little a
+#   clean random run proves. Enumerate the crash points instead.
+#
+# ## Exercises
+#
+# **4.1** With a snapshot after every page, intents off and the key off, which crash points leave a
+# report filed twice? Answer with a list of crash-point indices or of labels.
+
+# %%
+answer_4_1 = None
+check("4.1", answer_4_1)
+
+# %% [markdown]
+# **4.2** Killed at `after_intent` on page 3, which of the three choices ends with a report lost?
+# Answer `"at most once"`, `"at least once"` or `"effectively once"`.
+
+# %%
+answer_4_2 = None
+check("4.2", answer_4_2)
+
+# %% [markdown]
+# Stuck? `solution("4.1")` prints a worked answer.
+#
+# ---
+# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
