@@ -196,7 +196,7 @@ BUFFER_CASES = [   # (case, how, lines)
     ("f.write() + flush()", "flush", 1),
     ("os.write(), no Python buffer", "os-write", 1),
     ("f.write() + flush() + fsync", "fsync", 1),
-    ("1000 x f.write(), no flush", "write", 1000),
+    ("3000 x f.write(), no flush", "write", 3000),
 ]
 
 
