@@ -97,6 +97,11 @@ class CrashPlan:
                 return p
         return None
 
+    @staticmethod
+    def die() -> None:
+        """A real SIGKILL, now (a crash inside recovery itself)."""
+        os.kill(os.getpid(), signal.SIGKILL)
+
     def reach(self, page: int, label: str) -> None:
         self.mark(page, label)
         here = (page, label)

@@ -15,64 +15,160 @@ method has written is in the kernel's page cache when it returns: that survives 
 
 from __future__ import annotations
 
+import base64
+import errno
+import json
 import os
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 Hook = Callable[[], None]
+
+#: Bugs a lesson-8 worker can be built with on purpose, one at a time, to prove the sweeps catch them.
+DOOR_BUGS = ("no-fsync", "no-dir-fsync")
 
 
 def _nothing() -> None:
     pass
 
 
+class FsyncError(OSError):
+    """fsync failed. Fatal: the kernel may already have dropped the pages it could not write, so
+    a retry that succeeds proves nothing (PostgreSQL's "fsyncgate", 2018)."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Failures to inject, for the disk-full lesson: the k-th write or the k-th fsync fails.
+
+    A failing write first writes half its bytes (a short write), as a full disk does, then raises.
+    """
+
+    fail_write: int | None = None
+    write_errno: int = errno.ENOSPC
+    fail_fsync: int | None = None
+
+
 class Door:
     """The agent's disk, as the checkpoint stores see it.
 
-    `fsync` is the policy: "always" fsyncs each checkpoint write (and the directory after a rename),
-    "never" stops at the kernel hand-off.
+    `fsync` is the policy: "always" fsyncs each checkpoint write (and the directory after a rename
+    or after creating a file), "never" stops at the kernel hand-off.
+
+    `journal`, if given, is a file where every operation is recorded as it happens (create, trunc,
+    write with its bytes, fsync, rename, directory fsync, unlink), for the power-loss simulation of
+    lesson 8; `faults` injects failures; `bugs` plants one of DOOR_BUGS.
     """
 
-    def __init__(self, fsync: str = "never", clock: Callable[[], int] = time.perf_counter_ns):
+    def __init__(self, fsync: str = "never", clock: Callable[[], int] = time.perf_counter_ns, *,
+                 faults: Faults | None = None, journal: Path | None = None,
+                 bugs: frozenset[str] = frozenset()):
         self.fsync_always = fsync == "always"
         self._clock = clock
         #: checkpoint write latencies in ns, by kind ("append", "snapshot", ...)
         self.latencies_ns: dict[str, list[int]] = defaultdict(list)
+        self.faults = faults or Faults()
+        self.bugs = frozenset(bugs)
+        self.writes = 0          # write() calls so far
+        self.fsyncs = 0          # fsync() calls so far, files and directories
+        self._names: dict[int, str] = {}
+        self._append_fds: set[int] = set()
+        self._journal_fd = (os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                            if journal is not None else None)
 
     # --- the syscalls, one method each, so a simulation can wrap exactly these -----------------
 
-    def _open(self, path: Path, flags: int) -> int:
-        return os.open(path, flags, 0o644)
+    def _record(self, **op) -> None:
+        if self._journal_fd is not None:
+            os.write(self._journal_fd, (json.dumps(op) + "\n").encode())
+
+    def mark(self, **what) -> None:
+        """Note a moment of the run in the journal (a report filed, a page committed)."""
+        self._record(op="mark", **what)
+
+    def _open(self, path: Path, flags: int) -> tuple[int, bool]:
+        """Open `path`; returns the descriptor and whether the file was created."""
+        existed = os.path.exists(path)
+        fd = os.open(path, flags, 0o644)
+        self._names[fd] = path.name
+        if flags & os.O_APPEND:
+            self._append_fds.add(fd)
+        if not existed:
+            self._record(op="create", path=path.name)
+        elif flags & os.O_TRUNC:
+            self._record(op="trunc", path=path.name)
+        return fd, not existed
 
     def _write(self, fd: int, data: bytes) -> None:
+        self.writes += 1
+        if self.writes == self.faults.fail_write:
+            self._write_all(fd, data[:len(data) // 2])
+            code = self.faults.write_errno
+            raise OSError(code, f"{os.strerror(code)} (injected at write {self.writes})",
+                          self._names.get(fd))
+        self._write_all(fd, data)
+
+    def _write_all(self, fd: int, data: bytes) -> None:
+        if self._journal_fd is not None and data:
+            offset = (os.fstat(fd).st_size if fd in self._append_fds
+                      else os.lseek(fd, 0, os.SEEK_CUR))
+            self._record(op="write", path=self._names.get(fd), offset=offset,
+                         data=base64.b64encode(data).decode())
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
 
+    def _count_fsync(self, what: str) -> None:
+        self.fsyncs += 1
+        if self.fsyncs == self.faults.fail_fsync:
+            raise FsyncError(errno.EIO, f"I/O error (injected at fsync {self.fsyncs})", what)
+
     def _fsync(self, fd: int) -> None:
-        os.fsync(fd)
+        if "no-fsync" in self.bugs:
+            return
+        self._count_fsync(self._names.get(fd, "?"))
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            raise FsyncError(e.errno, e.strerror, self._names.get(fd)) from None
+        self._record(op="fsync", path=self._names.get(fd))
 
     def _close(self, fd: int) -> None:
+        self._names.pop(fd, None)
+        self._append_fds.discard(fd)
         os.close(fd)
 
     def _replace(self, src: Path, dst: Path) -> None:
         os.replace(src, dst)
+        self._record(op="rename", src=src.name, dst=dst.name)
 
     def _fsync_dir(self, directory: Path) -> None:
+        if "no-fsync" in self.bugs or "no-dir-fsync" in self.bugs:
+            return
+        self._count_fsync(str(directory))
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._record(op="fsync_dir")
 
     # --- what the stores call -------------------------------------------------------------------
 
     def open_append(self, path: Path) -> int:
-        """Open (creating if needed) a file for appending; returns the descriptor."""
-        return self._open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        """Open (creating if needed) a file for appending; returns the descriptor.
+
+        A new file's name lives in its directory: with fsync on, the directory is fsynced too, or a
+        power cut could lose the whole file however often its contents were fsynced.
+        """
+        fd, created = self._open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        if created and self.fsync_always:
+            self._fsync_dir(path.parent)
+        return fd
 
     def close(self, fd: int) -> None:
         self._close(fd)
@@ -112,7 +208,7 @@ class Door:
         sync = self.fsync_always if fsync is None else fsync
         t0 = self._clock()
         tmp = path.with_name(path.name + ".tmp")
-        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd, _ = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self._write(fd, data)
             if sync:
@@ -134,7 +230,7 @@ class Door:
         t0 = self._clock()
         if not torn:
             mid()
-        fd = self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd, created = self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             if torn:
                 half = len(data) // 2
@@ -147,10 +243,13 @@ class Door:
                 self._fsync(fd)
         finally:
             self._close(fd)
+        if created and self.fsync_always:
+            self._fsync_dir(path.parent)
         self.latencies_ns[kind].append(self._clock() - t0)
 
     def remove(self, path: Path) -> None:
         """Remove a file (a stale temp file left by a kill between write and rename)."""
         os.unlink(path)
+        self._record(op="unlink", path=path.name)
         if self.fsync_always:
             self._fsync_dir(path.parent)

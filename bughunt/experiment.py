@@ -45,9 +45,13 @@ def worker_command(run_dir: Path, config: RunConfig, *extra: str) -> list[str]:
 
 
 def run_worker(run_dir: Path, config: RunConfig, *, crash_at: int | None = None,
-               trace: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the worker to its end (or its planned SIGKILL), with the JSON report on stdout."""
-    extra = ["--json"] + (["--crash-at", str(crash_at)] if crash_at is not None else [])
+               trace: bool = False, extra: tuple[str, ...] = (),
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the worker to its end (or its planned SIGKILL), with the JSON report on stdout.
+
+    `extra`: more worker flags, e.g. lesson 8's `--plant-bug NAME` or `--fail-write K`.
+    """
+    extra = ["--json", *extra] + (["--crash-at", str(crash_at)] if crash_at is not None else [])
     extra += ["--trace"] if trace else []
     return subprocess.run(worker_command(run_dir, config, *extra), capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -158,16 +162,20 @@ def three_way_check(run_dir: Path, config: RunConfig, memory_state: dict | None)
     return result
 
 
-def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path) -> dict:
-    """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist."""
+def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
+                     extra: tuple[str, ...] = ()) -> dict:
+    """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist.
+
+    `extra` worker flags apply to both processes (lesson 8 plants bugs this way).
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     record = {"index": point.index, "page": point.page, "label": point.label, "error": None}
-    first = run_worker(run_dir, config, crash_at=point.index)
+    first = run_worker(run_dir, config, crash_at=point.index, extra=extra)
     if first.returncode != -signal.SIGKILL:
         record["error"] = (f"first run was not killed at the crash point (exit "
                            f"{first.returncode}): {first.stderr.strip()[-300:]}")
-    resume = run_worker(run_dir, config)
+    resume = run_worker(run_dir, config, extra=extra)
     report = None
     if resume.returncode == 0:
         report = json.loads(resume.stdout)
@@ -192,6 +200,7 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path) -> dic
         "temp_files_removed": report["temp_files_removed"] if report else None,
         "snapshot_fallback": report["snapshot_fallback"] if report else None,
         "resume_exit": resume.returncode,
+        "final_state": report["state"] if report else None,
     })
     if config.store == "log" and report:
         record["lesson_reader_ok"] = lesson_reader(run_dir) == report["state"]

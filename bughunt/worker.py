@@ -19,20 +19,45 @@ import fcntl
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import (CONFIG_FILE, ConfigError, RunConfig, add_config_arguments, config_from_args,
                      dumps, read_config)
 from .crashpoints import CrashPlan, scheme
-from .diskio import Door
+from .diskio import Door, Faults, FsyncError
 from .events import apply_event
 from .stores import StoreDamage, make_store
 from .world import MockModel, Site, SiteError, Tracker, report_key
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
+EXIT_IO = 74              # EX_IOERR: the disk refused a write or an fsync
 EXIT_BUSY = 75            # EX_TEMPFAIL: try again when the other worker is gone
 LOCK_FILE = "run.lock"
+JOURNAL_FILE = "io.jsonl"
+
+#: Bugs a worker can be built with on purpose (lesson 8), to prove the lab's sweeps catch each one.
+PLANTED_BUGS = ("no-fsync", "no-dir-fsync", "submit-before-intent", "no-key",
+                "repair-not-idempotent", "no-lock")
+RECOVERY_POINTS = ("after_repair", "after_abort")
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """Lesson 8's instruments, never part of a run's configuration.
+
+    io_trace: journal every disk operation to io.jsonl (for the power-loss simulation);
+    faults: make the k-th write or fsync fail; bugs: plant one of PLANTED_BUGS;
+    no_lock: skip the run lock (unsafe: shows what two resumers do);
+    crash_in_recovery: SIGKILL at a step of recovery itself (after_repair, after_abort).
+    """
+
+    io_trace: bool = False
+    faults: Faults = Faults()
+    bugs: frozenset = frozenset()
+    no_lock: bool = False
+    crash_in_recovery: str | None = None
 
 
 class Refused(Exception):
@@ -76,7 +101,7 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
                           "or use a new --dir")
         return
     # A kill while the config was being written leaves its temp file: ours, and replaced below.
-    ours = {LOCK_FILE, CONFIG_FILE + ".tmp"}
+    ours = {LOCK_FILE, CONFIG_FILE + ".tmp", JOURNAL_FILE}
     strangers = sorted(p.name for p in run_dir.iterdir() if p.name not in ours)
     if strangers:
         raise Refused(f"{run_dir}: not a BugHunt run directory (no {CONFIG_FILE}, but it holds "
@@ -89,8 +114,30 @@ TRACE_FILE = "trace.jsonl"
 
 
 def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
-        pause_at: int | None = None, trace: bool = False) -> dict:
-    """Run (or resume) the task in `run_dir` to the end; return the final report."""
+        pause_at: int | None = None, trace: bool = False, lab: LabOptions = LabOptions()) -> dict:
+    """Run (or resume) the task in `run_dir` to the end; return the final report.
+
+    A failed disk write or fsync stops the run with Refused(code EXIT_IO): a failed fsync is never
+    retried, because after it the kernel may already have dropped the data it could not write.
+    """
+    try:
+        return _run(run_dir, config, crash_at, pause_at, trace, lab)
+    except OSError as e:
+        if e.errno is None:
+            raise
+        name = Path(e.filename).name if isinstance(e.filename, str) else "?"
+        if isinstance(e, FsyncError):
+            raise Refused(f"{run_dir}: fsync of {name} failed ({e.strerror}); stopping without "
+                          "retrying: a retry can report success for data the kernel already "
+                          "dropped. Every report the tracker acknowledged is safe; resume to "
+                          "continue", EXIT_IO) from None
+        raise Refused(f"{run_dir}: cannot write {name}: {e.strerror}; stopped. Every report the "
+                      "tracker acknowledged is safe; resume when the disk has room",
+                      EXIT_IO) from None
+
+
+def _run(run_dir: Path, config: RunConfig, crash_at: int | None, pause_at: int | None,
+         trace: bool, lab: LabOptions) -> dict:
     try:
         site = Site.load(config.pages)
         points = scheme(config.pages, site.bug_pages, config.intent) if (
@@ -99,8 +146,10 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
     except (SiteError, ValueError) as e:     # checked before anything touches the disk
         raise Refused(str(e)) from None
     run_dir.mkdir(parents=True, exist_ok=True)
-    acquire_run_lock(run_dir)              # held until this process ends, however it ends
-    door = Door(config.fsync)
+    if not (lab.no_lock or "no-lock" in lab.bugs):
+        acquire_run_lock(run_dir)          # held until this process ends, however it ends
+    door = Door(config.fsync, faults=lab.faults, bugs=lab.bugs,
+                journal=run_dir / JOURNAL_FILE if lab.io_trace else None)
     prepare_run_dir(run_dir, config, door)
     door.latencies_ns.clear()              # report checkpoint writes only
 
@@ -112,6 +161,8 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
     for note in recovered.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     repairs = store.open_for_append()
+    if lab.crash_in_recovery == "after_repair":
+        plan.die()
     model, tracker = MockModel(run_dir, site), Tracker(run_dir)
     if trace:
         plan.trace_to(run_dir / TRACE_FILE)
@@ -132,6 +183,8 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
         # At most once, as Codex does: we cannot know whether the report was filed, so we say the
         # page was aborted and move on rather than risk filing it twice.
         commit({"t": "aborted", "page": pending_at_start["page"]})
+        if lab.crash_in_recovery == "after_abort":
+            plan.die()
 
     for page in range(state["next_page"], config.pages + 1):
         done = state["in_flight"] if (state["in_flight"] or {}).get("page") == page else {}
@@ -151,15 +204,28 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
                 commit({"t": "visited", "page": page, "finding": finding})
         if finding and not done.get("submitted"):
             key = report_key(config.task_id, page) if config.idempotency_key else None
+
+            def submit() -> None:
+                nonlocal reports_filed
+                reports_filed += tracker.submit(page, site.page(page).bug,
+                                                None if "no-key" in lab.bugs else key)
+                door.mark(what="submitted", page=page, key=key)
+                plan.reach(page, "after_submit")
+
+            if "submit-before-intent" in lab.bugs:
+                submit()                   # the planted bug: the effect before its intent
             if config.intent:
+                # The intent is durable before the report is filed; if it cannot be written, the
+                # OSError stops the run here and the report is never filed.
                 commit({"t": "intent", "page": page, "key": key})
                 plan.reach(page, "after_intent")
-            reports_filed += tracker.submit(page, site.page(page).bug, key)
-            plan.reach(page, "after_submit")
+            if "submit-before-intent" not in lab.bugs:
+                submit()
             if op:
                 commit({"t": "submitted", "page": page})
         commit({"t": "page_done", "page": page, "tokens": tokens, "finding": finding},
                mid=lambda: plan.reach(page, "mid_commit"))
+        door.mark(what="committed", page=page)
         plan.reach(page, "after_commit")
 
     plan.mark(config.pages, "end")
@@ -186,6 +252,8 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
             "count": sum(len(v) for v in door.latencies_ns.values()),
             "latencies_ns": dict(door.latencies_ns),
         },
+        "disk_writes": door.writes,      # write() calls, config included (lesson 8's disk full)
+        "fsyncs": door.fsyncs,
     }
 
 
@@ -202,7 +270,40 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     parser.add_argument("--trace", action="store_true",
                         help=f"write every crash point reached, with its time, to {TRACE_FILE}")
     parser.add_argument("--json", action="store_true", help="print the final report as JSON")
+    lab = parser.add_argument_group("lesson 8 instruments (never part of the run's configuration)")
+    lab.add_argument("--io-trace", action="store_true",
+                     help=f"journal every disk operation to {JOURNAL_FILE} (power-loss simulation)")
+    lab.add_argument("--fail-write", type=_fault, metavar="K[:ENOSPC|EFBIG|EIO]",
+                     help="make the K-th write fail after writing half its bytes (disk full)")
+    lab.add_argument("--fail-fsync", type=_positive_int, metavar="K",
+                     help="make the K-th fsync fail with EIO")
+    lab.add_argument("--crash-in-recovery", choices=RECOVERY_POINTS,
+                     help="die by SIGKILL inside recovery: after the tail repair, or after "
+                          "recording an aborted intent")
+    lab.add_argument("--no-lock", action="store_true",
+                     help="UNSAFE, lesson 8 only: skip the run lock to see two resumers collide")
+    lab.add_argument("--plant-bug", choices=PLANTED_BUGS, action="append", default=[],
+                     help="build this run with a known bug (lesson 8: do the sweeps catch it?)")
     return parser
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
+    return n
+
+
+def _fault(value: str) -> tuple[int, int]:
+    k, _, name = value.partition(":")
+    code = getattr(errno, name or "ENOSPC", None)
+    if name and (code is None or name not in ("ENOSPC", "EFBIG", "EIO")):
+        raise argparse.ArgumentTypeError(f"expected ENOSPC, EFBIG or EIO after the colon, "
+                                         f"got {name!r}")
+    return _positive_int(k), code
 
 
 def print_report(report: dict) -> None:
@@ -229,8 +330,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
     except ConfigError as e:
         parser.error(str(e))
     try:
+        write_fault = args.fail_write or (None, errno.ENOSPC)
+        lab = LabOptions(io_trace=args.io_trace, no_lock=args.no_lock,
+                         bugs=frozenset(args.plant_bug), crash_in_recovery=args.crash_in_recovery,
+                         faults=Faults(fail_write=write_fault[0], write_errno=write_fault[1],
+                                       fail_fsync=args.fail_fsync))
         report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
-                     trace=args.trace)
+                     trace=args.trace, lab=lab)
     except Refused as e:
         print(f"bughunt: {e}", file=sys.stderr)
         return e.code

@@ -40,8 +40,8 @@ def ensure_newline_terminated(path: Path, door: Door) -> bool:
             if f.seek(0, os.SEEK_END) == 0:
                 return False
             f.seek(-1, os.SEEK_END)
-            if f.read(1) == b"\n":
-                return False
+            if f.read(1) == b"\n" and "repair-not-idempotent" not in door.bugs:
+                return False     # (the planted bug of lesson 8 skips this check)
     except FileNotFoundError:
         return False
     fd = door.open_append(path)

@@ -1,0 +1,467 @@
+"""Lesson 8: the failures the first lesson left untested, each answered with counted results.
+
+- `chain_sweep`: a crash during recovery. Crash a run at point i, crash its resume at point j (or
+  inside recovery itself), resume once more; and check that resuming twice ends where resuming once
+  does, down to the bytes of the checkpoint files.
+- `two_resumers`: two processes resume one run at the same moment; with the run lock exactly one
+  proceeds, without it (opt-in, for the lesson) both do, and the log forks.
+- `disk_full_sweep` / `fsync_failure_sweep`: the k-th write (or fsync) fails, for every k; the worker
+  must stop with a clear message, lose nothing the tracker acknowledged, and finish on the next
+  resume.
+- `power_loss_sweep`: the disk states a power cut may leave (`bughunt.powerloss`), each recovered
+  and checked three ways.
+- `planted_bugs`: a worker built with one known bug at a time; does the right sweep catch it?
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+import selectors
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import CONFIG_FILE, RunConfig
+from .crashpoints import PAUSE_BANNER, CrashPoint
+from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers,
+                         is_correct, run_crash_jobs, run_worker, summarize, three_way_check,
+                         work_dir, worker_command)
+from .powerloss import crash_states, materialize, read_journal
+from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
+from .world import Site, Tracker, read_reports
+
+#: The lesson's safe configuration: event log, intents, idempotency key, atomic writes.
+SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
+CHECKPOINT_FILES = (CONFIG_FILE, LOG_FILE, SNAPSHOT_FILE)
+
+
+def _outcome(run_dir: Path, config: RunConfig, report: dict | None) -> dict:
+    """Duplicates, lost reports and the three-way check, after the last process."""
+    check = three_way_check(run_dir, config, report["state"] if report else None)
+    tracker = check["tracker_pages"]
+    return {"duplicate_reports": len(tracker) - len(set(tracker)),
+            "lost_reports": len(set(Site.load(config.pages).bug_pages) - set(tracker)),
+            "three_way_ok": check["three_way_ok"], "disk_error": check["disk_error"],
+            "final_state": report["state"] if report else None}
+
+
+def checkpoint_digest(run_dir: Path) -> str:
+    """The checkpoint files' bytes, hashed: what a further resume must leave unchanged."""
+    h = hashlib.sha256()
+    for name in CHECKPOINT_FILES:
+        path = Path(run_dir) / name
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"-") + b"\0")
+    return h.hexdigest()
+
+
+# --- crash during recovery -----------------------------------------------------------------------
+
+def chain_pairs(config: RunConfig) -> list[tuple[CrashPoint, str]]:
+    """(first crash, second crash) pairs: every point the resume can reach, and recovery's steps."""
+    points = crash_points(config)
+    pairs = []
+    for first in points:
+        for second in points:
+            if second.page >= first.page:
+                pairs.append((first, str(second.index)))
+        pairs.append((first, "after_repair"))
+        if config.intent and config.pending == "abort":
+            pairs.append((first, "after_abort"))
+    return pairs
+
+
+def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Path, *,
+                 extra: tuple[str, ...] = ()) -> dict:
+    """Crash at `first`, crash the resume at `second`, resume again, then once more for nothing."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True)
+    flag = (["--crash-at", second] if second.isdigit() else ["--crash-in-recovery", second])
+    r1 = run_worker(run_dir, config, crash_at=first.index, extra=extra)
+    r2 = run_worker(run_dir, config, extra=(*extra, *flag))
+    r3 = run_worker(run_dir, config, extra=extra)
+    report = json.loads(r3.stdout) if r3.returncode == 0 else None
+    before = checkpoint_digest(run_dir)
+    r4 = run_worker(run_dir, config, extra=extra)          # resuming a finished run: a no-op
+    record = {"first": first.index, "first_page": first.page, "first_label": first.label,
+              "second": second, "second_killed": r2.returncode == -signal.SIGKILL,
+              "error": None if (r1.returncode == -signal.SIGKILL and r3.returncode == 0
+                                and r4.returncode == 0)
+              else f"exits {r1.returncode}, {r2.returncode}, {r3.returncode}, {r4.returncode}: "
+                   f"{(r3.stderr or r4.stderr).strip()[-200:]}",
+              "noop_resume_changed_files": checkpoint_digest(run_dir) != before,
+              **_outcome(run_dir, config, report)}
+    return record
+
+
+def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = None,
+                progress=None, extra: tuple[str, ...] = ()) -> list[dict]:
+    """Every (first crash, second crash) pair, plus the single-crash reference for each first point.
+
+    `same_as_single` compares the final state with a single crash+resume at the same first point.
+    """
+    pairs = chain_pairs(config) if pairs is None else pairs
+    firsts = sorted({p for p, _ in pairs}, key=lambda p: p.index)
+    total = len(pairs) + len(firsts)
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        if progress:
+            progress(done[0], total)
+
+    with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+        singles = {p.index: pool.submit(crash_and_resume, config, p, base / f"single-{p.index:03d}",
+                                        extra=extra) for p in firsts}
+        chains = [pool.submit(chain_record, config, p, j, base / f"chain-{p.index:03d}-{j}",
+                              extra=extra) for p, j in pairs]
+        for f in [*singles.values(), *chains]:
+            f.add_done_callback(lambda _: tick())
+        reference = {i: f.result()["final_state"] for i, f in singles.items()}
+        records = [f.result() for f in chains]
+    for r in records:
+        r["same_as_single"] = outcome_of(r["final_state"]) == outcome_of(reference[r["first"]])
+        r["correct"] = (r["error"] is None and r["duplicate_reports"] == 0
+                        and r["lost_reports"] == 0 and r["three_way_ok"] and r["same_as_single"]
+                        and not r["noop_resume_changed_files"])
+    return records
+
+
+def outcome_of(state: dict | None) -> dict | None:
+    """What a run achieved: everything in its final state but `seq`, which counts events written
+    (a redone bug page records its intent again, so more crashes mean more events)."""
+    return None if state is None else {k: v for k, v in state.items() if k != "seq"}
+
+
+def chain_summary(records: list[dict]) -> dict:
+    killed = [r for r in records if r["second_killed"]]
+    return {"pairs": len(records), "second crash really happened": len(killed),
+            "duplicates": sum(r["duplicate_reports"] > 0 for r in records),
+            "lost reports": sum(r["lost_reports"] > 0 for r in records),
+            "three-way failures": sum(not r["three_way_ok"] for r in records),
+            "differs from a single resume": sum(not r["same_as_single"] for r in records),
+            "a no-op resume changed files": sum(r["noop_resume_changed_files"] for r in records),
+            "errors": sum(r["error"] is not None for r in records),
+            "correct": sum(r["correct"] for r in records)}
+
+
+# --- two resumers --------------------------------------------------------------------------------
+
+def _start_paused(run_dir: Path, config: RunConfig, pause_at: int, extra) -> subprocess.Popen:
+    return subprocess.Popen(worker_command(run_dir, config, "--json", "--pause-at", str(pause_at),
+                                           *extra),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _wait_paused_or_exited(procs: list[subprocess.Popen], timeout: float = 60) -> dict:
+    """Watch both processes until each has either paused (holding the run) or exited."""
+    state: dict[int, str] = {}
+    sel = selectors.DefaultSelector()
+    for i, p in enumerate(procs):
+        sel.register(p.stderr, selectors.EVENT_READ, i)
+    deadline = time.monotonic() + timeout
+    while len(state) < len(procs) and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.5):
+            i = key.data
+            line = procs[i].stderr.readline()
+            if line.startswith(PAUSE_BANNER):
+                state[i] = "paused"
+                sel.unregister(procs[i].stderr)
+            elif line == "":
+                procs[i].wait()
+                state[i] = "exited"
+                sel.unregister(procs[i].stderr)
+    sel.close()
+    return state
+
+
+def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, lock: bool = True,
+                       extra: tuple[str, ...] = ()) -> dict:
+    """Crash a run at `first`; start two resumers at the same moment; let them race; judge."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True)
+    run_worker(run_dir, config, crash_at=first.index, extra=extra)
+    # Both pause at the first point a resume reaches, so that the winner holds the run while the
+    # other tries to take it: no sleep decides the outcome.
+    pause = next(p.index for p in crash_points(config) if p.page == first.page)
+    flags = (*extra, *(() if lock else ("--no-lock",)))
+    procs = [_start_paused(run_dir, config, pause, flags) for _ in range(2)]
+    try:
+        seen = _wait_paused_or_exited(procs)
+        outs = []
+        for p in procs:                      # release the paused ones together
+            if p.poll() is None:
+                p.stdin.close()
+                p.stdin = None
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            outs.append((p.returncode, out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    codes = [c for c, _ in outs]
+    states = [json.loads(o)["state"] for c, o in outs if c == 0 and o.strip()]
+    lines = (run_dir / LOG_FILE).read_bytes().splitlines() if (run_dir / LOG_FILE).exists() else []
+    seqs = []
+    for raw in lines:
+        try:
+            seqs.append(json.loads(raw)["seq"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    final = _outcome(run_dir, config, {"state": states[0]} if states else None)
+    return {"first": first.index, "paused": sorted(seen.values()), "exits": sorted(codes),
+            "proceeded": sum(c == 0 for c in codes), "refused_busy": sum(c == 75 for c in codes),
+            "exactly_one": sorted(codes) == [0, 75],
+            "duplicate_events": len(seqs) - len(set(seqs)),
+            "forked_state": len(states) == 2 and states[0] != states[1] or (
+                len(states) == 2 and len(seqs) != len(set(seqs))),
+            "rebuild_refused": final["disk_error"] is not None,
+            "duplicate_reports": final["duplicate_reports"], "lost_reports": final["lost_reports"],
+            "three_way_ok": final["three_way_ok"]}
+
+
+def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, lock: bool = True,
+                 workers: int | None = None, progress=None, extra: tuple[str, ...] = ()):
+    """`trials` races, each after a crash at a seeded random point (pause points differ with it)."""
+    rng = random.Random(seed)
+    points = crash_points(config)
+    # the resume must have work left: not after the last page's commit
+    firsts = [rng.choice(points[:-1]) for _ in range(trials)]
+    out = []
+    with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+        futures = [pool.submit(two_resumers_trial, config, f, base / f"race-{i:03d}", lock=lock,
+                               extra=extra) for i, f in enumerate(firsts)]
+        for i, f in enumerate(futures, 1):
+            out.append({"trial": i, **f.result()})
+            if progress:
+                progress(i, trials)
+    return out
+
+
+# --- disk full, failed fsync ---------------------------------------------------------------------
+
+def _io_counts(config: RunConfig) -> dict:
+    with work_dir() as base:
+        proc = run_worker(base / "clean", config)
+        report = json.loads(proc.stdout)
+    return {"disk_writes": report["disk_writes"], "fsyncs": report["fsyncs"]}
+
+
+def fault_record(config: RunConfig, flag: tuple[str, ...], k: int, run_dir: Path) -> dict:
+    """Fail at `flag` k, then resume with the disk healthy again."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True)
+    failed = run_worker(run_dir, config, extra=("--io-trace", *flag))
+    acknowledged = sorted({r["page"] for r in read_reports(run_dir)})
+    journal = read_journal(run_dir / "io.jsonl") if (run_dir / "io.jsonl").exists() else []
+    resumed = run_worker(run_dir, config)
+    report = json.loads(resumed.stdout) if resumed.returncode == 0 else None
+    final = _outcome(run_dir, config, report)
+    tracker_after = {r["page"] for r in read_reports(run_dir)}
+    message = failed.stderr.strip().splitlines()[-1] if failed.stderr.strip() else ""
+    return {"k": k, "exit": failed.returncode, "message": message,
+            "names_the_file": any(n in message for n in CHECKPOINT_FILES + ("config.json.tmp",
+                                                                          "snapshot.json.tmp")),
+            "fsyncs_after_failure": sum(op["op"] in ("fsync", "fsync_dir") for op in journal),
+            "acknowledged_before": acknowledged,
+            "acknowledged_kept": set(acknowledged) <= tracker_after,
+            "resume_exit": resumed.returncode, **final,
+            "correct_after_resume": (resumed.returncode == 0 and final["duplicate_reports"] == 0
+                                     and final["lost_reports"] == 0 and final["three_way_ok"])}
+
+
+def _fault_sweep(config, flags_for, n, workers, progress):
+    with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+        futures = [pool.submit(fault_record, config, flags_for(k), k, base / f"k{k:03d}")
+                   for k in range(1, n + 1)]
+        out = []
+        for i, f in enumerate(futures, 1):
+            out.append(f.result())
+            if progress:
+                progress(i, n)
+    return out
+
+
+def disk_full_sweep(config: RunConfig = SAFE, *, errno_name: str = "ENOSPC",
+                    workers: int | None = None, progress=None) -> list[dict]:
+    """Make the k-th disk write fail (a short write, then ENOSPC or EFBIG), for every k."""
+    n = _io_counts(config)["disk_writes"]
+    return _fault_sweep(config, lambda k: ("--fail-write", f"{k}:{errno_name}"), n, workers,
+                        progress)
+
+
+def fsync_failure_sweep(config: RunConfig = SAFE.replace(fsync="always"), *,
+                        workers: int | None = None, progress=None) -> list[dict]:
+    """Make the k-th fsync fail with EIO, for every k: fatal, never retried."""
+    n = _io_counts(config)["fsyncs"]
+    records = _fault_sweep(config, lambda k: ("--fail-fsync", str(k)), n, workers, progress)
+    for r in records:
+        r["retried"] = r["fsyncs_after_failure"] >= r["k"]   # the journal has k-1 if none followed
+    return records
+
+
+# --- power loss ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Variant:
+    """A worker design to put through the power-loss simulation."""
+
+    name: str
+    config: RunConfig
+    bugs: tuple[str, ...] = ()
+
+    @property
+    def extra(self) -> tuple[str, ...]:
+        return tuple(x for b in self.bugs for x in ("--plant-bug", b))
+
+
+POWER_VARIANTS = [
+    Variant("snapshot, atomic, fsync always (+ dir fsync)",
+            RunConfig(store="snapshot", intent=False, fsync="always", pages=6)),
+    Variant("snapshot, atomic, fsync always, no dir fsync",
+            RunConfig(store="snapshot", intent=False, fsync="always", pages=6), ("no-dir-fsync",)),
+    Variant("snapshot, atomic, fsync never",
+            RunConfig(store="snapshot", intent=False, fsync="never", pages=6)),
+    Variant("snapshot, torn (in place), fsync always",
+            RunConfig(store="snapshot", intent=False, fsync="always", write_mode="torn",
+                      pages=6)),
+    Variant("log, atomic, fsync always",
+            RunConfig(store="log", intent=True, fsync="always", pages=6)),
+    Variant("log, atomic, fsync never",
+            RunConfig(store="log", intent=True, fsync="never", pages=6)),
+]
+
+
+def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
+    """Recover one power-cut state: read-only first (what survived), then a real resume."""
+    materialize(state, run_dir, Tracker)
+    committed = len(state.committed)
+    try:
+        recovered = rebuild_from_disk(run_dir, variant.config) if (
+            run_dir / CONFIG_FILE).exists() else None
+        done = (recovered.state["next_page"] - 1) if recovered else 0
+        refused = None
+    except StoreDamage as e:
+        done, refused = 0, str(e).split(": ", 1)[-1]
+    resumed = run_worker(run_dir, variant.config, extra=variant.extra)
+    report = json.loads(resumed.stdout) if resumed.returncode == 0 else None
+    final = _outcome(run_dir, variant.config, report)
+    return {"cut": state.cut, "choice": state.choice, "committed_pages": committed,
+            "recovered_pages": done, "committed_pages_lost": max(0, committed - done),
+            "refused": refused, "resume_exit": resumed.returncode, **final,
+            "correct": (resumed.returncode == 0 and final["duplicate_reports"] == 0
+                        and final["lost_reports"] == 0 and final["three_way_ok"]
+                        and committed <= done)}
+
+
+def power_loss_sweep(variant: Variant, *, samples_per_cut: int = 3, seed: int = 0,
+                     workers: int | None = None, progress=None) -> list[dict]:
+    """Journal one clean run of `variant`, build every power-cut state, recover and check each."""
+    with work_dir() as base:
+        proc = run_worker(base / "journaled", variant.config, extra=(*variant.extra, "--io-trace"))
+        if proc.returncode != 0:
+            raise RuntimeError(f"journaled run failed: {proc.stderr.strip()}")
+        journal = read_journal(base / "journaled" / "io.jsonl")
+        states = list(crash_states(journal, samples_per_cut=samples_per_cut, seed=seed))
+        with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+            futures = [pool.submit(power_state_record, variant, st, base / f"state-{i:04d}")
+                       for i, st in enumerate(states)]
+            out = []
+            for i, f in enumerate(futures, 1):
+                out.append({"variant": variant.name, **f.result()})
+                if progress:
+                    progress(i, len(states))
+    return out
+
+
+def power_summary(records: list[dict]) -> dict:
+    return {"states explored": len(records), "correct": sum(r["correct"] for r in records),
+            "refused": sum(r["refused"] is not None for r in records),
+            "states losing committed pages": sum(r["committed_pages_lost"] > 0 for r in records),
+            "most committed pages lost": max((r["committed_pages_lost"] for r in records),
+                                             default=0),
+            "states with duplicates": sum(r["duplicate_reports"] > 0 for r in records)}
+
+
+# --- planted bugs --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlantedBug:
+    bug: str
+    sweep: str            # which of the lab's checks should catch it
+    description: str
+
+
+PLANTED = [
+    PlantedBug("no-fsync", "power loss: snapshot, atomic, fsync always",
+               "the fsync calls are dropped"),
+    PlantedBug("no-dir-fsync", "power loss: snapshot, atomic, fsync always",
+               "the directory is not fsynced after a rename"),
+    PlantedBug("submit-before-intent", "crash sweep: at most once (intents, pending abort, no key)",
+               "the report is filed before its intent is recorded"),
+    PlantedBug("no-key", "crash sweep: the safe configuration",
+               "reports are filed without the idempotency key"),
+    PlantedBug("repair-not-idempotent", "resume twice: torn log, crash in the commit",
+               "the newline repair appends even when the log already ends with a newline"),
+    PlantedBug("no-lock", "two resumers at once", "the run lock is not taken"),
+]
+
+
+def _bug_flags(bug: str | None) -> tuple[str, ...]:
+    return ("--plant-bug", bug) if bug else ()
+
+
+def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
+    """Run the check that targets `bug` (None: the correct worker); return the failures it finds."""
+    extra = _bug_flags(bug)
+    if check.startswith("power loss"):
+        cfg = RunConfig(store="snapshot", intent=False, fsync="always", pages=pages)
+        recs = power_loss_sweep(Variant("check", cfg, (bug,) if bug else ()), samples_per_cut=1)
+        return sum(r["committed_pages_lost"] > 0 for r in recs)
+    if check.startswith("crash sweep: at most once"):
+        cfg = RunConfig(store="log", intent=True, idempotency_key=False, pending="abort",
+                        pages=pages)
+    elif check.startswith("crash sweep"):
+        cfg = SAFE.replace(pages=pages)
+    if check.startswith("crash sweep"):
+        with work_dir() as base:
+            recs = run_crash_jobs([("bug", cfg, p) for p in crash_points(cfg)], base,
+                                  measure=functools.partial(crash_and_resume, extra=extra))
+        return sum(r["duplicate_reports"] > 0 for r in recs)
+    if check.startswith("resume twice"):
+        cfg = SAFE.replace(write_mode="torn", pages=pages)
+        pairs = [(p, "after_repair") for p in crash_points(cfg) if p.label == "mid_commit"]
+        recs = chain_sweep(cfg, pairs=pairs, extra=extra)
+        return sum(r["noop_resume_changed_files"] for r in recs)
+    if check.startswith("two resumers"):
+        recs = two_resumers(SAFE.replace(pages=pages), trials=4, extra=extra)
+        return sum(not r["exactly_one"] for r in recs)
+    raise ValueError(f"unknown check {check!r}")
+
+
+def planted_bugs(*, pages: int = 4, progress=None) -> list[dict]:
+    """Each planted bug against the check meant to catch it, and the correct worker as a control."""
+    out = []
+    for i, pb in enumerate(PLANTED, 1):
+        control = detect(pb.sweep, None, pages=pages)
+        with_bug = detect(pb.sweep, pb.bug, pages=pages)
+        out.append({"bug": pb.bug, "what it does": pb.description, "caught by": pb.sweep,
+                    "failures, correct worker": control, "failures, with the bug": with_bug,
+                    "caught": control == 0 and with_bug > 0})
+        if progress:
+            progress(i, len(PLANTED))
+    return out
+
+
+__all__ = ["SAFE", "POWER_VARIANTS", "PLANTED", "Variant", "chain_pairs", "chain_sweep",
+           "chain_summary", "two_resumers", "disk_full_sweep", "fsync_failure_sweep",
+           "power_loss_sweep", "power_summary", "planted_bugs", "summarize", "is_correct",
+           "PausedWorker"]
