@@ -189,7 +189,8 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
     run_worker(run_dir, config, crash_at=first.index, extra=extra)
     # Both pause at the first point a resume reaches, so that the winner holds the run while the
     # other tries to take it: no sleep decides the outcome.
-    pause = next(p.index for p in crash_points(config) if p.page == first.page)
+    next_page = rebuild_from_disk(run_dir, config).state["next_page"]
+    pause = next(p.index for p in crash_points(config) if p.page == next_page)
     flags = (*extra, *(() if lock else ("--no-lock",)))
     procs = [_start_paused(run_dir, config, pause, flags) for _ in range(2)]
     try:
@@ -232,9 +233,10 @@ def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, l
                  workers: int | None = None, progress=None, extra: tuple[str, ...] = ()):
     """`trials` races, each after a crash at a seeded random point (pause points differ with it)."""
     rng = random.Random(seed)
-    points = crash_points(config)
-    # the resume must have work left: not after the last page's commit
-    firsts = [rng.choice(points[:-1]) for _ in range(trials)]
+    # the resume must have work left: no first crash after the last page's commit
+    points = [p for p in crash_points(config)
+              if not (p.page == config.pages and p.label == "after_commit")]
+    firsts = [rng.choice(points) for _ in range(trials)]
     out = []
     with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         futures = [pool.submit(two_resumers_trial, config, f, base / f"race-{i:03d}", lock=lock,
@@ -260,6 +262,7 @@ def fault_record(config: RunConfig, flag: tuple[str, ...], k: int, run_dir: Path
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     failed = run_worker(run_dir, config, extra=("--io-trace", *flag))
+    failed.stderr = failed.stderr.replace(str(run_dir), "RUN_DIR")
     acknowledged = sorted({r["page"] for r in read_reports(run_dir)})
     journal = read_journal(run_dir / "io.jsonl") if (run_dir / "io.jsonl").exists() else []
     resumed = run_worker(run_dir, config)

@@ -22,12 +22,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import forkserver
 from .config import RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint, scheme
 from .events import apply_event, initial_state
@@ -39,9 +41,26 @@ Progress = Callable[[int, int], None]     # (done, total)
 
 # --- processes -----------------------------------------------------------------------------------
 
+def worker_args(run_dir: Path, config: RunConfig, *extra: str) -> list[str]:
+    return ["--dir", str(run_dir), *config.to_args(), *extra]
+
+
 def worker_command(run_dir: Path, config: RunConfig, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bughunt.worker", "--dir", str(run_dir), *config.to_args(),
-            *extra]
+    """The worker as a fresh interpreter: `python -m bughunt.worker ...`."""
+    return [sys.executable, "-m", "bughunt.worker", *worker_args(run_dir, config, *extra)]
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _fork_pool():
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from .forkserver import ForkServerPool
+            _POOL = ForkServerPool()
+        return _POOL
 
 
 def run_worker(run_dir: Path, config: RunConfig, *, crash_at: int | None = None,
@@ -53,6 +72,10 @@ def run_worker(run_dir: Path, config: RunConfig, *, crash_at: int | None = None,
     """
     extra = ["--json", *extra] + (["--crash-at", str(crash_at)] if crash_at is not None else [])
     extra += ["--trace"] if trace else []
+    if forkserver.enabled():
+        # A fork of a pre-imported worker: a separate process all the same, killed by a real
+        # SIGKILL at its crash point, but started in a millisecond.
+        return _fork_pool().run(worker_args(run_dir, config, *extra), timeout)
     return subprocess.run(worker_command(run_dir, config, *extra), capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 

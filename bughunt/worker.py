@@ -126,6 +126,8 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
         if e.errno is None:
             raise
         name = Path(e.filename).name if isinstance(e.filename, str) else "?"
+        if isinstance(e.filename, str) and Path(e.filename).is_dir():
+            name = "the run directory"
         if isinstance(e, FsyncError):
             raise Refused(f"{run_dir}: fsync of {name} failed ({e.strerror}); stopping without "
                           "retrying: a retry can report success for data the kernel already "

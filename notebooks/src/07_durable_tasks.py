@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 7 · Durable tasks: a checkpoint is where a step starts
 #
-# [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb)
+# [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 8: beyond the lesson →](08_beyond.ipynb)
 #
 # **The question.** The BugHunt worker is one loop with its own checkpoint store. A durable task
 # runtime generalises it: every piece of work is a task, a small state machine whose state is kept in
@@ -264,4 +264,4 @@ check("7.2", answer_7_2)
 # Stuck? `solution("7.1")` prints a worked answer.
 #
 # ---
-# [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb)
+# [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 8: beyond the lesson →](08_beyond.ipynb)

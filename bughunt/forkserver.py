@@ -1,0 +1,145 @@
+"""A fork server: start worker processes in a millisecond instead of a fresh interpreter's 50.
+
+Starting `python -m bughunt.worker` costs an interpreter start and every import, tens of
+milliseconds, and a sweep starts hundreds of workers. The fork server is a small process that has
+already imported the worker; for each request it forks. The child is a new, separate process (its
+own pid, its own file descriptors, its own flock), runs the worker's `main(argv)` with stdout and
+stderr in files, and dies exactly as a worker started from a shell would: by a real SIGKILL at its
+crash point, or by exiting. The server reports the child's pid at once (so a caller can kill it on a
+timeout) and its exit status when it ends (negative for a signal, as `subprocess` reports it).
+
+Protocol, one JSON object per line on the server's stdin/stdout:
+    request {"argv": [...], "out": PATH, "err": PATH}  ->  {"pid": N}, then {"status": CODE}
+
+`ForkServerPool.run(argv)` hides all of this behind a `subprocess.CompletedProcess`, one server per
+concurrent caller. Set BUGHUNT_FORKSERVER=0 to start every worker as a fresh interpreter instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+
+def serve() -> None:
+    """The server loop: fork one worker per request, report its pid and its exit status."""
+    from . import worker          # imported once, here, before any fork
+
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:                                   # the child: a worker process
+            code = 1
+            try:
+                os.dup2(devnull, 0)
+                for fd, path in ((1, request["out"]), (2, request["err"])):
+                    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    os.dup2(target, fd)
+                    os.close(target)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                code = worker.main(request["argv"], prog="python -m bughunt.worker")
+            except SystemExit as e:                    # argparse errors exit this way
+                code = e.code if isinstance(e.code, int) else 1
+            except BaseException:                      # a crash of the worker is its own result
+                import traceback
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        os.write(1, (json.dumps({"pid": pid}) + "\n").encode())
+        _, status = os.waitpid(pid, 0)
+        os.write(1, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+
+
+class ForkServer:
+    """One server process; used by one caller at a time."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
+        self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
+
+    def _reply(self, timeout: float | None) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise TimeoutError
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the fork server died")
+        return json.loads(line)
+
+    def run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        self.proc.stdin.write((json.dumps({"argv": argv, "out": str(self.out),
+                                           "err": str(self.err)}) + "\n").encode())
+        self.proc.stdin.flush()
+        pid = self._reply(timeout)["pid"]
+        try:
+            status = self._reply(timeout)["status"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            self._reply(None)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        return subprocess.CompletedProcess(argv, status, self.out.read_text(),
+                                           self.err.read_text())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        self.tmp.cleanup()
+
+
+class ForkServerPool:
+    """Idle servers, handed out to concurrent callers; one more is started when all are busy."""
+
+    def __init__(self):
+        self._idle: queue.SimpleQueue[ForkServer] = queue.SimpleQueue()
+        self._all: list[ForkServer] = []
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        try:
+            server = self._idle.get_nowait()
+        except queue.Empty:
+            server = ForkServer()
+            with self._lock:
+                self._all.append(server)
+        try:
+            result = server.run(argv, timeout)
+        except BaseException:
+            server.close()                 # a server in an unknown state is not reused
+            raise
+        self._idle.put(server)
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._all = self._all, []
+        for server in servers:
+            try:
+                server.close()
+            except Exception:
+                pass
+
+
+def enabled() -> bool:
+    return os.environ.get("BUGHUNT_FORKSERVER", "1") != "0" and hasattr(os, "fork")
+
+
+if __name__ == "__main__":
+    serve()

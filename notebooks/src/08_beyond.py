@@ -1,0 +1,215 @@
+# %% [markdown]
+# # Lesson 8 · Beyond the lesson: the failures it left untested
+#
+# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb)
+#
+# **The question.** The first lesson ends by listing what its experiment did not cover (还有什么没覆盖):
+# a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
+# disk (磁盘满). It also says that surviving `kill -9` needs no fsync while surviving a power cut
+# does, without showing it. Here each one is run for real and counted, plus two more: damaged files,
+# and bugs planted on purpose to see whether the lab's own tests would catch them.
+#
+# **Recap of lessons 6 and 7.** Surviving `kill -9` only needs the data handed to the kernel; a
+# durable runtime still needs a lock, a crash-loop limit and an honest answer for interrupted work.
+#
+# The methods come from the best crash-testing tools (`../shared/research/anchors-crash-testing.md`):
+# SQLite's compound-failure tests (a crash during recovery), ALICE and LazyFS (record what the program
+# did to the disk, then build the states a power cut may leave), CrashMonkey (exhaustive, not random).
+# Each has three parts, and so does every section below: a way to make crash states, a recovery run,
+# and an oracle stronger than "it did not crash" (here: the tracker, the bill and the three-way
+# check).
+
+# %%
+# %matplotlib inline
+import pandas as pd
+
+from bughunt.lab import beyond
+from bughunt.lab.exercises import check, solution
+
+pd.options.display.width = 140
+pd.options.display.max_columns = 20
+pd.options.display.max_colwidth = 90
+
+# %% [markdown]
+# ## 1. A crash during recovery
+#
+# Kill the worker at crash point *i*; kill its resume at point *j* (any point the resume can reach),
+# or inside recovery itself, right after the newline repair; then resume once more. The safe
+# configuration (event log, intents, idempotency key, atomic writes) must end with no duplicate, no
+# lost report and a passing three-way check for **every** pair, and resuming twice must end where
+# resuming once does: the same final state as a single crash and resume at *i*, and a further,
+# empty resume must not change a byte of the checkpoint files. To keep this under a minute we use a
+# 3-page site (one bug page): the pairs are the same in kind as on 12 pages, just fewer.
+
+# %%
+chain = beyond.chain()
+beyond.chain_table(chain)
+
+# %%
+beyond.plot_chain(chain)
+
+# %% [markdown]
+# Squares are pairs where the second kill really happened; circles are points the resume never
+# reached (it had already passed them), so that resume simply finished. Recovery here is nothing but
+# the normal start-up path (read, repair the tail, append), which is why a crash inside it is no
+# different from any other crash: the design has no recovery-only state that a second crash could
+# leave half done.
+#
+# ## 2. Two resumers at the same moment
+#
+# Two workers are started on the same crashed run together. Each stops at the first crash point a
+# resume reaches, so the one that got in holds the run while the other tries; then both are let go.
+# No sleep decides who wins. With the run lock (an exclusive `flock` on `run.lock`, which the kernel
+# drops when its holder dies, even by SIGKILL), exactly one proceeds and the other exits 75, "run is
+# busy". For the lesson only, a worker can be told to skip the lock (`--no-lock`):
+
+# %%
+races = beyond.races()
+beyond.race_table(races)
+
+# %%
+beyond.plot_races(races)
+
+# %% [markdown]
+# Without the lock both workers resume from the same state and both append the same events with the
+# same sequence numbers: the log forks. Our reader refuses such a log, naming the line, so the damage
+# is loud; a reader that skipped silently would rebuild a state neither worker was in. Codex guards
+# each rollout the same way (`writer_lock.rs`: a non-blocking exclusive lock per thread, stale lock
+# files cleaned by trying the lock). A lock does not stop a worker that is merely paused (a long GC,
+# a stopped VM) and then carries on after a new one took over; only a fencing token that the tracker
+# checks would.
+#
+# ## 3. A full disk, a failed fsync
+#
+# The worker's I/O door can be told to fail its k-th write (after writing half the bytes, as a full
+# disk does) or its k-th fsync. We do it for every k of a 12-page run. Each time the worker must
+# stop with a clear message naming the file and a non-zero exit (74), must lose no report the
+# tracker already acknowledged, and the next resume, with the disk healthy again, must finish
+# correctly. The intent comes first: if it cannot be written, the report is never filed.
+
+# %%
+disk = beyond.disk_full()
+print(disk.message[0])
+beyond.fault_table(disk)
+
+# %%
+fsync = beyond.fsync_failures()
+print(fsync.message[0])
+beyond.fault_table(fsync)
+
+# %%
+beyond.plot_faults(disk, fsync)
+
+# %% [markdown]
+# A failed fsync is fatal and never retried (`retried` counts an fsync of any file after the
+# failure: there is none). After a failed fsync the kernel may already have dropped the dirty pages
+# it could not write and marked them clean, so a second fsync can "succeed" for data that is gone;
+# PostgreSQL learned this in 2018 ("fsyncgate") and now stops instead.
+#
+# ## 4. Power loss, simulated
+#
+# `kill -9` cannot show a power cut, so we simulate one the way ALICE and LazyFS do. A clean run
+# journals every operation its door performs (create, truncate, write with its bytes, fsync, rename,
+# directory fsync) to `io.jsonl`. From the journal we build the disk states a power cut may leave at
+# every moment, under a stated model:
+#
+# - written data survives only once its file was fsynced afterwards; of the writes since, any prefix
+#   may have reached the disk, and the last of them may be torn;
+# - a created or renamed name survives only once the directory was fsynced afterwards;
+# - files persist independently of each other (unsynced work may reorder across files, not within
+#   one).
+#
+# Each state is materialized in a fresh directory with the tracker as it stood at that moment,
+# recovered by a real worker, and checked three ways. A committed page is one whose commit had
+# returned before the cut; losing it means redoing it (and, without a key, filing its report again).
+
+# %%
+power = beyond.power_loss()
+beyond.power_table(power)
+
+# %%
+beyond.plot_power(power)
+
+# %% [markdown]
+# With fsync always, atomic snapshots (temp file, fsync, rename, **directory fsync**) and fsynced
+# log appends lose no committed page in any state. Drop the directory fsync, as the lesson's own
+# `atomic_write` does, and the rename can vanish with the power, taking committed pages with it; drop
+# fsync altogether and everything since the last flush to disk is at the mercy of the cut; write the
+# snapshot in place and a torn snapshot sends recovery back to page 1. With the idempotency key on,
+# the lost pages are redone without duplicate reports: the key turns a durability loss into wasted
+# work instead of a wrong result.
+#
+# ## 5. Damaged files
+#
+# Bytes can also go bad after they were written. Property-based tests (`tests/test_damage.py`, with
+# hypothesis) truncate, zero-fill, flip bits in and append garbage to logs and snapshots, hundreds of
+# times, and require that recovery gives a state the real run was in at some moment, or refuses with
+# the file's name, never a silently wrong state. A few of those damages, live:
+
+# %%
+beyond.damage_demo()
+
+# %% [markdown]
+# A cut or garbage at the tail is a torn tail: skipped and counted, the run resumes from the last good
+# event. A flipped bit inside a record fails its checksum; a zeroed line leaves a gap in the sequence
+# numbers: both are refused with file and line, and the file is left as it was. A damaged snapshot
+# is never trusted: recovery replays the whole log instead and says so.
+#
+# ## 6. Planted bugs: would the lab catch them?
+#
+# A test suite is only as good as the bugs it catches. Each row below builds the worker with one
+# known bug, runs the check meant to catch it, and runs the same check on the correct worker as a
+# control.
+
+# %%
+planted = beyond.bugs()
+planted
+
+# %%
+print(f"{int(planted.caught.sum())} of {len(planted)} planted bugs caught")
+
+# %% [markdown]
+# ## Try it
+#
+# Pick an experiment and a configuration, then **Run**: every row is a real process. For power loss,
+# "run lock: none" plants the missing directory fsync instead.
+
+# %% tags=["panel", "nbval-ignore-output"]
+p = beyond.panel()
+p.show()
+
+# %% [markdown]
+# ## What to remember
+#
+# - Test the compound failures too: a crash during recovery, two resumers, a full disk, a failed
+#   fsync. A recovery path that is just the normal start-up path has nothing extra to get wrong.
+# - One writer per run: a kernel lock (`flock`) that dies with its holder. Without it two resumers
+#   fork the log.
+# - A failed write stops the run and loses nothing acknowledged; a failed fsync is fatal and never
+#   retried.
+# - Power loss is not `kill -9`: only fsync of the file **and** of its directory makes a commit
+#   survive it, and you can test that without pulling a plug, by replaying the disk operations.
+# - Prove the tests themselves: plant bugs, and count how many they catch.
+#
+# ## Exercises
+#
+# **8.1** The snapshot store writes atomically (temp file, rename) but never fsyncs. Can a power cut
+# lose a page whose commit had already returned (True or False)?
+
+# %%
+answer_8_1 = None
+check("8.1", answer_8_1)
+
+# %% [markdown]
+# **8.2** Two workers resume the same run at the same moment, with the run lock. How many of them go
+# on to work on the run?
+
+# %%
+answer_8_2 = None
+check("8.2", answer_8_2)
+
+# %% [markdown]
+# Stuck? `solution("8.1")` prints a worked answer.
+#
+# ---
+# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb)
