@@ -34,6 +34,9 @@ def serve() -> None:
     """The server loop: fork one worker per request, report its pid and its exit status."""
     from . import worker          # imported once, here, before any fork
 
+    # Ctrl-C or a notebook kernel's interrupt is for the caller, not for this helper: it ends
+    # when its caller closes its stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     devnull = os.open(os.devnull, os.O_RDONLY)
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -68,8 +71,11 @@ class ForkServer:
     """One server process; used by one caller at a time."""
 
     def __init__(self):
+        # Unbuffered replies: select() must see every line the server wrote, not one a buffer
+        # already swallowed. A session of its own keeps terminal signals for the caller.
         self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                     start_new_session=True)
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
         self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
 

@@ -1,0 +1,50 @@
+"""The fork server starts real, separate worker processes; results match fresh interpreters."""
+
+import json
+import os
+import signal
+
+from bughunt import experiment as ex
+from bughunt.config import RunConfig
+from bughunt.forkserver import ForkServer
+from bughunt.world import read_bill
+
+SMALL = RunConfig(store="snapshot", intent=False, idempotency_key=False, pages=4)
+
+
+def test_a_forked_worker_is_a_separate_process_killed_by_a_real_sigkill(tmp_path):
+    server = ForkServer()
+    try:
+        killed = server.run(ex.worker_args(tmp_path / "r", SMALL, "--crash-at", "5"))
+        assert killed.returncode == -signal.SIGKILL
+        done = server.run(ex.worker_args(tmp_path / "r", SMALL, "--json"))
+        assert done.returncode == 0 and json.loads(done.stdout)["findings"] == [3]
+        bad = server.run(["--dir", str(tmp_path / "x"), "--store", "nope"])
+        assert bad.returncode == 2 and "--store" in bad.stderr
+        for i in range(3):
+            server.run(ex.worker_args(tmp_path / f"p{i}", SMALL))
+        pids = {c["pid"] for i in range(3) for c in read_bill(tmp_path / f"p{i}")}
+        assert len(pids) == 3 and server.proc.pid not in pids     # three processes of their own
+    finally:
+        server.close()
+    assert server.proc.returncode == 0
+
+
+def test_fork_server_and_fresh_interpreters_measure_the_same(monkeypatch):
+    keys = ["index", "redone_model_calls", "replayed_events", "duplicate_reports",
+            "lost_reports", "three_way_ok", "tracker_pages"]
+    forked = [{k: r[k] for k in keys} for r in ex.sweep_records(SMALL)]
+    monkeypatch.setenv("BUGHUNT_FORKSERVER", "0")
+    fresh = [{k: r[k] for k in keys} for r in ex.sweep_records(SMALL)]
+    assert forked == fresh and sum(r["duplicate_reports"] for r in forked) == 2
+
+
+def test_a_worker_that_ends_at_once_does_not_stall_the_server(tmp_path):
+    server = ForkServer()
+    try:
+        for i in range(20):   # replies come back faster than they are read
+            out = server.run(ex.worker_args(tmp_path / "done", SMALL, "--json"), timeout=10)
+            assert out.returncode == 0
+    finally:
+        server.close()
+    assert not os.path.exists(server.tmp.name)
