@@ -2,6 +2,7 @@
 #   make lab    set up .venv from requirements.txt, open JupyterLab on the start notebook
 #   make test   set up .venv, then every test (pytest, and the notebooks under strict nbval)
 #   make regen  re-execute the notebooks from notebooks/src/ (NB=02 for one)
+#   make bench  what the lab costs, as ratios measured in one run (bench-results/bench.csv)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -12,7 +13,7 @@ NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
           --nbval-cell-timeout=300 --nbval-kernel-startup-timeout=120
 
-.PHONY: setup test lab lesson regen clean
+.PHONY: setup test lab lesson regen bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed, found " + sys.version.split()[0]'
@@ -33,6 +34,10 @@ regen: setup
 
 lab: setup
 	$(VENV)/bin/jupyter lab $(firstword $(wildcard notebooks/00_start_here.ipynb) notebooks)
+
+# Speed and cost, as ratios measured in one run; writes bench-results/bench.csv.
+bench: setup
+	$(PY) -m bughunt.bench --csv bench-results/bench.csv
 
 lesson: setup
 	$(PY) -m bughunt lesson

@@ -43,8 +43,9 @@ def apply_event(state: State, event: Event) -> State:
     if kind not in EVENT_TYPES:
         raise ValueError(f"unknown event type {kind!r}")
     page = event["page"]
-    s = {**state, "findings": list(state["findings"]), "aborted": list(state["aborted"]),
-         "seq": event["seq"]}
+    # A shallow copy: lists are never changed in place, only replaced when an event adds to them,
+    # so the old state keeps its own (and a long replay does not copy every list at every event).
+    s = {**state, "seq": event["seq"]}
     if kind == "intent":
         # The report for `page` is about to be filed with this key; until `page_done` we cannot
         # know whether it was.
@@ -63,12 +64,12 @@ def apply_event(state: State, event: Event) -> State:
         s["pending"] = None
         s["in_flight"] = None
         if event["finding"]:
-            s["findings"].append(page)
+            s["findings"] = [*state["findings"], page]
     elif kind == "aborted":
         s["next_page"] = page + 1
         s["pending"] = None
         s["in_flight"] = None
-        s["aborted"].append(page)
+        s["aborted"] = [*state["aborted"], page]
     return s
 
 

@@ -18,7 +18,9 @@ import errno
 import fcntl
 import json
 import os
+import resource
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +86,23 @@ def acquire_run_lock(run_dir: Path) -> int:
                           EXIT_BUSY) from None
         raise
     return fd
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident memory, in KiB.
+
+    On Linux, /proc's VmHWM: getrusage's ru_maxrss survives exec, so a worker started by a big
+    parent would report the parent's peak. Elsewhere (macOS: bytes) ru_maxrss.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss // 1024 if sys.platform == "darwin" else rss
 
 
 def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
@@ -156,6 +175,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | None, pause_at: int |
     door.latencies_ns.clear()              # report checkpoint writes only
 
     store = make_store(run_dir, config, door)
+    t_recovery = time.perf_counter_ns()
     try:
         recovered = store.load()           # read-only: a refusal leaves every byte as it was
     except StoreDamage as e:
@@ -163,6 +183,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | None, pause_at: int |
     for note in recovered.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     repairs = store.open_for_append()
+    recovery_ns = time.perf_counter_ns() - t_recovery
     if lab.crash_in_recovery == "after_repair":
         plan.die()
     model, tracker = MockModel(run_dir, site), Tracker(run_dir)
@@ -256,6 +277,8 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | None, pause_at: int |
         },
         "disk_writes": door.writes,      # write() calls, config included (lesson 8's disk full)
         "fsyncs": door.fsyncs,
+        "recovery_ns": recovery_ns,      # load + repairs, before the first page
+        "peak_rss_kb": peak_rss_kb(),
     }
 
 

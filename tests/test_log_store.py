@@ -38,8 +38,8 @@ def test_torn_mode_mid_commit_leaves_half_a_record_on_disk(run_dir):
     proc = run(run_dir, config, "--crash-at", "3")          # page 1, mid_commit
     assert proc.returncode == -9
     data = (run_dir / LOG_FILE).read_bytes()
-    whole = records.encode({"seq": 1, "t": "page_done", "page": 1,
-                            "tokens": _tokens(run_dir, 1), "finding": False})
+    whole = records.encode({"t": "page_done", "page": 1, "tokens": _tokens(run_dir, 1),
+                            "finding": False, "seq": 1})
     assert data == whole[: len(whole) // 2] and not data.endswith(b"\n")
 
 
@@ -124,3 +124,22 @@ def test_torn_snapshot_falls_back_to_the_whole_log_and_says_so(run_dir):
     r = report(proc)
     assert r["snapshot_fallback"] == "log" and r["replayed_events"] == 7
     assert "unusable snapshot" in proc.stderr and r["findings"] == [3, 7, 10]
+
+
+def _flip_page_digit(line: bytes) -> bytes:
+    i = line.index(b'"page":') + len(b'"page":')
+    return line[:i] + bytes([line[i] ^ 1]) + line[i + 1:]
+
+
+def test_recovery_reads_only_the_log_after_the_snapshot_and_names_lines_right(run_dir):
+    config = LOG.replace(snapshot_every=4)
+    assert run(run_dir, config, "--crash-at", "28").returncode == -9    # page 7, after_visit
+    path = run_dir / LOG_FILE
+    lines = path.read_bytes().splitlines(keepends=True)                  # 7 events; snapshot at 5
+    behind = lines[:1] + [_flip_page_digit(lines[1])] + lines[2:]
+    path.write_bytes(b"".join(behind))
+    assert make_store(run_dir, config).load().state["next_page"] == 7   # line 2 is never read
+    after = lines[:6] + [_flip_page_digit(lines[6])]
+    path.write_bytes(b"".join(after))
+    with pytest.raises(StoreDamage, match=r"events\.jsonl:7: damaged record \(checksum"):
+        make_store(run_dir, config).load()

@@ -105,12 +105,12 @@ class DurableStore:
     @staticmethod
     def _put(db: sqlite3.Connection, rec: Record) -> None:
         db.execute("UPDATE tasks SET status=?, record=? WHERE id=?",
-                   (rec["state"]["status"], json.dumps(rec, sort_keys=True), rec["id"]))
+                   (rec["state"]["status"], json.dumps(rec, separators=(",", ":")), rec["id"]))
 
     def put(self, rec: Record) -> None:
-        """Replace one task's record in one transaction."""
-        with self.transaction() as db:
-            self._put(db, rec)
+        """Replace one task's record in one transaction (a single UPDATE is its own transaction)."""
+        self._writable("commit")
+        self._put(self.db, rec)
 
     def create(self, kind: str, input: Any, checkpoint: dict, db=None) -> int:
         """Add a pending task; inside `transaction()` when `db` is given."""

@@ -52,15 +52,15 @@ def ensure_newline_terminated(path: Path, door: Door) -> bool:
     return True
 
 
-def replay_log(path: Path, data: bytes, start: int, state: dict) -> Recovered:
-    """Apply the log's events from byte `start` onwards to `state`.
+def replay_log(path: Path, data: bytes, first_line: int, state: dict) -> Recovered:
+    """Apply the events in `data` (the log from line `first_line + 1` on) to `state`.
 
     Sequence numbers must continue from `state["seq"]` without gap or repeat; otherwise StoreDamage
     names the line.
     """
     replayed = torn = 0
-    line_no = data.count(b"\n", 0, start)
-    for raw in data[start:].split(b"\n"):
+    line_no = first_line
+    for raw in data.split(b"\n"):
         line_no += 1
         if not raw.strip():
             continue
@@ -85,6 +85,20 @@ def replay_log(path: Path, data: bytes, start: int, state: dict) -> Recovered:
     return Recovered(state, replayed_events=replayed, torn_lines_skipped=torn)
 
 
+def count_lines(path: Path, end: int | None = None) -> int:
+    """Newlines in the first `end` bytes of `path` (all of it by default), read in chunks."""
+    n, left = 0, end
+    with open(path, "rb") as f:
+        while left is None or left > 0:
+            chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            if left is not None:
+                left -= len(chunk)
+    return n
+
+
 class LogStore:
     name = "log"
 
@@ -97,11 +111,12 @@ class LogStore:
         self.size = 0
 
     def load(self) -> Recovered:
+        """Recover from the newest usable snapshot and the log after it, reading only that part."""
         try:
-            data = self.path.read_bytes()
+            size = self.path.stat().st_size
         except FileNotFoundError:
-            data = b""
-        state, start, notes = initial_state(), 0, []
+            size = 0
+        state, start, first_line, notes = initial_state(), 0, 0, []
         snapshot_used, fallback = False, None
         if self.config.snapshot_every:
             try:
@@ -112,19 +127,37 @@ class LogStore:
                 notes.append(f"{self.snapshot_path}: unusable snapshot ({e}); replaying the whole log")
             else:
                 if payload is not None:
-                    offset = payload.get("log_offset")
-                    if (not isinstance(offset, int) or not 0 <= offset <= len(data)
-                            or (offset and data[offset - 1:offset] != b"\n")):
-                        raise StoreDamage(self.path, None,
-                                          f"log does not match {self.snapshot_path.name}: it has "
-                                          f"{len(data)} bytes, the snapshot reaches byte {offset}")
-                    state, start, snapshot_used = payload["state"], offset, True
-        rec = replay_log(self.path, data, start, state)
+                    start = self._check_offset(payload.get("log_offset"), size)
+                    line = payload.get("log_line")
+                    first_line = line if isinstance(line, int) else (
+                        count_lines(self.path, start) if start else 0)
+                    state, snapshot_used = payload["state"], True
+        data = b""
+        if size:
+            with open(self.path, "rb") as f:
+                f.seek(start)
+                data = f.read()
+        rec = replay_log(self.path, data, first_line, state)
         rec.snapshot_used, rec.snapshot_fallback, rec.notes = snapshot_used, fallback, notes
+        self._lines = first_line + data.count(b"\n")
         return rec
+
+    def _check_offset(self, offset, size: int) -> int:
+        """The snapshot must end on a line boundary inside the log, or log and snapshot disagree."""
+        ok = isinstance(offset, int) and 0 <= offset <= size
+        if ok and offset:
+            with open(self.path, "rb") as f:
+                f.seek(offset - 1)
+                ok = f.read(1) == b"\n"
+        if not ok:
+            raise StoreDamage(self.path, None,
+                              f"log does not match {self.snapshot_path.name}: it has {size} "
+                              f"bytes, the snapshot reaches byte {offset}")
+        return offset
 
     def open_for_append(self) -> Repairs:
         repairs = Repairs()
+        lines = getattr(self, "_lines", None)
         # The no-newline mode is the lesson's bug: it skips this repair on purpose.
         if self.config.write_mode != "no-newline":
             repairs.tails_repaired = int(ensure_newline_terminated(self.path, self.door))
@@ -132,16 +165,22 @@ class LogStore:
             repairs.temp_files_removed = remove_stale_temp(self.door, self.snapshot_path)
         self.fd = self.door.open_append(self.path)
         self.size = os.fstat(self.fd).st_size
+        self.lines = (count_lines(self.path) if lines is None or not self.size
+                      else lines + repairs.tails_repaired)
         return repairs
 
     def commit(self, state, event, *, mid=lambda: None) -> None:
         line = records.encode(event)
         self.door.append(self.fd, line, torn=self.config.write_mode != "atomic", mid=mid)
         self.size += len(line)
+        self.lines += 1
         n = self.config.snapshot_every
         if n and event["t"] == "page_done" and event["page"] % n == 0:
+            # The snapshot says where in the log it ends, in bytes and in lines, so that recovery
+            # reads only what follows and still names lines correctly.
             write_snapshot(self.door, self.snapshot_path,
-                           {"state": state, "log_offset": self.size}, self.config.write_mode)
+                           {"state": state, "log_offset": self.size, "log_line": self.lines},
+                           self.config.write_mode)
 
     def close(self) -> None:
         if self.fd is not None:

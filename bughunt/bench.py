@@ -1,0 +1,363 @@
+"""`python -m bughunt.bench` (or `make bench`): what the lab costs, as ratios measured in one run.
+
+These machines are noisy, so every figure is a ratio of two things measured in the same run, with
+the absolute numbers beside it:
+
+1. **Sweep throughput.** Crash+resume pairs per second for the lesson's five sweeps (fork server,
+   one worker thread per core), against the naive way: a fresh interpreter for every process, one
+   pair after the other. Targets: the whole lesson in 8 s or less, at least 4x the naive rate.
+2. **Checkpoint write cost.** Each store's checkpoint write through the lab's I/O door, against the
+   floor: the least code doing the same durable work (json.dumps of the same record + os.write;
+   + os.fsync; a temp file, write, fsync, replace, directory fsync). Target: at most 1.5x the floor.
+   Where the time goes: serialization, checksum, the write syscall, fsync.
+3. **Recovery against log length.** Resume time (the worker's own recovery clock) and peak memory
+   for 100 to 100,000 pages, pure log against log + snapshot every N pages. Target: at 100,000
+   events, recovery with snapshots at least 50x faster than a full replay.
+
+Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+
+from .config import CONFIG_FILE, RunConfig, dumps
+from .diskio import Door
+from .events import apply_event, initial_state
+from .experiment import (LESSON_CONFIGS, crash_points, lesson, run_crash_jobs, run_worker,
+                         work_dir)
+from .stores import LOG_FILE, SNAPSHOT_FILE, records
+from .stores.snapshot import SNAPSHOT_FORMAT, write_snapshot
+from .world import Site, report_key
+
+ROWS: list[dict] = []        # every row measured in this process, in order
+
+
+def take_rows(since: int) -> list[dict]:
+    """The rows measured since `since` (len(ROWS) before a measurement)."""
+    return ROWS[since:]
+
+
+def row(section: str, case: str, value: float, unit: str, *, floor: float | None = None,
+        ratio: float | None = None, target: str = "", met: bool | None = None, note: str = ""):
+    r = {"section": section, "case": case, "value": round(value, 6), "unit": unit,
+         "reference": None if floor is None else round(floor, 6),
+         "ratio": None if ratio is None else round(ratio, 2), "target": target,
+         "met": "" if met is None else ("yes" if met else "NO"), "note": note}
+    ROWS.append(r)
+    return r
+
+
+@contextmanager
+def forkserver_off():
+    old = os.environ.get("BUGHUNT_FORKSERVER")
+    os.environ["BUGHUNT_FORKSERVER"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("BUGHUNT_FORKSERVER", None)
+        else:
+            os.environ["BUGHUNT_FORKSERVER"] = old
+
+
+# --- 1. sweep throughput -------------------------------------------------------------------------
+
+def sweep_throughput(naive_pairs: int = 40) -> None:
+    jobs = [(tag, cfg, p) for tag, cfg in LESSON_CONFIGS.items() for p in crash_points(cfg)]
+    t0 = time.perf_counter()
+    result = lesson()
+    fast_s = time.perf_counter() - t0
+    fast_rate = result["pairs"] / fast_s
+    sample = jobs[:: max(1, len(jobs) // naive_pairs)][:naive_pairs]
+    with forkserver_off(), work_dir() as base:
+        t0 = time.perf_counter()
+        run_crash_jobs(sample, base, workers=1)
+        naive_s = time.perf_counter() - t0
+    naive_rate = len(sample) / naive_s
+    row("sweep", "python -m bughunt lesson (fork server, all cores)", fast_s, "s",
+        target="<= 8 s", met=fast_s <= 8,
+        note=f"{result['pairs']} pairs, figures match the lesson: "
+             f"{result['figures'] == result['lesson']}")
+    row("sweep", "pairs per second: fork server vs naive (fresh interpreter, sequential)",
+        fast_rate, "pairs/s", floor=naive_rate, ratio=fast_rate / naive_rate, target=">= 4x",
+        met=fast_rate / naive_rate >= 4,
+        note=f"naive measured on {len(sample)} pairs: {1000 * naive_s / len(sample):.0f} ms/pair; "
+             f"fork server {1000 * fast_s / result['pairs']:.1f} ms/pair (wall)")
+
+
+# --- 2. checkpoint write cost --------------------------------------------------------------------
+
+def _median_ns(fn, n: int) -> float:
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return statistics.median(samples)
+
+
+def _interleaved(ours, floor, n: int, rounds: int = 5) -> tuple[float, float]:
+    """Medians of `ours` and `floor`, measured in alternating rounds so load hits both alike."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(_median_ns(ours, n // rounds))
+        b.append(_median_ns(floor, n // rounds))
+    return statistics.median(a), statistics.median(b)
+
+
+def sample_event(page: int = 7) -> dict:
+    return {"t": "page_done", "page": page, "tokens": 90, "finding": True, "seq": 9}
+
+
+def sample_state() -> dict:
+    s = initial_state()
+    for e in ({"seq": 1, "t": "page_done", "page": 1, "tokens": 56, "finding": False},
+              {"seq": 2, "t": "page_done", "page": 2, "tokens": 90, "finding": False},
+              {"seq": 3, "t": "intent", "page": 3, "key": "bughunt:p03"},
+              {"seq": 4, "t": "page_done", "page": 3, "tokens": 79, "finding": True}):
+        s = apply_event(s, e)
+    return s
+
+
+def write_costs(n: int = 1000, fsync_n: int = 300) -> None:
+    """Each checkpoint write through the door against the least code doing the same durable work."""
+    with tempfile.TemporaryDirectory(prefix="bughunt-bench-", dir=Path.cwd()) as tmp:
+        d = Path(tmp)
+        event, state = sample_event(), sample_state()
+
+        def append_case(sync: bool, count: int):
+            door = Door("always" if sync else "never")
+            fd = door.open_append(d / "ours.jsonl")
+            raw = os.open(d / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+            def ours():
+                door.append(fd, records.encode(event))
+
+            def floor():
+                os.write(raw, (json.dumps(event) + "\n").encode())
+                if sync:
+                    os.fsync(raw)
+            result = _interleaved(ours, floor, count)
+            door.close(fd)
+            os.close(raw)
+            return result
+
+        def snapshot_case(sync: bool, count: int):
+            door = Door("always" if sync else "never")
+            path, fpath = d / "snap.json", d / "floor.json"
+            payload = {"state": state, "log_offset": 1234}
+
+            def ours():
+                write_snapshot(door, path, payload, "atomic")
+
+            def floor():
+                tmp_path = fpath.with_name(fpath.name + ".tmp")
+                fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, (json.dumps({"format": SNAPSHOT_FORMAT, **payload}) + "\n").encode())
+                if sync:
+                    os.fsync(fd)
+                os.close(fd)
+                os.replace(tmp_path, fpath)
+                if sync:
+                    dfd = os.open(d, os.O_RDONLY)
+                    os.fsync(dfd)
+                    os.close(dfd)
+            return _interleaved(ours, floor, count)
+
+        def sqlite_case(sync: str, count: int):
+            from .durable import DurableStore
+            store = DurableStore(d / f"tasks-{sync}.db", synchronous=sync)
+            tid = store.create("k", {}, {"phase": "a"})
+            rec = store.get(tid)
+            raw = os.open(d / f"floor-{sync}.wal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            page = bytes(4096)
+
+            def ours():
+                rec["state"]["checkpoint"]["n"] = rec["state"]["checkpoint"].get("n", 0) + 1
+                store.put(rec)
+
+            def floor():
+                # the same durable work in WAL mode: one page-sized frame appended (+ fsync)
+                os.write(raw, json.dumps(rec).encode() + page[:4096 - 64])
+                if sync == "FULL":
+                    os.fsync(raw)
+            result = _interleaved(ours, floor, count)
+            store.close()
+            os.close(raw)
+            return result
+
+        cases = [
+            ("log append (flush only)", lambda: append_case(False, n)),
+            ("log append + fsync", lambda: append_case(True, fsync_n)),
+            ("snapshot: tmp + rename, no fsync", lambda: snapshot_case(False, n)),
+            ("snapshot: tmp + fsync + rename + dir fsync", lambda: snapshot_case(True, fsync_n)),
+            ("SQLite WAL, synchronous NORMAL (lesson 7)", lambda: sqlite_case("NORMAL", n)),
+            ("SQLite WAL, synchronous FULL (lesson 7)", lambda: sqlite_case("FULL", fsync_n)),
+        ]
+        for name, case in cases:
+            ours, floor = case()
+            row("write", name, ours / 1000, "us", floor=floor / 1000, ratio=ours / floor,
+                target="<= 1.5x floor", met=ours / floor <= 1.5)
+        breakdown(d, event, n)
+
+
+def _encode_sorted(obj: dict) -> bytes:
+    """records.encode before this benchmark: sorted keys, so reading had to re-serialize."""
+    body = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return body[:-1] + b',"crc":%d}\n' % zlib.crc32(body)
+
+
+def _decode_sorted(raw: bytes) -> dict:
+    obj = json.loads(raw)
+    crc = obj.pop("crc")
+    if crc != zlib.crc32(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()):
+        raise ValueError("checksum mismatch")
+    return obj
+
+
+def breakdown(d: Path, event: dict, n: int) -> None:
+    """Where an append's time goes: serialization, checksum, the write syscall, fsync; and the
+    record format against the one it replaced (measured here, in the same run)."""
+    body = json.dumps(event, separators=(",", ":")).encode()
+    line = records.encode(event)
+    new_enc, old_enc = _interleaved(lambda: records.encode(event), lambda: _encode_sorted(event), n)
+    row("record format", "encode: CRC over the bytes as written vs sorted-key canonical form",
+        new_enc / 1000, "us", floor=old_enc / 1000, ratio=new_enc / old_enc,
+        note="reference = the previous format, measured in the same run")
+    old_line = _encode_sorted(event)[:-1]
+    new_dec, old_dec = _interleaved(lambda: records.decode(line[:-1]),
+                                    lambda: _decode_sorted(old_line), n)
+    row("record format", "decode: one CRC + one json.loads vs parse + re-serialize", new_dec / 1000,
+        "us", floor=old_dec / 1000, ratio=new_dec / old_dec,
+        note="reference = the previous format, measured in the same run")
+    fd = os.open(d / "parts.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    parts = [
+        ("json.dumps of the record (the floor's serialization)", lambda: json.dumps(event)),
+        ("records.encode (serialization + CRC-32, ours)", lambda: records.encode(event)),
+        ("zlib.crc32 of the record", lambda: zlib.crc32(body)),
+        ("os.write of one line", lambda: os.write(fd, line)),
+    ]
+    for name, fn in parts:
+        row("where the time goes", name, _median_ns(fn, n) / 1000, "us")
+    row("where the time goes", "os.fsync after one line",
+        _median_ns(lambda: (os.write(fd, line), os.fsync(fd)), 200) / 1000, "us")
+    os.close(fd)
+
+
+# --- 3. recovery against log length --------------------------------------------------------------
+
+def synthetic_run(run_dir: Path, config: RunConfig) -> int:
+    """Write a finished run of `config` directly (no processes): config, log, and snapshot.
+
+    The files are exactly what a worker would have written for a clean run; only the bill and the
+    tracker are left out, since recovery reads neither. Returns the number of events.
+    """
+    run_dir.mkdir(parents=True)
+    (run_dir / CONFIG_FILE).write_bytes(dumps(config))
+    site = Site.load(config.pages)
+    bugs = set(site.bug_pages)
+    state, size, n, chunks = initial_state(), 0, 0, []      # n: events, and lines
+    snapshot = None
+    for page in range(1, config.pages + 1):
+        events = []
+        if page in bugs:
+            events.append({"t": "intent", "page": page, "key": report_key(config.task_id, page)})
+        events.append({"t": "page_done", "page": page, "tokens": 50, "finding": page in bugs})
+        for e in events:
+            n += 1
+            e = {**e, "seq": n}
+            state = apply_event(state, e)
+            line = records.encode(e)
+            chunks.append(line)
+            size += len(line)
+        every = config.snapshot_every
+        if every and page % every == 0:
+            snapshot = {"state": state, "log_offset": size, "log_line": n}
+    (run_dir / LOG_FILE).write_bytes(b"".join(chunks))
+    if snapshot is not None:
+        (run_dir / SNAPSHOT_FILE).write_bytes(records.encode({"format": SNAPSHOT_FORMAT,
+                                                              **snapshot}))
+    return n
+
+
+def recovery_scaling(sizes=(100, 1_000, 10_000, 100_000), every: int = 100) -> None:
+    with work_dir() as base:
+        for pages in sizes:
+            results = {}
+            for name, config in (("pure log", RunConfig(pages=pages)),
+                                 (f"log + snapshot every {every}",
+                                  RunConfig(pages=pages, snapshot_every=every))):
+                run_dir = base / f"{pages}-{config.snapshot_every}"
+                events = synthetic_run(run_dir, config)
+                with forkserver_off():            # a fresh interpreter: peak memory is its own
+                    proc = run_worker(run_dir, config, timeout=600)
+                report = json.loads(proc.stdout)
+                results[name] = report
+                row("recovery", f"{name}, {pages} pages ({events} events)",
+                    report["recovery_ns"] / 1e6, "ms",
+                    note=f"replayed {report['replayed_events']}, peak memory "
+                         f"{report['peak_rss_kb'] / 1024:.1f} MiB")
+            full, snap = results["pure log"], results[f"log + snapshot every {every}"]
+            ratio = full["recovery_ns"] / snap["recovery_ns"]
+            row("recovery", f"full replay vs snapshot, {pages} pages", ratio, "x",
+                floor=snap["recovery_ns"] / 1e6, ratio=ratio,
+                target=">= 50x at 100,000 pages" if pages >= 100_000 else "",
+                met=(ratio >= 50) if pages >= 100_000 else None,
+                note=f"memory {full['peak_rss_kb'] / 1024:.1f} vs "
+                     f"{snap['peak_rss_kb'] / 1024:.1f} MiB")
+
+
+# --- report --------------------------------------------------------------------------------------
+
+def print_table(rows: list[dict]) -> None:
+    cols = ["section", "case", "value", "unit", "reference", "ratio", "target", "met"]
+    text = [[str("" if r[c] is None else r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(t[i]) for t in text)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for t in text:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)).rstrip())
+    for r in rows:
+        if r["note"]:
+            print(f"  - {r['case']}: {r['note']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bughunt.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csv", type=Path, default=Path("bench-results/bench.csv"))
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (a smoke test, not a measurement)")
+    parser.add_argument("--only", choices=["sweep", "write", "recovery"], action="append")
+    args = parser.parse_args(argv)
+    if args.csv.exists() and not args.csv.is_file():
+        parser.error(f"--csv {args.csv}: not a file")
+    only = set(args.only or ["sweep", "write", "recovery"])
+    if "sweep" in only:
+        sweep_throughput(naive_pairs=6 if args.quick else 40)
+    if "write" in only:
+        write_costs(n=100 if args.quick else 2000, fsync_n=20 if args.quick else 300)
+    if "recovery" in only:
+        recovery_scaling((100, 1_000) if args.quick else (100, 1_000, 10_000, 100_000))
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
+        w.writeheader()
+        w.writerows(ROWS)
+    print_table(ROWS)
+    print(f"\n(written to {args.csv})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
