@@ -1,5 +1,6 @@
 # BugHunt Recovery Lab. POSIX only (Linux, macOS): the lab is about SIGKILL, fsync and rename.
 #   make lab    set up .venv from requirements.txt, open JupyterLab on the start notebook
+#   make app    the lessons' panels as one app, code hidden (Voila)
 #   make test   set up .venv, then every test (pytest, and the notebooks under strict nbval)
 #   make regen  re-execute the notebooks from notebooks/src/ (NB=02 for one)
 #   make bench  what the lab costs, as ratios measured in one run (bench-results/bench.csv)
@@ -13,7 +14,7 @@ NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
           --nbval-cell-timeout=300 --nbval-kernel-startup-timeout=120
 
-.PHONY: setup test lab lesson regen bench clean
+.PHONY: setup test lab app lesson regen bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed, found " + sys.version.split()[0]'
@@ -38,6 +39,10 @@ lab: setup
 # Speed and cost, as ratios measured in one run; writes bench-results/bench.csv.
 bench: setup
 	$(PY) -m bughunt.bench --csv bench-results/bench.csv
+
+# The panels of every lesson as one app, code hidden (Voila); it prints the address to open.
+app: setup
+	$(VENV)/bin/voila notebooks/app/bughunt_app.ipynb --Voila.ip=127.0.0.1
 
 lesson: setup
 	$(PY) -m bughunt lesson

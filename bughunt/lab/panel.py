@@ -173,7 +173,8 @@ class CrashPanel:
         self._defaults = {"crash_point": crash_point}
         self.controls = {k: KNOBS[k].make(base) for k in knobs}
         self.crash_point = W.IntSlider(value=crash_point, min=1, max=len(crash_points(base)),
-                                       description="crash point", continuous_update=False)
+                                       description="crash point", continuous_update=False,
+                                       layout=W.Layout(width="560px"))
         self.point_info = W.HTML()
         self.point_out = W.Output()
         self.run_button = W.Button(description="Run sweep", button_style="primary", icon="play",
