@@ -29,9 +29,8 @@ from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers,
-                         is_correct, run_crash_jobs, run_worker, summarize, three_way_check,
-                         work_dir, worker_command)
+from .experiment import (crash_and_resume, crash_points, default_workers, run_crash_jobs,
+                         run_worker, three_way_check, work_dir, worker_command)
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Site, Tracker, read_reports
@@ -463,8 +462,3 @@ def planted_bugs(*, pages: int = 4, progress=None) -> list[dict]:
             progress(i, len(PLANTED))
     return out
 
-
-__all__ = ["SAFE", "POWER_VARIANTS", "PLANTED", "Variant", "chain_pairs", "chain_sweep",
-           "chain_summary", "two_resumers", "disk_full_sweep", "fsync_failure_sweep",
-           "power_loss_sweep", "power_summary", "planted_bugs", "summarize", "is_correct",
-           "PausedWorker"]

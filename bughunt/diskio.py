@@ -186,16 +186,20 @@ class Door:
         """
         t0 = self._clock()
         if torn:
-            half = len(data) // 2
-            self._write(fd, data[:half])
-            mid()
-            self._write(fd, data[half:])
+            self._write_torn(fd, data, mid)
         else:
             mid()
             self._write(fd, data)
         if self.fsync_always:
             self._fsync(fd)
         self.latencies_ns[kind].append(self._clock() - t0)
+
+    def _write_torn(self, fd: int, data: bytes, mid: Hook) -> None:
+        """The first half, the mid-commit point, then the rest: a kill in between tears it."""
+        half = len(data) // 2
+        self._write(fd, data[:half])
+        mid()
+        self._write(fd, data[half:])
 
     def write_atomic(self, path: Path, data: bytes, *, mid: Hook = _nothing,
                      kind: str = "snapshot", fsync: bool | None = None) -> None:
@@ -234,10 +238,7 @@ class Door:
         fd, created = self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             if torn:
-                half = len(data) // 2
-                self._write(fd, data[:half])
-                mid()
-                self._write(fd, data[half:])
+                self._write_torn(fd, data, mid)
             else:
                 self._write(fd, data)
             if self.fsync_always:

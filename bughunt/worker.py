@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import (CONFIG_FILE, ConfigError, RunConfig, add_config_arguments, config_from_args,
-                     dumps, read_config)
+from .config import (CONFIG_FILE, ConfigError, RunConfig, _positive, add_config_arguments,
+                     config_from_args, dumps, read_config)
 from .crashpoints import CrashPlan, scheme
 from .diskio import Door, Faults, FsyncError
 from .events import apply_event
@@ -300,7 +300,7 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
                      help=f"journal every disk operation to {JOURNAL_FILE} (power-loss simulation)")
     lab.add_argument("--fail-write", type=_fault, metavar="K[:ENOSPC|EFBIG|EIO]",
                      help="make the K-th write fail after writing half its bytes (disk full)")
-    lab.add_argument("--fail-fsync", type=_positive_int, metavar="K",
+    lab.add_argument("--fail-fsync", type=_positive, metavar="K",
                      help="make the K-th fsync fail with EIO")
     lab.add_argument("--crash-in-recovery", choices=RECOVERY_POINTS,
                      help="die by SIGKILL inside recovery: after the tail repair, or after "
@@ -312,23 +312,13 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     return parser
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
-    return n
-
-
 def _fault(value: str) -> tuple[int, int]:
     k, _, name = value.partition(":")
     code = getattr(errno, name or "ENOSPC", None)
     if name and (code is None or name not in ("ENOSPC", "EFBIG", "EIO")):
         raise argparse.ArgumentTypeError(f"expected ENOSPC, EFBIG or EIO after the colon, "
                                          f"got {name!r}")
-    return _positive_int(k), code
+    return _positive(k), code
 
 
 def print_report(report: dict) -> None:

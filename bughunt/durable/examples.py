@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 from .runtime import DEFAULT_RESTART_LIMIT, MISSING, Kind, Runtime, Step, Tool

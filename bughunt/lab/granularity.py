@@ -11,7 +11,7 @@ from ..experiment import (LESSON_FIGURES, clean_run, crash_points, run_crash_job
                           work_dir)
 from .exercises import exercise
 from .panel import CrashPanel
-from .plots import plot_points
+from .plots import explain_average, plot_points
 from .style import COLORS, lesson_line, new_figure, page_ticks
 
 DESIGNS = {
@@ -56,12 +56,7 @@ def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
 
 def explain_averages(df) -> str:
     """Where the averages come from, counted from the measured table."""
-    lines = []
-    for name, d in df.groupby("design", sort=False):
-        total, n = int(d["redone_model_calls"].sum()), len(d)
-        lines.append(f"{name:>13}: {total} redone calls over {n} crash points = "
-                     f"{total / n:.4f} -> {total / n:.2f}")
-    return "\n".join(lines)
+    return explain_average(df, "redone_model_calls", "redone calls")
 
 
 def plot_redone(df):

@@ -1,4 +1,5 @@
-"""Figures shared by several lessons. Each takes a DataFrame and returns a matplotlib Figure."""
+"""Figures (and one small table) shared by several lessons. Each figure function takes a DataFrame
+and returns a matplotlib Figure."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ def describe_config(config: RunConfig) -> str:
     if config.intent:
         bits.append(f"pending {config.pending}")
     return ", ".join(bits)
+
+
+def explain_average(df, metric: str, what: str) -> str:
+    """Where an average over crash points comes from: the measured total over the points."""
+    lines = []
+    width = max(len(str(name)) for name in df["design"].unique())
+    for name, d in df.groupby("design", sort=False):
+        total, n = int(d[metric].sum()), len(d)
+        lines.append(f"{name:>{width}}: {total} {what} over {n} crash points = "
+                     f"{total / n:.4f} -> {total / n:.2f}")
+    return "\n".join(lines)
 
 
 def plot_points(df, config: RunConfig, highlight: int | None = None, *,

@@ -27,7 +27,7 @@ from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_point
 from ..stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
 from .exercises import exercise
 from .panel import CrashPanel, cached_sweep
-from .plots import plot_points
+from .plots import explain_average, plot_points
 from .style import COLORS, LESSON_STYLE, lesson_line, new_figure, page_ticks
 
 #: The lesson's two designs: log + intents + idempotency key, atomic writes, no fsync.
@@ -116,12 +116,7 @@ def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
 
 def explain_averages(df) -> str:
     """Where the averages come from: total replayed events over the crash points."""
-    lines = []
-    for name, d in df.groupby("design", sort=False):
-        total, n = int(d["replayed_events"].sum()), len(d)
-        lines.append(f"{name:>16}: {total} replayed events over {n} crash points = "
-                     f"{total / n:.4f} -> {total / n:.2f}")
-    return "\n".join(lines)
+    return explain_average(df, "replayed_events", "replayed events")
 
 
 def _snapshot_points(d, n: int) -> list[int]:
