@@ -26,6 +26,7 @@ import pytest
 
 from bughunt.config import RunConfig
 from bughunt.experiment import summarize, sweep_records
+from bughunt.lab.plots import describe_config
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -160,12 +161,29 @@ class Panel:
                                                                                 exact=True))
         row.get_by_role("button", name=option, exact=True).first.click()
 
+    def wait_for_settings(self, config: RunConfig) -> None:
+        """Wait until the kernel holds `config` (the panel names it), so Run runs exactly that."""
+        want = f"Settings changed to {describe_config(config)}:"
+        try:
+            self._wait_for_label(want)
+        except Exception:
+            raise AssertionError(f"the panel never said {want!r}; it says "
+                                 f"{self.root.locator('.widget-label').all_text_contents()}")
+
+    def _wait_for_label(self, want: str) -> None:
+        self.page.wait_for_function(
+            "([el, want]) => [...el.querySelectorAll('.widget-label')]"
+            ".some(e => e.textContent.startsWith(want))",
+            arg=[self.root.element_handle(), want], timeout=60_000)
+
     def move_slider(self, steps: int) -> str:
-        handle = self.root.locator(".widget-slider .noUi-handle").first
+        """Move the crash-point slider (not a knob's slider) `steps` to the right, by keyboard."""
+        slider = self.root.locator(".widget-slider").filter(has_text="crash point").first
+        handle = slider.locator(".noUi-handle").first
         handle.focus()
         for _ in range(steps):
             handle.press("ArrowRight")
-        return self.root.locator(".widget-slider .widget-readout").first.text_content().strip()
+        return slider.locator(".widget-readout").first.text_content().strip()
 
     def run_and_wait(self, old_src: str) -> str:
         self.root.get_by_role("button", name="Run sweep").click()
@@ -211,13 +229,14 @@ def test_lesson_2_in_jupyterlab_slider_granularity_write_mode_run(browser, lab, 
         assert panel.move_slider(5) == "28"
         page.wait_for_function("() => document.body.innerText.includes('28 (page 7, after_submit)')",
                                timeout=TIMEOUT_MS)
+        config = RunConfig(store="snapshot", granularity="op", write_mode="torn",
+                           idempotency_key=False, intent=False)
         panel.toggle("checkpoint", "per operation")
         panel.toggle("write mode", "torn")
         panel.toggle("idempotency key", "off")
+        panel.wait_for_settings(config)
         status = panel.run_and_wait(before)
-        direct = summarize(sweep_records(RunConfig(store="snapshot", granularity="op",
-                                                   write_mode="torn", idempotency_key=False,
-                                                   intent=False)))
+        direct = summarize(sweep_records(config))
         assert status == status_text(direct) and status != first_status
         no_widget_errors(page)
         panel.root.screenshot(path=str(tmp_path / "lesson2.png"))
@@ -235,9 +254,11 @@ def test_lesson_5_in_jupyterlab_write_mode_changes_the_verdicts(browser, lab):
         panel = Panel(page)
         before = panel.plot_src()
         panel.move_slider(6)
+        config = RunConfig(store="log", intent=True, write_mode="torn")
         panel.toggle("write mode", "torn")
+        panel.wait_for_settings(config)
         status = panel.run_and_wait(before)
-        direct = summarize(sweep_records(RunConfig(store="log", intent=True, write_mode="torn")))
+        direct = summarize(sweep_records(config))
         assert status == status_text(direct) and direct["correct_runs"] == 54
         no_widget_errors(page)
     finally:
@@ -255,11 +276,12 @@ def test_voila_app_serves_the_panels_without_code(browser, voila):
         assert "from bughunt" not in page.locator("body").inner_text()    # code hidden
         before = panel.plot_src()
         panel.move_slider(3)
+        config = RunConfig(store="none", write_mode="no-newline", intent=False)
         panel.toggle("checkpoint", "none")
         panel.toggle("write mode", "no-newline")
+        panel.wait_for_settings(config)
         status = panel.run_and_wait(before)
-        direct = summarize(sweep_records(RunConfig(store="none", write_mode="no-newline",
-                                                   intent=False)))
+        direct = summarize(sweep_records(config))
         assert status == status_text(direct)
         page.get_by_role("tab", name=re.compile("torn writes")).click()
         page.wait_for_function("() => document.body.innerText.includes('Torn writes')",

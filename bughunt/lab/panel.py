@@ -27,6 +27,7 @@ from IPython.display import Image
 
 from ..config import ConfigError, RunConfig
 from ..experiment import crash_and_resume, crash_points, summarize, sweep_records, verdict
+from .plots import describe_config
 from .style import png
 
 PlotFn = Callable[..., "object"]   # (DataFrame, RunConfig, highlight: int) -> Figure
@@ -224,9 +225,11 @@ class CrashPanel:
             self.status.value = f"These settings cannot run: {e}"
             return
         self.run_button.disabled = False
-        self.status.value = ("Settings changed: press Run sweep for the full picture."
-                             if self.df is not None and config != self.df_config else "")
         self.run_point()
+        # Said after the point has run, so the line always names the settings the panel now holds.
+        self.status.value = (f"Settings changed to {describe_config(config)}: press Run sweep "
+                             "for the full picture." if self.df is not None
+                             and config != self.df_config else "")
 
     def _on_point(self, change) -> None:
         self.run_point()
