@@ -29,25 +29,15 @@ from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (crash_and_resume, crash_points, default_workers, run_crash_jobs,
-                         run_worker, three_way_check, work_dir, worker_command)
+from .experiment import (crash_and_resume, crash_points, default_workers, outcome,
+                         run_crash_jobs, run_worker, work_dir, worker_command)
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
-from .world import Site, Tracker, read_reports
+from .world import Tracker, read_reports
 
 #: The lesson's safe configuration: event log, intents, idempotency key, atomic writes.
 SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
 CHECKPOINT_FILES = (CONFIG_FILE, LOG_FILE, SNAPSHOT_FILE)
-
-
-def _outcome(run_dir: Path, config: RunConfig, report: dict | None) -> dict:
-    """Duplicates, lost reports and the three-way check, after the last process."""
-    check = three_way_check(run_dir, config, report["state"] if report else None)
-    tracker = check["tracker_pages"]
-    return {"duplicate_reports": len(tracker) - len(set(tracker)),
-            "lost_reports": len(set(Site.load(config.pages).bug_pages) - set(tracker)),
-            "three_way_ok": check["three_way_ok"], "disk_error": check["disk_error"],
-            "final_state": report["state"] if report else None}
 
 
 def checkpoint_digest(run_dir: Path) -> str:
@@ -94,7 +84,7 @@ def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Pat
               else f"exits {r1.returncode}, {r2.returncode}, {r3.returncode}, {r4.returncode}: "
                    f"{(r3.stderr or r4.stderr).strip()[-200:]}",
               "noop_resume_changed_files": checkpoint_digest(run_dir) != before,
-              **_outcome(run_dir, config, report)}
+              **outcome(run_dir, config, report)}
     return record
 
 
@@ -216,7 +206,7 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
             seqs.append(json.loads(raw)["seq"])
         except (ValueError, KeyError, TypeError):
             pass
-    final = _outcome(run_dir, config, {"state": states[0]} if states else None)
+    final = outcome(run_dir, config, {"state": states[0]} if states else None)
     return {"first": first.index, "paused": sorted(seen.values()), "exits": sorted(codes),
             "proceeded": sum(c == 0 for c in codes), "refused_busy": sum(c == 75 for c in codes),
             "exactly_one": sorted(codes) == [0, 75],
@@ -266,7 +256,7 @@ def fault_record(config: RunConfig, flag: tuple[str, ...], k: int, run_dir: Path
     journal = read_journal(run_dir / "io.jsonl") if (run_dir / "io.jsonl").exists() else []
     resumed = run_worker(run_dir, config)
     report = json.loads(resumed.stdout) if resumed.returncode == 0 else None
-    final = _outcome(run_dir, config, report)
+    final = outcome(run_dir, config, report)
     tracker_after = {r["page"] for r in read_reports(run_dir)}
     message = failed.stderr.strip().splitlines()[-1] if failed.stderr.strip() else ""
     return {"k": k, "exit": failed.returncode, "message": message,
@@ -355,7 +345,7 @@ def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
         done, refused = 0, str(e).split(": ", 1)[-1]
     resumed = run_worker(run_dir, variant.config, extra=variant.extra)
     report = json.loads(resumed.stdout) if resumed.returncode == 0 else None
-    final = _outcome(run_dir, variant.config, report)
+    final = outcome(run_dir, variant.config, report)
     return {"cut": state.cut, "choice": state.choice, "committed_pages": committed,
             "recovered_pages": done, "committed_pages_lost": max(0, committed - done),
             "refused": refused, "resume_exit": resumed.returncode, **final,

@@ -185,6 +185,31 @@ def three_way_check(run_dir: Path, config: RunConfig, memory_state: dict | None)
     return result
 
 
+def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> dict:
+    """After the last process of a run: duplicate and lost reports (the tracker against the site's
+    bugs) and the three-way check. `report` is the last worker's JSON report, or None if it failed."""
+    check = three_way_check(run_dir, config, report["state"] if report else None)
+    tracker = check["tracker_pages"]
+    return {"duplicate_reports": len(tracker) - len(set(tracker)),
+            "lost_reports": len(set(Site.load(config.pages).bug_pages) - set(tracker)),
+            "three_way_ok": check["three_way_ok"],
+            "rebuild_ok": check["disk_matches_memory"],
+            "disk_error": check["disk_error"],
+            "tracker_pages": tracker,
+            "memory_findings": check["memory_findings"],
+            "final_state": report["state"] if report else None}
+
+
+def crash_worker(run_dir: Path, config: RunConfig, index: int, *,
+                 extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run a worker that must die by SIGKILL at crash point `index`; raise if it did not."""
+    proc = run_worker(run_dir, config, crash_at=index, extra=extra)
+    if proc.returncode != -signal.SIGKILL:
+        raise RuntimeError(f"{run_dir}: worker was not killed at crash point {index} (exit "
+                           f"{proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return proc
+
+
 def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
                      extra: tuple[str, ...] = ()) -> dict:
     """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist.
@@ -204,26 +229,16 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
         report = json.loads(resume.stdout)
     elif record["error"] is None:
         record["error"] = f"resume exited {resume.returncode}: {resume.stderr.strip()[-300:]}"
-    site = Site.load(config.pages)
-    check = three_way_check(run_dir, config, report["state"] if report else None)
-    tracker = check["tracker_pages"]
     record.update({
         "redone_model_calls": len(read_bill(run_dir)) - config.pages,
         "replayed_events": report["replayed_events"] if report else None,
-        "duplicate_reports": len(tracker) - len(set(tracker)),
-        "lost_reports": len(set(site.bug_pages) - set(tracker)),
-        "three_way_ok": check["three_way_ok"],
-        "rebuild_ok": check["disk_matches_memory"],
-        "disk_error": check["disk_error"],
-        "tracker_pages": tracker,
-        "memory_findings": check["memory_findings"],
+        **outcome(run_dir, config, report),
         "aborted_pages": report["aborted"] if report else None,
         "torn_lines_skipped": report["torn_lines_skipped"] if report else None,
         "tails_repaired": report["tails_repaired"] if report else None,
         "temp_files_removed": report["temp_files_removed"] if report else None,
         "snapshot_fallback": report["snapshot_fallback"] if report else None,
         "resume_exit": resume.returncode,
-        "final_state": report["state"] if report else None,
     })
     if config.store == "log" and report:
         record["lesson_reader_ok"] = lesson_reader(run_dir) == report["state"]
@@ -238,9 +253,7 @@ def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> d
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    first = run_worker(run_dir, config, crash_at=point.index)
-    if first.returncode != -signal.SIGKILL:
-        raise RuntimeError(f"{run_dir}: not killed at {point}: {first.stderr.strip()}")
+    crash_worker(run_dir, config, point.index)
     rec = rebuild_from_disk(run_dir, config)
     return {"index": point.index, "page": point.page, "label": point.label,
             "replayed_events": rec.replayed_events, "snapshot_used": rec.snapshot_used,

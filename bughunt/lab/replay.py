@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import functools
 import json
-import signal
 import tempfile
 from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
 from ..config import RunConfig
-from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points,
+from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points, crash_worker,
                           replay_after_crash, run_crash_jobs, run_worker, three_way_check,
                           verdict, work_dir)
 from ..stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
@@ -262,14 +261,6 @@ def plot_interval(table):
 
 # --- where the snapshot stops the replay, and when it cannot ------------------------------------
 
-def _crash(config: RunConfig, crash_point: int, run_dir: Path) -> None:
-    """A fresh worker in `run_dir`, killed by a real SIGKILL at `crash_point`."""
-    proc = run_worker(run_dir, config, crash_at=crash_point)
-    if proc.returncode != -signal.SIGKILL:
-        raise RuntimeError(f"worker was not killed at crash point {crash_point}: "
-                           f"{proc.stderr.strip()[-300:]}")
-
-
 def snapshot_coverage(config: RunConfig = DESIGNS["snapshot every 4"], crash_point: int = 35):
     """After a crash at `crash_point`: what the log holds, how far the snapshot reaches, and what
     recovery decodes and replays. The snapshot's `log_offset` is the byte where replay starts.
@@ -280,7 +271,7 @@ def snapshot_coverage(config: RunConfig = DESIGNS["snapshot every 4"], crash_poi
     with tempfile.TemporaryDirectory(prefix="bughunt-cover-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
-        _crash(config, crash_point, run_dir)
+        crash_worker(run_dir, config, crash_point)
         data = (run_dir / LOG_FILE).read_bytes()
         events = read_events(run_dir)
         snap_path = run_dir / SNAPSHOT_FILE
@@ -335,7 +326,7 @@ def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"], crash_poin
         with tempfile.TemporaryDirectory(prefix="bughunt-damage-") as tmp:
             run_dir = Path(tmp) / "run"
             run_dir.mkdir()
-            _crash(config, crash_point, run_dir)
+            crash_worker(run_dir, config, crash_point)
             if damage:
                 damage(run_dir / SNAPSHOT_FILE)
             proc = run_worker(run_dir, config)
