@@ -70,9 +70,9 @@ def test_at_most_once_loses_at_after_intent_and_disagrees_with_the_tracker_after
 
 
 def test_sweeps_already_run_are_reused_not_rerun(key_df):
-    before = danger._RECORDS[SMALL_KEY["key off"]]
+    before = cached_sweep(SMALL_KEY["key off"])
     again = danger.run_sweeps({"key off": SMALL_KEY["key off"]})
-    assert danger._RECORDS[SMALL_KEY["key off"]] is before
+    assert cached_sweep(SMALL_KEY["key off"]) is before
     assert len(again) == 17
 
 
@@ -171,11 +171,16 @@ def test_panel_abort_loses_the_report_killed_at_after_intent():
     assert p.record["label"] == "after_intent" and p.record["lost_reports"] == 1
 
 
-def test_panel_is_handed_the_sweeps_this_kernel_already_ran(choices_df):
+def test_panel_is_handed_the_sweeps_this_kernel_already_ran(monkeypatch):
     clear_caches()
-    danger.panel(base=SMALL_CHOICES["effectively once"])
+    ran = danger.run_sweeps(SMALL_CHOICES)
+    monkeypatch.setattr("bughunt.lab.panel.sweep_records",
+                        lambda *a, **k: pytest.fail("the panel swept again"))
+    p = danger.panel(base=SMALL_CHOICES["effectively once"])
     cfg = SMALL_CHOICES["effectively once"]
-    assert cached_sweep(cfg) == danger._RECORDS[cfg]       # served from the cache, not re-run
+    mine = ran[ran["sweep"] == "effectively once"].drop(columns=["verdict"]).to_dict("records")
+    assert [r["index"] for r in cached_sweep(cfg)] == [r["index"] for r in mine]
+    assert len(p.run()) == 18                              # served from the cache, not re-run
 
 
 def test_panel_plot_marks_the_chosen_point(choices_df):

@@ -23,12 +23,11 @@ from matplotlib.patches import Patch
 from ..config import RunConfig
 from ..crashpoints import CrashPoint
 from ..experiment import (LESSON_FIGURES, VERDICTS, PausedWorker, clean_run, crash_points,
-                          read_trace, rule_of_three, run_crash_jobs, run_worker, summarize,
-                          sweep_records, verdict, work_dir)
+                          read_trace, rule_of_three, run_worker, summarize, verdict, work_dir)
 from ..stores import rebuild_from_disk
 from ..world import read_reports
 from .exercises import exercise
-from .panel import CrashPanel, cached_point, seed_sweep
+from .panel import CrashPanel, cached_point, cached_sweep, cached_sweeps
 from .plots import describe_config
 from .style import COLORS, LESSON_STYLE, VERDICT_STYLE, new_figure, page_ticks
 
@@ -62,39 +61,26 @@ WINDOW_STYLE = {"facecolor": COLORS["red"], "alpha": 0.25, "hatch": "xx",
 
 # --- the sweeps ----------------------------------------------------------------------------------
 
-_RECORDS: dict[RunConfig, list[dict]] = {}     # sweeps already run in this kernel, by config
-
-
 def run_sweeps(sweeps: dict[str, RunConfig] = SWEEPS, *, progress=None):
     """Crash at every point of every configuration, in one pool; one row per crash run.
 
-    The raw records are kept by configuration, so later cells, the panel and the exercises reuse
-    them instead of killing the same points again.
+    The records stay in the panel's cache for this kernel, so later cells, the panel and the
+    exercises reuse them instead of killing the same points again.
     """
     import pandas as pd
 
-    todo = {name: cfg for name, cfg in sweeps.items() if cfg not in _RECORDS}
-    jobs = [(name.replace(" ", "_"), cfg, p) for name, cfg in todo.items()
-            for p in crash_points(cfg)]
-    if jobs:
-        with work_dir() as base:
-            records = run_crash_jobs(jobs, base, progress=progress)
-        for name, cfg in todo.items():
-            _RECORDS[cfg] = [r for r in records if r["sweep"] == name.replace(" ", "_")]
     frames = []
-    for name, cfg in sweeps.items():
-        df = pd.DataFrame(_RECORDS[cfg])
+    for name, records in cached_sweeps(sweeps, progress=progress).items():
+        df = pd.DataFrame(records)
         df["sweep"] = name
-        df["verdict"] = [verdict(r) for r in _RECORDS[cfg]]
+        df["verdict"] = [verdict(r) for r in records]
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 
 
 def records_for(config: RunConfig) -> list[dict]:
     """Every crash run of `config`, from this kernel's sweeps if it already ran them."""
-    if config not in _RECORDS:
-        _RECORDS[config] = sweep_records(config)
-    return _RECORDS[config]
+    return cached_sweep(config)
 
 
 def duplicate_points(df, sweep: str = "key off"):
@@ -499,10 +485,8 @@ def panel_plot(df, config: RunConfig, highlight: int):
 def panel(base: RunConfig = CHOICES["effectively once"], crash_point: int = 12) -> CrashPanel:
     """Lesson 4's panel: store, key, intent, pending; the default point is page 3's after_submit.
 
-    Sweeps this kernel already ran are handed to the panel, so its first Run does not repeat them.
+    It shares the cache of the sweeps this kernel already ran, so its first Run does not repeat them.
     """
-    for cfg, records in _RECORDS.items():
-        seed_sweep(cfg, records)
     return CrashPanel(name="04-danger-window", base=base, plot=panel_plot,
                       crash_point=crash_point,
                       knobs=["store", "idempotency_key", "intent", "pending"],

@@ -26,7 +26,8 @@ import ipywidgets as W
 from IPython.display import Image
 
 from ..config import ConfigError, RunConfig
-from ..experiment import crash_and_resume, crash_points, summarize, sweep_records, verdict
+from ..experiment import (crash_and_resume, crash_points, run_crash_jobs, summarize,
+                          sweep_records, verdict, work_dir)
 from .plots import describe_config
 from .style import png
 
@@ -105,6 +106,20 @@ def cached_sweep(config: RunConfig, progress=None) -> list[dict]:
     if config not in _SWEEPS:
         _SWEEPS[config] = sweep_records(config, tag="panel", progress=progress)
     return _SWEEPS[config]
+
+
+def cached_sweeps(configs: dict[str, RunConfig], progress=None) -> dict[str, list[dict]]:
+    """Several sweeps by name; those not run yet in this kernel run together, in one pool, so a
+    lesson's default experiment, its panel and its exercises never kill the same point twice."""
+    todo = {name: cfg for name, cfg in configs.items() if cfg not in _SWEEPS}
+    tags = {name: f"s{i}" for i, name in enumerate(todo)}
+    jobs = [(tags[name], cfg, p) for name, cfg in todo.items() for p in crash_points(cfg)]
+    if jobs:
+        with work_dir() as base:
+            records = run_crash_jobs(jobs, base, progress=progress)
+        for name, cfg in todo.items():
+            _SWEEPS[cfg] = [r for r in records if r["sweep"] == tags[name]]
+    return {name: _SWEEPS[cfg] for name, cfg in configs.items()}
 
 
 def seed_sweep(config: RunConfig, records: list[dict]) -> None:
