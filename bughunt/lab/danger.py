@@ -28,8 +28,8 @@ from ..stores import rebuild_from_disk
 from ..world import read_reports
 from .exercises import exercise
 from .panel import CrashPanel, cached_point, cached_sweep, cached_sweeps
-from .plots import describe_config
-from .style import COLORS, LESSON_STYLE, VERDICT_STYLE, new_figure, page_ticks
+from .plots import describe_config, verdict_handles, verdict_row
+from .style import COLORS, LESSON_STYLE, new_figure, page_ticks
 
 #: The lesson's duplicate experiment: a snapshot after every page, no intents, no key (51 points).
 NO_KEY = RunConfig(store="snapshot", intent=False, idempotency_key=False)
@@ -419,11 +419,7 @@ def plot_verdicts(df, rows: list[str], *, title: str, highlight: int | None = No
     fig, ax = new_figure(11, 1.3 + 0.75 * len(rows))
     first = df[df["sweep"] == rows[0]]
     for y, name in enumerate(rows):
-        d = df[df["sweep"] == name]
-        for _, r in d.iterrows():
-            color, hatch = VERDICT_STYLE[r["verdict"]]
-            ax.bar(r["index"], 0.8, bottom=y - 0.4, width=0.92, color=color, hatch=hatch,
-                   edgecolor="white", linewidth=0.5)
+        verdict_row(ax, df[df["sweep"] == name], y, width=0.92)
     marks = first[first["label"].isin(WINDOW_LABELS) & first["page"].isin(
         first.loc[first["label"] == "after_submit", "page"])]
     ax.scatter(marks["index"], [-0.62] * len(marks), marker="v", color=COLORS["red"], s=30,
@@ -441,10 +437,8 @@ def plot_verdicts(df, rows: list[str], *, title: str, highlight: int | None = No
     page_ticks(ax, first)
     ax.set_xlabel("crash point (grouped by page; p3 = first point of page 3)")
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=10)
-    present = [v for v in VERDICTS if v in set(df[df["sweep"].isin(rows)]["verdict"])]
     handles, names = ax.get_legend_handles_labels()
-    handles += [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1], label=v)
-                for v in present]
+    handles += verdict_handles(df[df["sweep"].isin(rows)]["verdict"])
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 

@@ -35,8 +35,8 @@ from ..stores import LOG_FILE, SNAPSHOT_FILE, records
 from ..stores.snapshot import read_snapshot
 from .exercises import exercise
 from .panel import CrashPanel, seed_sweep
-from .plots import describe_config
-from .style import COLORS, SERIES, VERDICT_STYLE, lesson_line, new_figure, page_ticks
+from .plots import describe_config, verdict_handles, verdict_row
+from .style import COLORS, SERIES, lesson_line, new_figure, page_ticks
 
 #: The lesson's log mode: event log, intents, idempotency key, and no fsync at all.
 LOG = RunConfig(store="log", intent=True)
@@ -140,11 +140,8 @@ def _verdict_strip(ax, df, rows: dict[str, str], highlight: int | None = None) -
     seen = []
     for y, (label, d) in enumerate((label, df[df[col] == val])
                                    for label, (col, val) in rows.items()):
-        for _, r in d.iterrows():
-            color, hatch = VERDICT_STYLE[r["verdict"]]
-            ax.bar(r["index"], 0.8, bottom=y - 0.4, width=0.9, color=color, hatch=hatch,
-                   edgecolor="white", linewidth=0.4)
-            seen.append(r["verdict"])
+        verdict_row(ax, d, y)
+        seen.extend(d["verdict"])
         correct = int((d["verdict"] == "correct").sum())
         ax.annotate(f"{correct} of {len(d)} correct", (1.0, y), xycoords=("axes fraction", "data"),
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=9)
@@ -158,12 +155,8 @@ def _verdict_strip(ax, df, rows: dict[str, str], highlight: int | None = None) -
 
 
 def _verdict_legend(ax, verdicts, extra=()):
-    from matplotlib.patches import Patch
-
-    present = [v for v in VERDICT_STYLE if v in set(verdicts)]
-    handles = list(extra) + [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1],
-                                   label=v) for v in present]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", ncols=3)
+    ax.legend(handles=list(extra) + verdict_handles(verdicts), fontsize=8, loc="upper left",
+              ncols=3)
 
 
 def plot_kill9(df):

@@ -46,6 +46,21 @@ def explain_average(df, metric: str, what: str) -> str:
     return "\n".join(lines)
 
 
+def verdict_row(ax, d, y: float, *, width: float = 0.9) -> None:
+    """One cell per crash point of `d`, centred at height `y`, coloured and hatched by verdict."""
+    for _, r in d.iterrows():
+        color, hatch = VERDICT_STYLE[r["verdict"]]
+        ax.bar(r["index"], 0.8, bottom=y - 0.4, width=width, color=color, hatch=hatch,
+               edgecolor="white", linewidth=0.5)
+
+
+def verdict_handles(verdicts) -> list:
+    """Legend entries for the verdicts that occur, worst last, in the lab's fixed order."""
+    present = set(verdicts)
+    return [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1], label=v)
+            for v in VERDICTS if v in present]
+
+
 def plot_points(df, config: RunConfig, highlight: int | None = None, *,
                 metric: str = "redone_model_calls", reference: tuple[float, str] | None = None):
     """One bar per crash point: the metric's height, the verdict's colour; the chosen point marked."""
@@ -72,10 +87,7 @@ def plot_points(df, config: RunConfig, highlight: int | None = None, *,
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     ax.set_title(f"{METRIC_LABELS.get(metric, metric).split(' (')[0]} per crash point: "
                  f"{describe_config(config)}", fontsize=10)
-    present = [v for v in VERDICTS if v in set(verdicts)]
     handles, labels = ax.get_legend_handles_labels()
-    handles += [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1], label=v)
-                for v in present]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", ncols=2)
+    ax.legend(handles=handles + verdict_handles(verdicts), fontsize=8, loc="upper left", ncols=2)
     ax.set_ylim(0, max(1.0, float(heights.max())) * 1.35)
     return fig

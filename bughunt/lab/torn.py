@@ -26,15 +26,15 @@ from matplotlib.patches import Patch
 
 from ..config import RunConfig
 from ..diskio import Door
-from ..experiment import (LESSON_FIGURES, VERDICTS, crash_and_resume, crash_points,
+from ..experiment import (LESSON_FIGURES, crash_and_resume, crash_points,
                           run_crash_jobs, run_worker, verdict, work_dir)
 from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from ..stores.log import ensure_newline_terminated
 from ..world import Site
 from .exercises import exercise
 from .panel import CrashPanel, seed_sweep
-from .plots import plot_points
-from .style import COLORS, VERDICT_STYLE, new_figure, page_ticks
+from .plots import plot_points, verdict_handles, verdict_row
+from .style import COLORS, new_figure, page_ticks
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
 #: The log store of the lesson's table (intents on, key on), in each write mode.
@@ -159,10 +159,7 @@ def plot_verdicts(df):
     for row, mode in enumerate(modes):
         d = df[df["write_mode"] == mode]
         y = len(modes) - 1 - row
-        for _, r in d.iterrows():
-            color, hatch = VERDICT_STYLE[r["verdict"]]
-            ax.bar(r["index"], 0.8, bottom=y - 0.4, width=0.9, color=color, hatch=hatch,
-                   edgecolor="white", linewidth=0.5)
+        verdict_row(ax, d, y)
         torn = d[d["torn_lines_skipped"].fillna(0) > 0]
         ax.scatter(torn["index"], [y - 0.15] * len(torn), marker="o", s=18,
                    color=COLORS["black"], zorder=3)
@@ -183,9 +180,7 @@ def plot_verdicts(df):
     ax.set_ylabel("write mode")
     ax.set_title("Three-way verdict per crash point, by write mode "
                  "(event log, intents and idempotency key on)", fontsize=10)
-    present = [v for v in VERDICTS if v in set(df["verdict"])]
-    handles = [Patch(facecolor=VERDICT_STYLE[v][0], hatch=VERDICT_STYLE[v][1], label=v)
-               for v in present]
+    handles = verdict_handles(df["verdict"])
     handles += [Line2D([], [], marker="o", linestyle="", color=COLORS["black"], markersize=5,
                        label="a torn line was skipped at resume"),
                 Line2D([], [], marker="v", linestyle="", color=COLORS["black"], markersize=6,
