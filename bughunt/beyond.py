@@ -34,6 +34,7 @@ from .experiment import (crash_and_resume, crash_points, default_workers, outcom
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Tracker, read_reports
+from .worker import RECOVERY_POINTS
 
 #: The lesson's safe configuration: event log, intents, idempotency key, atomic writes.
 SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
@@ -52,13 +53,18 @@ def checkpoint_digest(run_dir: Path) -> str:
 # --- crash during recovery -----------------------------------------------------------------------
 
 def chain_pairs(config: RunConfig) -> list[tuple[CrashPoint, str]]:
-    """(first crash, second crash) pairs: every point the resume can reach, and recovery's steps."""
+    """(first crash, second crash) pairs: every point the resume can reach, and recovery's steps.
+
+    The resume starts at the first page not done: the crashed page itself, or the next one when
+    the kill fell after the page's commit.
+    """
     points = crash_points(config)
     pairs = []
     for first in points:
+        resume_page = first.page + (first.label == "after_commit")
         for second in points:
-            if second.page >= first.page:
-                pairs.append((first, str(second.index)))
+            if second.page >= resume_page:
+                pairs.append((first, second.name))
         pairs.append((first, "after_repair"))
         if config.intent and config.pending == "abort":
             pairs.append((first, "after_abort"))
@@ -70,14 +76,16 @@ def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Pat
     """Crash at `first`, crash the resume at `second`, resume again, then once more for nothing."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    flag = (["--crash-at", second] if second.isdigit() else ["--crash-in-recovery", second])
-    r1 = run_worker(run_dir, config, crash_at=first.index, extra=extra)
+    flag = (["--crash-in-recovery", second] if second in RECOVERY_POINTS
+            else ["--crash-at", second])
+    r1 = run_worker(run_dir, config, crash_at=first, extra=extra)
     r2 = run_worker(run_dir, config, extra=(*extra, *flag))
     r3 = run_worker(run_dir, config, extra=extra)
     report = json.loads(r3.stdout) if r3.returncode == 0 else None
     before = checkpoint_digest(run_dir)
     r4 = run_worker(run_dir, config, extra=extra)          # resuming a finished run: a no-op
-    record = {"first": first.index, "first_page": first.page, "first_label": first.label,
+    record = {"first": first.index, "first_point": first.name, "first_page": first.page,
+              "first_label": first.label,
               "second": second, "second_killed": r2.returncode == -signal.SIGKILL,
               "error": None if (r1.returncode == -signal.SIGKILL and r3.returncode == 0
                                 and r4.returncode == 0)
@@ -141,8 +149,8 @@ def chain_summary(records: list[dict]) -> dict:
 
 # --- two resumers --------------------------------------------------------------------------------
 
-def _start_paused(run_dir: Path, config: RunConfig, pause_at: int, extra) -> subprocess.Popen:
-    return subprocess.Popen(worker_command(run_dir, config, "--json", "--pause-at", str(pause_at),
+def _start_paused(run_dir: Path, config: RunConfig, pause_at: str, extra) -> subprocess.Popen:
+    return subprocess.Popen(worker_command(run_dir, config, "--json", "--pause-at", pause_at,
                                            *extra),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -175,11 +183,11 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
     """Crash a run at `first`; start two resumers at the same moment; let them race; judge."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    run_worker(run_dir, config, crash_at=first.index, extra=extra)
+    run_worker(run_dir, config, crash_at=first, extra=extra)
     # Both pause at the first point a resume reaches, so that the winner holds the run while the
     # other tries to take it: no sleep decides the outcome.
     next_page = rebuild_from_disk(run_dir, config).state["next_page"]
-    pause = next(p.index for p in crash_points(config) if p.page == next_page)
+    pause = next(p.name for p in crash_points(config) if p.page == next_page)
     flags = (*extra, *(() if lock else ("--no-lock",)))
     procs = [_start_paused(run_dir, config, pause, flags) for _ in range(2)]
     try:
@@ -207,7 +215,7 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
         except (ValueError, KeyError, TypeError):
             pass
     final = outcome(run_dir, config, {"state": states[0]} if states else None)
-    return {"first": first.index, "paused": sorted(seen.values()), "exits": sorted(codes),
+    return {"first": first.index, "first_point": first.name, "paused": sorted(seen.values()), "exits": sorted(codes),
             "proceeded": sum(c == 0 for c in codes), "refused_busy": sum(c == 75 for c in codes),
             "exactly_one": sorted(codes) == [0, 75],
             "duplicate_events": len(seqs) - len(set(seqs)),

@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ConfigError, add_config_arguments, config_from_args
+from .config import ConfigError, _latency, _positive, add_config_arguments, config_from_args
+from .experiment import RANDOM_KILL_LATENCY_MS
 
 PROG = "python -m bughunt"
 
@@ -35,15 +36,20 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="crash at every point, resume, measure")
     p.set_defaults(parser=p)
     add_config_arguments(p)
-    p.add_argument("--points", metavar="I,J,...", help="only these crash points")
+    p.add_argument("--points", metavar="P,Q,...",
+                   help="only these crash points: names like p3.after_submit, or numbers")
     _add_common(p)
 
     p = sub.add_parser("kill-random", help="SIGKILL from outside after random delays")
     p.set_defaults(parser=p)
     add_config_arguments(p)
-    p.add_argument("--tries", type=int, default=40)
+    p.add_argument("--tries", type=_positive, default=40, metavar="N",
+                   help="random kills to try (one at a time: a parallel run would skew the timing)")
     p.add_argument("--seed", type=int, default=0)
-    _add_common(p)
+    p.add_argument("--latency-ms", type=_latency, default=RANDOM_KILL_LATENCY_MS, metavar="MS",
+                   help="each model answer takes MS ms, as a real agent mostly waits for its "
+                        f"model (default {RANDOM_KILL_LATENCY_MS:g})")
+    _add_common(p, workers=False)
 
     p = sub.add_parser("lesson", help="the lesson's table: lesson vs this machine")
     p.set_defaults(parser=p)
@@ -51,8 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, metavar="N", help="parallel runs (default: CPU cores)")
+def _add_common(p: argparse.ArgumentParser, workers: bool = True) -> None:
+    if workers:
+        p.add_argument("--workers", type=_positive, metavar="N",
+                       help="parallel runs (default: CPU cores)")
     p.add_argument("--work-dir", type=Path, metavar="DIR",
                    help="keep the run directories in DIR (new or empty); default: a temp dir, "
                         "removed afterwards")
@@ -87,13 +95,14 @@ def cmd_points(parser, args) -> int:
 
     points = crash_points(_config(parser, args))
     if args.json:
-        json.dump([p.__dict__ for p in points], sys.stdout)
+        json.dump([{"crash_point": p.name, "index": p.index, "page": p.page, "label": p.label}
+                   for p in points], sys.stdout)
         print()
     else:
-        print(f"{'index':>5}  {'page':>4}  label")
-        for p in points:
-            print(f"{p.index:>5}  {p.page:>4}  {p.label}")
-        print(f"{len(points)} crash points")
+        print(_table([{"crash_point": p.name, "index": p.index, "page": p.page, "label": p.label}
+                      for p in points], ["crash_point", "index", "page", "label"]))
+        print(f"{len(points)} crash points (the name means the same moment in every "
+              "configuration; the index is this configuration's count)")
     return 0
 
 
@@ -110,25 +119,32 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-SWEEP_COLUMNS = ["index", "page", "label", "redone_model_calls", "replayed_events",
+SWEEP_COLUMNS = ["crash_point", "index", "redone_model_calls", "replayed_events",
                  "duplicate_reports", "lost_reports", "three_way_ok"]
 
 
 def cmd_sweep(parser, args) -> int:
     from .experiment import summarize, sweep_records
 
+    from .crashpoints import NoSuchPoint
+    from .experiment import crash_point
+
     config = _config(parser, args)
     points = None
-    if args.points:
+    if args.points is not None:
+        points = [x.strip() for x in args.points.split(",")]
+        if not all(points):
+            parser.error(f"--points: expected crash-point names or numbers separated by commas, "
+                         f"got {args.points!r}")
         try:
-            points = [int(x) for x in args.points.split(",")]
-        except ValueError:
-            parser.error(f"--points: expected numbers separated by commas, got {args.points!r}")
+            points = [crash_point(config, x).name for x in points]
+        except NoSuchPoint as e:
+            parser.error(f"--points: {e}")
     update, close = _progress("sweep")
     try:
         records = sweep_records(config, points=points, workers=args.workers, progress=update,
                                 base_dir=args.work_dir)
-    except (ValueError, FileExistsError) as e:
+    except FileExistsError as e:
         parser.error(str(e))
     finally:
         close()
@@ -147,15 +163,13 @@ def cmd_sweep(parser, args) -> int:
 
 
 def cmd_kill_random(parser, args) -> int:
-    from .experiment import kill_random
+    from .experiment import kill_random, landing_order
 
     config = _config(parser, args)
-    if args.tries < 1:
-        parser.error("--tries must be at least 1")
     update, close = _progress("kill-random")
     try:
         result = kill_random(config, tries=args.tries, seed=args.seed, base_dir=args.work_dir,
-                             progress=update)
+                             progress=update, latency_ms=args.latency_ms)
     except FileExistsError as e:
         parser.error(str(e))
     finally:
@@ -164,12 +178,17 @@ def cmd_kill_random(parser, args) -> int:
         json.dump(result, sys.stdout)
         print()
     else:
-        bound = result["rule_of_three_bound"]
-        print(f"tries {result['tries']}, real kills {result['real_kills']}, runs with a duplicate "
-              f"report {result['duplicates_hit']}")
+        bound, loop = result["rule_of_three_bound"], result["kills_in_page_loop"]
+        print(f"tries {result['tries']}, real kills {result['real_kills']} ({loop} inside the "
+              f"page loop), runs with a duplicate report {result['duplicates_hit']}")
+        landed = {}
+        for r in sorted(result["runs"], key=lambda r: landing_order(r["landed"])):
+            where = r["landed"].split(".")[0] if "." in r["landed"] else r["landed"]
+            landed[where] = landed.get(where, 0) + 1
+        print("where the kills landed: " + ", ".join(f"{k} {v}" for k, v in landed.items()))
         if bound is not None:
-            print(f"rule of three: {result['real_kills']} kills without a failure only show the "
-                  f"failure rate is below about 3/{result['real_kills']} = {bound:.1%}")
+            print(f"rule of three: {loop} kills in the page loop without a failure would only "
+                  f"show the failure rate is below about 3/{loop} = {bound:.1%}")
     return 0
 
 

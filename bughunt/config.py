@@ -120,6 +120,17 @@ def _positive(value: str) -> int:
     return n
 
 
+def _latency(value: str) -> float:
+    """Milliseconds: a finite number from 0 to 60,000."""
+    try:
+        ms = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {value!r}") from None
+    if not 0 <= ms <= 60_000:          # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected 0 to 60000 milliseconds, got {value!r}")
+    return ms
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The configuration flags, shared by `run`, `points`, `sweep` and `kill-random`."""
     d = RunConfig()

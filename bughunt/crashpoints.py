@@ -14,14 +14,20 @@ Per page, in order (the lesson's scheme, so its numbers can be reproduced exactl
 No point before the first model call and no separate end point: 12 pages with bugs on 3, 7 and 10
 give 9 x 4 + 3 x 5 = 51 points without intents and 54 with.
 
-Points are numbered from 1 over a whole clean run. A worker started with `--crash-at I` kills itself
-with SIGKILL when it reaches point I; one started with `--pause-at I` stops there and waits, so that
-another process can kill it, or start a rival, at an exactly known moment.
+Every point has a stable **name**, `p{page}.{step}` (`p3.after_submit`), which means the same moment
+in every configuration. Points are also numbered from 1 over a whole clean run, as the lesson counts
+them, but numbers shift between schemes: with intents on, page 3 gains `after_intent` and every later
+number moves by one. So the lab speaks in names; numbers are accepted where a count is meant.
+
+A worker started with `--crash-at p3.after_submit` (or its number) kills itself with SIGKILL when it
+reaches that point; one started with `--pause-at NAME` stops there and waits, so that another process
+can kill it, or start a rival, at an exactly known moment.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -33,9 +39,64 @@ LABELS = ("after_model_call", "after_visit", "after_intent", "after_submit", "mi
 
 @dataclass(frozen=True)
 class CrashPoint:
-    index: int
+    index: int          # 1.. over a clean run of this configuration (shifts between schemes)
     page: int
-    label: str
+    label: str          # the step: one of LABELS
+
+    @property
+    def name(self) -> str:
+        """The stable name, the same moment in every configuration: `p3.after_submit`."""
+        return point_name(self.page, self.label)
+
+
+def point_name(page: int, label: str) -> str:
+    return f"p{page}.{label}"
+
+
+class NoSuchPoint(ValueError):
+    """A crash point this configuration does not have; the message says why."""
+
+
+_NAME = re.compile(r"^p(\d+)\.([a-z_]+)$")
+
+
+def find(points: list[CrashPoint], spec, *, pages: int, bug_pages, intent: bool,
+         what: str = "crash point") -> CrashPoint:
+    """The point `spec` names (`"p3.after_submit"`) or numbers (`12`, `"12"`) in `points`.
+
+    Raises NoSuchPoint with one sentence that says why the point does not exist here (intents
+    off, not a bug page, past the last page, not a step at all, out of range).
+    """
+    if isinstance(spec, bool):
+        raise NoSuchPoint(f"{what} {spec!r}: expected a name like p3.after_submit or a number")
+    if isinstance(spec, int) or (isinstance(spec, str) and spec.strip().isdigit()):
+        n = int(spec)
+        if 1 <= n <= len(points):
+            return points[n - 1]
+        raise NoSuchPoint(f"{what} {n}: this configuration has crash points 1 to {len(points)} "
+                          f"(or name one, like {points[min(11, len(points) - 1)].name})")
+    if not isinstance(spec, str):
+        raise NoSuchPoint(f"{what} {spec!r}: expected a name like p3.after_submit or a number")
+    m = _NAME.match(spec.strip())
+    if not m:
+        raise NoSuchPoint(f"{what} {spec!r}: expected a name like p3.after_submit (p<page>.<step>) "
+                          f"or a number from 1 to {len(points)}")
+    page, label = int(m.group(1)), m.group(2)
+    for p in points:
+        if p.page == page and p.label == label:
+            return p
+    if label not in LABELS:
+        why = f"{label!r} is not a step (steps: {', '.join(LABELS)})"
+    elif not 1 <= page <= pages:
+        why = f"the site has pages 1 to {pages}"
+    elif label in ("after_intent", "after_submit") and page not in set(bug_pages):
+        why = f"page {page} has no bug, so no report (bug pages: " \
+              f"{', '.join(map(str, bug_pages))})"
+    elif label == "after_intent" and not intent:
+        why = "intents are off in this configuration"
+    else:
+        why = "it is not reached in this configuration"
+    raise NoSuchPoint(f"{what} {spec}: no such crash point here: {why}")
 
 
 def scheme(pages: int, bug_pages, intent: bool) -> list[CrashPoint]:
@@ -53,7 +114,7 @@ def scheme(pages: int, bug_pages, intent: bool) -> list[CrashPoint]:
 
 
 def describe(point: CrashPoint) -> str:
-    return f"crash point {point.index} (page {point.page}, {point.label})"
+    return f"crash point {point.name} (number {point.index} in this configuration)"
 
 
 class CrashPlan:
@@ -64,11 +125,11 @@ class CrashPlan:
     when the OOM killer or `kill -9` strikes.
     """
 
-    def __init__(self, points: list[CrashPoint], crash_at: int | None = None,
-                 pause_at: int | None = None):
-        self._by_index = {p.index: p for p in points}
-        self.crash = self._target(crash_at, "--crash-at")
-        self.pause = self._target(pause_at, "--pause-at")
+    def __init__(self, points: list[CrashPoint], crash_at: CrashPoint | None = None,
+                 pause_at: CrashPoint | None = None):
+        self._points = {(p.page, p.label): p for p in points}
+        self.crash = (crash_at.page, crash_at.label) if crash_at else None
+        self.pause = (pause_at.page, pause_at.label) if pause_at else None
         self._trace_fd: int | None = None
 
     def trace_to(self, path) -> None:
@@ -76,26 +137,14 @@ class CrashPlan:
         timelines; like the bill it is outside the checkpoint store and never read by recovery)."""
         self._trace_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def mark(self, page: int, label: str) -> None:
+    def mark(self, page: int, label: str, t: float | None = None) -> None:
         if self._trace_fd is not None:
             line = '{"pid":%d,"t":%.6f,"page":%d,"label":"%s"}\n' % (
-                os.getpid(), time.time(), page, label)
+                os.getpid(), time.time() if t is None else t, page, label)
             os.write(self._trace_fd, line.encode())
 
-    def _target(self, index: int | None, flag: str) -> tuple[int, str] | None:
-        if index is None:
-            return None
-        if index not in self._by_index:
-            raise ValueError(f"{flag} {index}: this configuration has crash points 1 to "
-                             f"{len(self._by_index)}")
-        p = self._by_index[index]
-        return (p.page, p.label)
-
     def point(self, page: int, label: str) -> CrashPoint | None:
-        for p in self._by_index.values():
-            if p.page == page and p.label == label:
-                return p
-        return None
+        return self._points.get((page, label))
 
     @staticmethod
     def die() -> None:

@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,10 +32,12 @@ from typing import Callable, Iterable
 
 from . import forkserver
 from .config import RunConfig
-from .crashpoints import PAUSE_BANNER, CrashPoint, scheme
+from .crashpoints import (LABELS, PAUSE_BANNER, CrashPoint, NoSuchPoint, find, point_name,
+                          scheme)
 from .events import apply_event, initial_state
 from .stores import LOG_FILE, StoreDamage, rebuild_from_disk
 from .world import Site, read_bill, read_reports
+from .worker import READY_BANNER
 
 Progress = Callable[[int, int], None]     # (done, total)
 
@@ -63,14 +66,20 @@ def _fork_pool():
         return _POOL
 
 
-def run_worker(run_dir: Path, config: RunConfig, *, crash_at: int | None = None,
+def _point_arg(point: CrashPoint | str | int) -> str:
+    return point.name if isinstance(point, CrashPoint) else str(point)
+
+
+def run_worker(run_dir: Path, config: RunConfig, *, crash_at: CrashPoint | str | int | None = None,
                trace: bool = False, extra: tuple[str, ...] = (),
                timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the worker to its end (or its planned SIGKILL), with the JSON report on stdout.
 
+    `crash_at`: a crash point, its name (`"p3.after_submit"`) or its number.
     `extra`: more worker flags, e.g. lesson 8's `--plant-bug NAME` or `--fail-write K`.
     """
-    extra = ["--json", *extra] + (["--crash-at", str(crash_at)] if crash_at is not None else [])
+    extra = ["--json", *extra] + (["--crash-at", _point_arg(crash_at)] if crash_at is not None
+                                  else [])
     extra += ["--trace"] if trace else []
     if forkserver.enabled():
         # A fork of a pre-imported worker: a separate process all the same, killed by a real
@@ -80,11 +89,12 @@ def run_worker(run_dir: Path, config: RunConfig, *, crash_at: int | None = None,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def clean_run(config: RunConfig, run_dir: Path | None = None, *, trace: bool = False) -> dict:
+def clean_run(config: RunConfig, run_dir: Path | None = None, *, trace: bool = False,
+              extra: tuple[str, ...] = ()) -> dict:
     """One run without a crash; its JSON report (in a temp dir unless `run_dir` is given)."""
     with work_dir(None) as tmp:
         target = Path(run_dir) if run_dir is not None else tmp / "clean"
-        proc = run_worker(target, config, trace=trace)
+        proc = run_worker(target, config, trace=trace, extra=extra)
         if proc.returncode != 0:
             raise RuntimeError(f"clean run failed ({proc.returncode}): {proc.stderr.strip()}")
         return json.loads(proc.stdout)
@@ -102,9 +112,9 @@ class PausedWorker:
     `kill()` sends a real SIGKILL from this process; `release()` lets the worker carry on.
     """
 
-    def __init__(self, run_dir: Path, config: RunConfig, pause_at: int, timeout: float = 60,
-                 trace: bool = False):
-        extra = ["--json", "--pause-at", str(pause_at)] + (["--trace"] if trace else [])
+    def __init__(self, run_dir: Path, config: RunConfig, pause_at: CrashPoint | str | int,
+                 timeout: float = 60, trace: bool = False):
+        extra = ["--json", "--pause-at", _point_arg(pause_at)] + (["--trace"] if trace else [])
         self.proc = subprocess.Popen(
             worker_command(run_dir, config, *extra),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -145,6 +155,17 @@ class PausedWorker:
 def crash_points(config: RunConfig) -> list[CrashPoint]:
     """The lesson's crash points for this configuration."""
     return scheme(config.pages, Site.load(config.pages).bug_pages, config.intent)
+
+
+def crash_point(config: RunConfig, spec: CrashPoint | str | int) -> CrashPoint:
+    """The crash point of `config` that `spec` names (`"p3.after_submit"`) or numbers.
+
+    Raises NoSuchPoint, saying why the point does not exist in this configuration.
+    """
+    if isinstance(spec, CrashPoint):
+        spec = spec.name
+    return find(crash_points(config), spec, pages=config.pages,
+                bug_pages=Site.load(config.pages).bug_pages, intent=config.intent)
 
 
 def lesson_reader(run_dir: Path) -> dict:
@@ -200,12 +221,12 @@ def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> dict:
             "final_state": report["state"] if report else None}
 
 
-def crash_worker(run_dir: Path, config: RunConfig, index: int, *,
+def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int, *,
                  extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """Run a worker that must die by SIGKILL at crash point `index`; raise if it did not."""
-    proc = run_worker(run_dir, config, crash_at=index, extra=extra)
+    """Run a worker that must die by SIGKILL at crash point `point`; raise if it did not."""
+    proc = run_worker(run_dir, config, crash_at=point, extra=extra)
     if proc.returncode != -signal.SIGKILL:
-        raise RuntimeError(f"{run_dir}: worker was not killed at crash point {index} (exit "
+        raise RuntimeError(f"{run_dir}: worker was not killed at crash point {_point_arg(point)} (exit "
                            f"{proc.returncode}): {proc.stderr.strip()[-300:]}")
     return proc
 
@@ -218,8 +239,9 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    record = {"index": point.index, "page": point.page, "label": point.label, "error": None}
-    first = run_worker(run_dir, config, crash_at=point.index, extra=extra)
+    record = {"crash_point": point.name, "index": point.index, "page": point.page,
+              "label": point.label, "error": None}
+    first = run_worker(run_dir, config, crash_at=point, extra=extra)
     if first.returncode != -signal.SIGKILL:
         record["error"] = (f"first run was not killed at the crash point (exit "
                            f"{first.returncode}): {first.stderr.strip()[-300:]}")
@@ -253,9 +275,9 @@ def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> d
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    crash_worker(run_dir, config, point.index)
+    crash_worker(run_dir, config, point)
     rec = rebuild_from_disk(run_dir, config)
-    return {"index": point.index, "page": point.page, "label": point.label,
+    return {"crash_point": point.name, "index": point.index, "page": point.page, "label": point.label,
             "replayed_events": rec.replayed_events, "snapshot_used": rec.snapshot_used,
             "torn_lines_skipped": rec.torn_lines_skipped}
 
@@ -307,17 +329,16 @@ def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
     return results
 
 
-def sweep_records(config: RunConfig, *, points: Iterable[int] | None = None,
+def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = None,
                   workers: int | None = None, progress: Progress | None = None,
                   base_dir: Path | None = None, tag: str = "sweep") -> list[dict]:
-    """Crash at every point of `config` (or the given indices), resume, measure: one dict each."""
+    """Crash at every point of `config` (or the given names or numbers), resume, measure: one
+    dict each. Raises NoSuchPoint for a point this configuration does not have."""
     all_points = crash_points(config)
     if points is not None:
-        wanted = set(points)
-        bad = wanted - {p.index for p in all_points}
-        if bad:
-            raise ValueError(f"no crash points {sorted(bad)} in this configuration "
-                             f"(it has 1 to {len(all_points)})")
+        wanted = {crash_point(config, spec).index for spec in points}
+        if not wanted:
+            raise NoSuchPoint("no crash points given")
         all_points = [p for p in all_points if p.index in wanted]
     with work_dir(base_dir) as base:
         return run_crash_jobs([(tag, config, p) for p in all_points], base, workers, progress)
@@ -390,48 +411,133 @@ def rule_of_three(n: int) -> float | None:
     return 3 / n if n else None
 
 
-def kill_random(config: RunConfig, *, tries: int = 40, seed: int = 0,
-                base_dir: Path | None = None, progress: Progress | None = None) -> dict:
-    """SIGKILL the worker from outside after a seeded random delay, resume, look for duplicates.
+def start_ready_worker(run_dir: Path, config: RunConfig,
+                       extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, float]:
+    """Start a traced worker as a fresh process and wait for its ready line.
 
-    The delays are drawn uniformly over the length of a clean run measured first, so a kill may
-    land anywhere from interpreter start to the last page. Unlike the exhaustive sweep, the outcome
-    is up to the scheduler: the same seed gives the same delays, not the same results.
+    Returns the process and the wall time at which the run started (the worker's own clock, the
+    same clock as its trace). Interpreter start and imports come before it and are not part of the
+    run's life: a kill there could never hit anything.
     """
+    proc = subprocess.Popen(worker_command(run_dir, config, "--trace", "--ready", *extra),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    if not line.startswith(READY_BANNER):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"worker did not start: {(line + proc.stderr.read()).strip()[-300:]}")
+    return proc, float(line[len(READY_BANNER):])
+
+
+def run_life(trace: list[dict]) -> float:
+    """A traced run's life in seconds: from its ready mark to its end mark (the last page
+    committed, the store closed). Interpreter start-up and shut-down are not part of it."""
+    by = {m["label"]: m["t"] for m in trace if m["label"] in ("ready", "end")}
+    return by["end"] - by["ready"]
+
+
+WAITING = "waiting_for_model"
+
+
+def where_it_landed(trace: list[dict], bill: list[dict], killed: bool) -> str:
+    """Where a kill from outside fell: the last crash point the worker's trace reached
+    (`p7.after_visit`), `p7.waiting_for_model` when the page's call was billed but its answer had
+    not arrived, or a phase: before page 1, after the last page, finished first."""
+    if not killed:
+        return "finished first"
+    last = trace[-1] if trace else {"label": "ready", "page": 1}
+    if last["label"] == "end":
+        return "after the last page"
+    answered = sum(m["label"] == "after_model_call" for m in trace)
+    if len(bill) > answered:
+        return f"p{bill[-1]['page']}.{WAITING}"
+    if last["label"] in ("ready", "start"):
+        return "before page 1"
+    return point_name(last["page"], last["label"])
+
+
+#: Random kills give the model this latency (ms): a real agent spends nearly all its life waiting
+#: for the model, and so does the worker then; with none, set-up fsyncs would fill half the run.
+RANDOM_KILL_LATENCY_MS = 3.0
+
+
+def landing_order(landed: str) -> tuple[int, int]:
+    """Sort key for `where_it_landed` values: set-up, then pages in order, then after the run."""
+    if "." in landed:
+        page, step = landed.split(".", 1)
+        steps = (WAITING, *LABELS)
+        return (int(page[1:]), steps.index(step) if step in steps else len(steps))
+    return {"before page 1": (0, 0), "after the last page": (10**9, 0)}.get(landed, (10**9, 1))
+
+
+def kill_random(config: RunConfig, *, tries: int = 40, seed: int = 0,
+                base_dir: Path | None = None, progress: Progress | None = None,
+                references: int = 3, latency_ms: float = RANDOM_KILL_LATENCY_MS,
+                at: list[float] | None = None) -> dict:
+    """SIGKILL the worker from outside at seeded random moments of its run, resume, look for
+    duplicates: what a chaos test does.
+
+    Each victim is a fresh process that announces the moment its run starts (`--ready`); the kill
+    falls a random delay after that moment, drawn uniformly over the life of a clean run measured
+    the same way (the median of `references` traced runs, ready to end). So kills are spread over
+    the run itself, its set-up and its page loop, and each try records where its kill landed (the
+    last crash point its trace reached). Unlike the exhaustive sweep, the outcome is up to the
+    scheduler: the same seed gives the same delays, not the same results. Each model answer takes
+    `latency_ms` (billed first, then the wait: a kill there is a call in flight). `at`: kill at
+    these fractions of the life instead (0.5 = halfway), one try each, to place a kill on purpose.
+    """
+    if at is not None:
+        if not at or not all(0 <= f <= 1 for f in at):
+            raise ValueError("at: fractions of the run's life, from 0 to 1")
+        tries = len(at)
+    if tries < 1:
+        raise ValueError("tries must be at least 1")
+    world = ("--latency-ms", f"{latency_ms:g}")
     rng = random.Random(seed)
     tries_out = []
     with work_dir(base_dir) as base:
-        t0 = time.perf_counter()
-        clean = run_worker(base / "clean", config)
-        clean_s = time.perf_counter() - t0
-        if clean.returncode != 0:
-            raise RuntimeError(f"clean run failed: {clean.stderr.strip()}")
+        lives = []
+        for i in range(references):
+            ref = base / f"reference-{i}"
+            ref.mkdir()
+            proc, _ = start_ready_worker(ref, config, world)
+            err = proc.communicate()[1]
+            if proc.returncode != 0:
+                raise RuntimeError(f"clean run failed: {err.strip()[-300:]}")
+            lives.append(run_life(read_trace(ref)))
+        life = statistics.median(lives)
         for i in range(tries):
             run_dir = base / f"try-{i:03d}"
             run_dir.mkdir()
-            delay = rng.uniform(0, clean_s)
-            proc = subprocess.Popen(worker_command(run_dir, config), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(delay)
+            delay = rng.uniform(0, life) if at is None else at[i] * life
+            proc, ready_t = start_ready_worker(run_dir, config, world)
+            time.sleep(max(0.0, ready_t + delay - time.time()))
             proc.send_signal(signal.SIGKILL)     # a no-op if it already finished
-            proc.wait()
+            proc.communicate()
             killed = proc.returncode == -signal.SIGKILL
-            calls_before = len(read_bill(run_dir))
+            trace, bill = read_trace(run_dir), read_bill(run_dir)
+            calls_before = len(bill)
             resume = run_worker(run_dir, config)
             tracker = sorted(r["page"] for r in read_reports(run_dir))
-            tries_out.append({"try": i, "delay_s": delay, "killed": killed,
-                              "resume_exit": resume.returncode,
+            landed = where_it_landed(trace, bill, killed)
+            tries_out.append({"try": i, "delay_ms": delay * 1e3, "killed": killed,
+                              "landed": landed, "in_page_loop": killed and "." in landed,
                               "calls_before_kill": calls_before,
+                              "resume_exit": resume.returncode,
                               "duplicate_reports": len(tracker) - len(set(tracker))})
             if progress:
                 progress(i + 1, tries)
     kills = [t for t in tries_out if t["killed"]]
+    in_loop = [t for t in kills if t["in_page_loop"]]
     hits = [t for t in kills if t["duplicate_reports"] > 0]
     return {
-        "tries": tries, "seed": seed, "real_kills": len(kills), "duplicates_hit": len(hits),
-        "clean_run_s": clean_s,
-        "rule_of_three_bound": rule_of_three(len(kills)),
-        "exact_95_bound": (1 - 0.05 ** (1 / len(kills))) if kills else None,
+        "tries": tries, "seed": seed, "real_kills": len(kills), "kills_in_page_loop": len(in_loop),
+        "duplicates_hit": len(hits), "run_life_ms": life * 1e3, "latency_ms": latency_ms,
+        "reference_lives_ms": [x * 1e3 for x in lives],
+        # Only a kill inside the page loop could have hit a danger window: the bound is over those.
+        "rule_of_three_bound": rule_of_three(len(in_loop)),
+        "exact_95_bound": (1 - 0.05 ** (1 / len(in_loop))) if in_loop else None,
         "runs": tries_out,
     }
 

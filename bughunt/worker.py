@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import (CONFIG_FILE, ConfigError, RunConfig, _positive, add_config_arguments,
+from .config import (CONFIG_FILE, ConfigError, RunConfig, _latency, _positive, add_config_arguments,
                      config_from_args, dumps, read_config)
-from .crashpoints import CrashPlan, scheme
+from .crashpoints import CrashPlan, NoSuchPoint, find, scheme
 from .diskio import Door, Faults, FsyncError
 from .events import apply_event
 from .stores import StoreDamage, make_store
@@ -47,7 +47,10 @@ RECOVERY_POINTS = ("after_repair", "after_abort")
 
 @dataclass(frozen=True)
 class LabOptions:
-    """Lesson 8's instruments, never part of a run's configuration.
+    """Instruments and world settings, never part of a run's configuration.
+
+    model_latency_ms: how long each model answer takes after the call is billed (a real model
+    takes seconds; the lab's runs take none, random kills use a few milliseconds);
 
     io_trace: journal every disk operation to io.jsonl (for the power-loss simulation);
     faults: make the k-th write or fsync fail; bugs: plant one of PLANTED_BUGS;
@@ -60,6 +63,7 @@ class LabOptions:
     bugs: frozenset = frozenset()
     no_lock: bool = False
     crash_in_recovery: str | None = None
+    model_latency_ms: float = 0.0
 
 
 class Refused(Exception):
@@ -130,17 +134,19 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
 
 
 TRACE_FILE = "trace.jsonl"
+READY_BANNER = "bughunt: ready at"
 
 
-def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
-        pause_at: int | None = None, trace: bool = False, lab: LabOptions = LabOptions()) -> dict:
+def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
+        pause_at: int | str | None = None, trace: bool = False, ready: bool = False,
+        lab: LabOptions = LabOptions()) -> dict:
     """Run (or resume) the task in `run_dir` to the end; return the final report.
 
     A failed disk write or fsync stops the run with Refused(code EXIT_IO): a failed fsync is never
     retried, because after it the kernel may already have dropped the data it could not write.
     """
     try:
-        return _run(run_dir, config, crash_at, pause_at, trace, lab)
+        return _run(run_dir, config, crash_at, pause_at, trace, ready, lab)
     except OSError as e:
         if e.errno is None:
             raise
@@ -157,15 +163,24 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | None = None,
                       EXIT_IO) from None
 
 
-def _run(run_dir: Path, config: RunConfig, crash_at: int | None, pause_at: int | None,
-         trace: bool, lab: LabOptions) -> dict:
-    try:
+def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
+         pause_at: int | str | None, trace: bool, ready: bool, lab: LabOptions) -> dict:
+    try:                                     # checked before anything touches the disk
         site = Site.load(config.pages)
         points = scheme(config.pages, site.bug_pages, config.intent) if (
             crash_at is not None or pause_at is not None) else []
-        plan = CrashPlan(points, crash_at, pause_at)
-    except (SiteError, ValueError) as e:     # checked before anything touches the disk
+        where = dict(pages=config.pages, bug_pages=site.bug_pages, intent=config.intent)
+        crash = find(points, crash_at, what="--crash-at", **where) if crash_at is not None else None
+        pause = find(points, pause_at, what="--pause-at", **where) if pause_at is not None else None
+        plan = CrashPlan(points, crash, pause)
+    except (SiteError, NoSuchPoint) as e:
         raise Refused(str(e)) from None
+    ready_t = time.time()
+    if ready:
+        # For kills from outside at random moments: the killer's clock starts here, on the same
+        # (wall) clock as the trace, so a delay means the same moment of the run in every try.
+        sys.stderr.write(f"{READY_BANNER} {ready_t:.6f}\n")
+        sys.stderr.flush()
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (lab.no_lock or "no-lock" in lab.bugs):
         acquire_run_lock(run_dir)          # held until this process ends, however it ends
@@ -180,15 +195,21 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | None, pause_at: int |
         recovered = store.load()           # read-only: a refusal leaves every byte as it was
     except StoreDamage as e:
         raise Refused(f"damaged checkpoint: {e}; nothing was changed") from None
+    for flag, target in (("--crash-at", crash), ("--pause-at", pause)):
+        if target is not None and target.page < recovered.state["next_page"]:
+            raise Refused(f"{flag} {target.name}: this run already passed that point (it resumes "
+                          f"at page {recovered.state['next_page']}); nothing was changed")
     for note in recovered.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     repairs = store.open_for_append()
     recovery_ns = time.perf_counter_ns() - t_recovery
     if lab.crash_in_recovery == "after_repair":
         plan.die()
-    model, tracker = MockModel(run_dir, site), Tracker(run_dir)
+    model = MockModel(run_dir, site, latency_s=lab.model_latency_ms / 1000)
+    tracker = Tracker(run_dir)
     if trace:
         plan.trace_to(run_dir / TRACE_FILE)
+        plan.mark(recovered.state["next_page"], "ready", t=ready_t)
         plan.mark(recovered.state["next_page"], "start")
     state = recovered.state
     pending_at_start = state["pending"]
@@ -288,13 +309,20 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     parser.add_argument("--dir", required=True, type=Path, metavar="RUN_DIR",
                         help="the run directory; running again on it resumes")
     add_config_arguments(parser)
-    parser.add_argument("--crash-at", type=int, metavar="I",
-                        help="die by SIGKILL at crash point I (see `python -m bughunt points`)")
-    parser.add_argument("--pause-at", type=int, metavar="I",
-                        help="stop at crash point I and wait until stdin closes (or a kill)")
+    parser.add_argument("--crash-at", metavar="POINT",
+                        help="die by SIGKILL at this crash point: a name like p3.after_submit, or "
+                             "its number (see `python -m bughunt points`)")
+    parser.add_argument("--pause-at", metavar="POINT",
+                        help="stop at this crash point and wait until stdin closes (or a kill)")
     parser.add_argument("--trace", action="store_true",
                         help=f"write every crash point reached, with its time, to {TRACE_FILE}")
+    parser.add_argument("--ready", action="store_true",
+                        help="print 'bughunt: ready at T' on stderr when the run starts (T: wall "
+                             "time), for a killer timing from outside")
     parser.add_argument("--json", action="store_true", help="print the final report as JSON")
+    parser.add_argument("--latency-ms", type=_latency, default=0.0, metavar="MS",
+                        help="the world: each model answer takes MS milliseconds after its call "
+                             "is billed (default 0; never part of the run's configuration)")
     lab = parser.add_argument_group("lesson 8 instruments (never part of the run's configuration)")
     lab.add_argument("--io-trace", action="store_true",
                      help=f"journal every disk operation to {JOURNAL_FILE} (power-loss simulation)")
@@ -347,11 +375,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
     try:
         write_fault = args.fail_write or (None, errno.ENOSPC)
         lab = LabOptions(io_trace=args.io_trace, no_lock=args.no_lock,
+                         model_latency_ms=args.latency_ms,
                          bugs=frozenset(args.plant_bug), crash_in_recovery=args.crash_in_recovery,
                          faults=Faults(fail_write=write_fault[0], write_errno=write_fault[1],
                                        fail_fsync=args.fail_fsync))
         report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
-                     trace=args.trace, lab=lab)
+                     trace=args.trace, ready=args.ready, lab=lab)
     except Refused as e:
         print(f"bughunt: {e}", file=sys.stderr)
         return e.code

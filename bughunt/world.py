@@ -91,12 +91,15 @@ class MockModel:
 
     Each call is billed at call time by appending one line to the bill, in one `write()` on an
     O_APPEND descriptor, so a SIGKILL right after the call still leaves it billed, as a real
-    provider would.
+    provider would. `latency_s`: how long the answer then takes to arrive (a real model takes
+    seconds; the lab's default is none). A kill during that wait is a call in flight: billed,
+    its answer lost.
     """
 
-    def __init__(self, run_dir: Path, site: Site):
+    def __init__(self, run_dir: Path, site: Site, latency_s: float = 0.0):
         self.site = site
         self.calls = 0
+        self.latency_s = latency_s
         self._fd = os.open(Path(run_dir) / BILL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def ask(self, page: int) -> tuple[str, int]:
@@ -109,6 +112,8 @@ class MockModel:
                            "t": time.time()}) + "\n"
         os.write(self._fd, line.encode())
         self.calls += 1
+        if self.latency_s:
+            time.sleep(self.latency_s)
         return reply, tokens
 
     def close(self) -> None:

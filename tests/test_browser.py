@@ -226,8 +226,8 @@ def test_lesson_2_in_jupyterlab_slider_granularity_write_mode_run(browser, lab, 
         open_and_run_all(page, f"{lab}/lab/workspaces/lesson2/tree/02_granularity.ipynb?reset")
         panel = Panel(page)
         before, first_status = panel.plot_src(), panel.status()
-        assert panel.move_slider(5) == "28"
-        page.wait_for_function("() => document.body.innerText.includes('28 (page 7, after_submit)')",
+        assert panel.move_slider(5) == "p7.after_submit"
+        page.wait_for_function("() => document.body.innerText.includes('p7.after_submit (number 28')",
                                timeout=TIMEOUT_MS)
         config = RunConfig(store="snapshot", granularity="op", write_mode="torn",
                            idempotency_key=False, intent=False)

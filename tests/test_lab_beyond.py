@@ -48,7 +48,7 @@ def test_power_and_chain_plots_have_titles_and_labels():
     assert beyond.power_table(power).loc[v.name, "states losing committed pages"] == 0
     first = B.crash_points(B.SAFE.replace(pages=3))[8]
     import pandas as pd
-    chain = pd.DataFrame(B.chain_sweep(B.SAFE.replace(pages=3), pairs=[(first, "9"),
+    chain = pd.DataFrame(B.chain_sweep(B.SAFE.replace(pages=3), pairs=[(first, "p3.after_visit"),
                                                                        (first, "after_repair")]))
     fig = beyond.plot_chain(chain, B.SAFE.replace(pages=3))
     assert "2 of 2 pairs correct" in fig.axes[0].get_title()

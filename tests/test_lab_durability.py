@@ -167,14 +167,15 @@ def test_latency_figure_is_log_scale_in_ms_with_lesson_marks(lat):
 
 def test_panel_plot_shows_verdicts_and_write_latencies(small_sweeps):
     d = small_sweeps[small_sweeps["fsync"] == "fsync always"]
-    top, bottom = _labelled(D.panel_plot(d, SMALL["fsync always"], highlight=12))
+    top, bottom = _labelled(D.panel_plot(d, SMALL["fsync always"], highlight="p3.after_submit"))
     assert bottom.get_xscale() == "log"
     assert any("append, fsync always" in t.get_text() for t in bottom.get_yticklabels())
 
 
 def test_panel_plot_says_so_when_nothing_is_written():
     cfg = D.LOG.replace(store="none", intent=False, pages=4)
-    d = pd.DataFrame([{"index": i, "page": (i + 3) // 4, "verdict": "correct"}
+    d = pd.DataFrame([{"crash_point": f"p{(i + 3) // 4}.x{i}", "index": i, "page": (i + 3) // 4,
+                       "verdict": "correct"}
                       for i in range(1, 5)])
     fig = D.panel_plot(d, cfg, None)
     assert "nothing is written" in fig.axes[1].texts[0].get_text()
@@ -184,13 +185,14 @@ def test_panel_plot_says_so_when_nothing_is_written():
 
 def test_lesson_6_panel_builds_with_the_lesson_defaults():
     p = D.panel()
-    assert p.config == D.LOG and p.crash_point.max == 54
+    assert p.config == D.LOG and len(p.crash_point.options) == 54
+    assert p.crash_point.value == "p7.after_submit"
     assert set(p.controls) == {"store", "fsync", "write_mode", "snapshot_every"}
 
 
 def test_panel_fsync_knob_sweeps_and_draws(tmp_path):
     clear_caches()
-    p = D.panel(base=SMALL["fsync never"], crash_point=12)
+    p = D.panel(base=SMALL["fsync never"], crash_point="p3.after_submit")
     p.results_dir = tmp_path
     p.controls["fsync"].value = "always"
     assert p.config.fsync == "always" and p.record["label"] == "after_submit"
@@ -204,7 +206,7 @@ def test_panel_shows_a_sweep_the_notebook_already_ran_without_killing_again(smal
                                                                               monkeypatch):
     from bughunt.lab import panel as panel_module
     clear_caches()
-    p = D.panel(base=SMALL["fsync never"], crash_point=12, sweep=small_sweeps)
+    p = D.panel(base=SMALL["fsync never"], crash_point="p3.after_submit", sweep=small_sweeps)
 
     def no_second_sweep(*args, **kwargs):
         raise AssertionError("the panel swept again")

@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from bughunt.config import RunConfig
-from bughunt.experiment import crash_points, replay_after_crash
+from bughunt.experiment import crash_point, replay_after_crash
 from bughunt.lab import replay
 from bughunt.lab.exercises import judge
 from bughunt.lab.panel import clear_caches
@@ -59,10 +59,10 @@ def test_pure_log_replays_everything_written_and_snapshots_cut_it(small_sweeps):
 
 def test_replay_sweep_counts_equal_a_read_only_recovery_after_the_same_crash(small_sweeps,
                                                                              tmp_path):
-    point = crash_points(SNAP2)[16]                            # page 4, mid_commit
+    point = crash_point(SNAP2, "p4.mid_commit")
     direct = replay_after_crash(SNAP2, point, tmp_path / "run")["replayed_events"]
     row = small_sweeps[(small_sweeps["design"] == "snapshot every 2")
-                       & (small_sweeps["index"] == 17)]
+                       & (small_sweeps["crash_point"] == "p4.mid_commit")]
     assert int(row["replayed_events"].iloc[0]) == direct == 2
 
 
@@ -80,9 +80,9 @@ def test_smaller_interval_replays_less_and_writes_more_snapshots(small_intervals
 
 
 def test_snapshot_coverage_decodes_only_the_lines_after_the_log_offset():
-    table = replay.snapshot_coverage(SNAP2, crash_point=17)
+    table = replay.snapshot_coverage(SNAP2, crash_point="p4.mid_commit")
     v = table["value"]
-    assert v["crash point"] == "17 (page 4, mid_commit)"
+    assert v["crash point"] == "p4.mid_commit"
     assert v["events in the log"] == "4 (seq 1-4)"
     assert v["newest snapshot"] == "after page 2"
     assert v["snapshot covers"].startswith("events seq 1-2,")
@@ -91,7 +91,7 @@ def test_snapshot_coverage_decodes_only_the_lines_after_the_log_offset():
 
 
 def test_unusable_newest_snapshot_falls_back_to_the_whole_log_and_still_recovers():
-    table = replay.damaged_snapshot(SNAP2, crash_point=17)
+    table = replay.damaged_snapshot(SNAP2, crash_point="p4.mid_commit")
     assert list(table.index) == ["intact", "cut in half", "one digit changed"]
     assert list(table["snapshot used"]) == [True, False, False]
     assert list(table["snapshot_fallback"]) == ["-", "log", "log"]
@@ -143,29 +143,31 @@ def test_plots_are_figures_with_titles_labels_and_lesson_references(small_sweeps
 
 def test_lesson_3_panel_builds_with_the_lesson_defaults():
     p = replay.panel()
-    assert p.config == replay.DESIGNS["snapshot every 4"] and p.crash_point.max == 54
+    assert p.config == replay.DESIGNS["snapshot every 4"] and len(p.crash_point.options) == 54
     assert set(p.controls) == {"snapshot_every", "write_mode", "intent", "fsync"}
 
 
 def test_panel_slider_and_knob_rerun_the_crash_and_sweep_plots_replay():
-    p = replay.panel(base=SNAP2, crash_point=17)
+    p = replay.panel(base=SNAP2, crash_point="p4.mid_commit")
     assert p.run_point()["replayed_events"] == 2
-    p.controls["snapshot_every"].value = 0                    # pure log: the knob re-runs point 17
+    p.controls["snapshot_every"].value = 0                    # pure log: the knob re-runs the point
     assert p.config.snapshot_every == 0 and p.record["replayed_events"] == 4
     df = p.run()
     assert len(df) == 18 and int(df["replayed_events"].max()) == 5
     assert len(p.plot_out.outputs) == 1 and p.plot_out.outputs[0]["data"]["image/png"]
     assert "18 correct" in p.status.value
-    p.controls["intent"].value = False                       # 17 points; 17 is now page 4's end
-    assert p.crash_point.max == 17 and p.record["label"] == "after_commit"
-    assert p.record["replayed_events"] == 4                   # the whole log: no intent in it
+    p.controls["intent"].value = False           # 17 points; the slider stays at p4.mid_commit
+    assert len(p.crash_point.options) == 17 and p.record["crash_point"] == "p4.mid_commit"
+    assert p.record["index"] == 16 and p.point_note == ""
+    assert p.record["replayed_events"] == 3                   # pages 1-3 done, no intents
 
 
 def test_panel_plot_draws_replayed_events_with_the_lesson_line():
     import pandas as pd
-    df = pd.DataFrame({"index": [1, 2, 3], "page": [1, 1, 2], "label": ["a", "b", "c"],
+    df = pd.DataFrame({"crash_point": ["p1.a", "p1.b", "p2.c"], "index": [1, 2, 3],
+                       "page": [1, 1, 2], "label": ["a", "b", "c"],
                        "replayed_events": [0, 1, 2], "verdict": ["correct"] * 3})
-    fig = replay.panel_plot(df, RunConfig(store="log", intent=True, snapshot_every=4), 2)
+    fig = replay.panel_plot(df, RunConfig(store="log", intent=True, snapshot_every=4), "p1.b")
     ax = fig.axes[0]
     assert ax.get_ylabel() == "replayed events (events)"
     assert any("lesson: avg 1.98" in t.get_text() for t in ax.get_legend().get_texts())
@@ -176,6 +178,6 @@ def test_exercise_3_1_judge_measures_the_max_with_a_snapshot_every_5_pages():
     assert not judge("3.1", 5)
 
 
-def test_exercise_3_2_judge_measures_the_replay_at_crash_point_30():
+def test_exercise_3_2_judge_measures_the_replay_at_p7_after_submit():
     assert judge("3.2", 3)
     assert not judge("3.2", 8)

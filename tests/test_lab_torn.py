@@ -173,13 +173,13 @@ def test_tail_figure_marks_the_added_newline():
 
 def test_panel_builds_with_the_lesson_trap_and_its_knobs():
     p = torn.panel()
-    assert p.config == torn.MODE_CONFIGS["no-newline"] and p.crash_point.max == 54
+    assert p.config == torn.MODE_CONFIGS["no-newline"] and len(p.crash_point.options) == 54
     assert list(p.controls) == ["store", "write_mode", "snapshot_every", "intent"]
 
 
 def test_panel_sweep_shows_the_trap_and_the_repair_clears_it():
     clear_caches()
-    p = torn.panel(base=SMALL["no-newline"], crash_point=7)
+    p = torn.panel(base=SMALL["no-newline"], crash_point="p2.mid_commit")
     p.run()
     assert "4 failing the three-way check" in p.status.value
     assert p.plot_out.outputs[0]["data"]["image/png"]

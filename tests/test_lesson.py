@@ -100,13 +100,15 @@ def test_lesson_json_prints_exactly_the_lessons_keys(tmp_path):
 
 
 def test_sweep_json_has_summary_and_points(tmp_path):
-    proc = bughunt("sweep", "--store", "none", "--intent", "off", "--points", "1,51", "--json",
-                   cwd=tmp_path)
+    proc = bughunt("sweep", "--store", "none", "--intent", "off", "--points",
+                   "p1.after_model_call,51", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["summary"]["crash_points"] == 2
+    assert [p["crash_point"] for p in out["points"]] == ["p1.after_model_call",
+                                                         "p12.after_commit"]
     assert [p["redone_model_calls"] for p in out["points"]] == [1, 12]
-    assert set(out["points"][0]) >= {"index", "page", "label", "redone_model_calls",
+    assert set(out["points"][0]) >= {"crash_point", "index", "redone_model_calls",
                                      "replayed_events", "duplicate_reports", "lost_reports",
                                      "three_way_ok"}
 
@@ -127,3 +129,39 @@ def test_kill_random_reports_kills_and_the_rule_of_three():
     if result["real_kills"]:
         assert result["rule_of_three_bound"] == pytest.approx(3 / result["real_kills"])
     assert ex.rule_of_three(39) == pytest.approx(0.0769, abs=1e-4)
+
+
+# --- random kills land in the run's life, and say where ----------------------------------------
+
+def test_where_it_landed_names_the_last_point_the_trace_reached():
+    from bughunt.experiment import where_it_landed
+    trace = [{"label": "ready", "page": 1}, {"label": "start", "page": 1},
+             {"label": "after_model_call", "page": 1}, {"label": "after_visit", "page": 1}]
+    bill = [{"page": 1}]
+    assert where_it_landed(trace, bill, killed=True) == "p1.after_visit"
+    assert where_it_landed(trace, bill + [{"page": 2}], killed=True) == "p2.waiting_for_model"
+    assert where_it_landed(trace[:2], [], killed=True) == "before page 1"
+    assert where_it_landed(trace[:2], bill, killed=True) == "p1.waiting_for_model"
+    assert where_it_landed(trace + [{"label": "end", "page": 1}], bill, killed=True) == \
+        "after the last page"
+    assert where_it_landed(trace, bill, killed=False) == "finished first"
+
+
+def test_a_kill_from_outside_halfway_through_the_life_lands_inside_the_page_loop():
+    # Each answer takes 300 ms, so halfway through a 3-page run is page 2's wait for the model,
+    # whatever the machine's load does to the few milliseconds of set-up around it.
+    from bughunt.experiment import kill_random
+    config = RunConfig(store="snapshot", intent=False, idempotency_key=False, pages=3)
+    result = kill_random(config, at=[0.5], latency_ms=300, references=1)
+    (run,) = result["runs"]
+    assert run["killed"] and run["in_page_loop"]
+    assert run["landed"] == "p2.waiting_for_model" and run["calls_before_kill"] == 2
+    assert 900 <= result["run_life_ms"] < 3000          # ready -> end: three waits of 300 ms
+    assert result["kills_in_page_loop"] == 1 and result["rule_of_three_bound"] == 3.0
+    assert run["resume_exit"] == 0
+
+
+def test_kill_random_refuses_fractions_outside_the_life():
+    from bughunt.experiment import kill_random
+    with pytest.raises(ValueError, match="fractions"):
+        kill_random(RunConfig(pages=2), at=[1.5])

@@ -6,7 +6,8 @@ import pytest
 from bughunt.config import RunConfig
 from bughunt.experiment import summarize, sweep_records
 from bughunt.lab import granularity
-from bughunt.lab.panel import CrashPanel, clear_caches, slug
+from bughunt.crashpoints import NoSuchPoint
+from bughunt.lab.panel import CrashPanel, cached_point, clear_caches, slug
 from bughunt.lab.plots import plot_points
 
 SMALL = RunConfig(store="snapshot", intent=False, pages=4)    # 17 crash points
@@ -20,9 +21,11 @@ def panel(tmp_path):
 
 
 def test_slider_runs_one_real_crash_and_shows_it(panel):
-    panel.crash_point.value = 11             # page 3, after_submit
-    assert panel.record["label"] == "after_submit"
-    assert "after_submit" in panel.point_info.value and "three-way check" in panel.point_info.value
+    panel.crash_point.value = "p3.after_submit"
+    assert panel.record["crash_point"] == "p3.after_submit"
+    assert panel.record["redone_model_calls"] == 1 and panel.record["duplicate_reports"] == 0
+    assert "p3.after_submit" in panel.point_info.value
+    assert "three-way check" in panel.point_info.value
 
 
 def test_run_sweeps_draws_and_matches_a_direct_call(panel):
@@ -38,9 +41,10 @@ def test_run_sweeps_draws_and_matches_a_direct_call(panel):
 
 
 def test_knobs_change_the_configuration_and_the_slider_range(panel):
-    assert panel.crash_point.max == 17
+    assert len(panel.crash_point.options) == 17
     panel.controls["intent"].value = True
-    assert panel.config.intent and panel.crash_point.max == 18
+    assert panel.config.intent and len(panel.crash_point.options) == 18
+    assert "p3.after_intent" in panel.crash_point.options
     panel.controls["checkpoint"].value = "op"
     assert panel.config.granularity == "op" and panel.config.store == "snapshot"
     panel.controls["checkpoint"].value = "none"
@@ -63,7 +67,33 @@ def test_export_writes_the_last_sweep_as_csv(panel, tmp_path):
     assert len(pd.read_csv(path)) == 17
 
 
+def test_flipping_intent_keeps_the_named_point_and_says_when_it_cannot(panel):
+    panel.crash_point.value = "p4.after_visit"
+    panel.controls["intent"].value = True        # every number after page 3 shifts by one
+    assert panel.crash_point.value == "p4.after_visit"
+    assert panel.record["crash_point"] == "p4.after_visit" and panel.record["index"] == 16
+    assert panel.point_note == ""
+    panel.crash_point.value = "p3.after_intent"
+    panel.controls["intent"].value = False       # that point does not exist without intents
+    assert panel.crash_point.value == "p3.after_submit"
+    assert "p3.after_intent does not exist" in panel.status.value
+    assert "p3.after_submit" in panel.status.value
+    assert panel.record["crash_point"] == "p3.after_submit"
+
+
+def test_a_panel_refuses_a_default_point_its_settings_lack():
+    with pytest.raises(NoSuchPoint, match="intents are off"):
+        CrashPanel(name="t", base=SMALL, plot=plot_points, knobs=[],
+                   crash_point="p3.after_intent")
+
+
+def test_cached_point_refuses_numbers_out_of_range():
+    for bad in (0, -1, 18):
+        with pytest.raises(NoSuchPoint):
+            cached_point(SMALL, bad)
+
+
 def test_lesson_2_panel_builds_with_the_lesson_defaults():
     p = granularity.panel()
-    assert p.config == granularity.DESIGNS["per page"] and p.crash_point.max == 51
+    assert p.config == granularity.DESIGNS["per page"] and len(p.crash_point.options) == 51
     assert set(p.controls) == {"checkpoint", "write_mode", "idempotency_key", "intent"}

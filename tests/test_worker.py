@@ -61,8 +61,8 @@ def test_a_second_resumer_is_refused_while_the_first_lives_and_succeeds_after_it
 
 
 def test_a_paused_worker_can_be_released_to_finish(run_dir):
-    paused = PausedWorker(run_dir, RunConfig(), pause_at=3)
-    assert "page 1, mid_commit" in paused.point_reached
+    paused = PausedWorker(run_dir, RunConfig(), pause_at="p1.mid_commit")
+    assert "p1.mid_commit" in paused.point_reached
     assert paused.release()["findings"] == [3, 7, 10]
 
 

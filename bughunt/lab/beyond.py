@@ -53,8 +53,8 @@ def plot_chain(df, config: RunConfig = CHAIN):
     """First crash x second crash: every pair that ran, its outcome, and whether the second kill
     really happened (a point the resume never reaches leaves it running to the end)."""
     points = crash_points(config)
-    labels = [f"{p.index} p{p.page} {p.label}" for p in points]
-    seconds = [str(p.index) for p in points] + ["after_repair"]
+    labels = [p.name for p in points]
+    seconds = [p.name for p in points] + ["after_repair"]
     fig, ax = new_figure(10, 6)
     for _, r in df.iterrows():
         x = seconds.index(r["second"])
@@ -66,8 +66,8 @@ def plot_chain(df, config: RunConfig = CHAIN):
     ax.set_xticks(range(len(seconds)), seconds, rotation=90, fontsize=7)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("second crash: point during the resume (index), or a step of recovery itself")
-    ax.set_ylabel("first crash (index, page, label)")
+    ax.set_xlabel("second crash: a point the resume reaches, or a step of recovery itself")
+    ax.set_ylabel("first crash")
     n, ok = len(df), int(df["correct"].sum())
     ax.set_title(f"A crash during recovery, then a final resume: {ok} of {n} pairs correct "
                  f"({describe(config)})", fontsize=10)

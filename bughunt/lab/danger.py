@@ -21,15 +21,15 @@ import statistics
 from matplotlib.patches import Patch
 
 from ..config import RunConfig
-from ..crashpoints import CrashPoint
-from ..experiment import (LESSON_FIGURES, VERDICTS, PausedWorker, clean_run, crash_points,
-                          read_trace, rule_of_three, run_worker, summarize, verdict, work_dir)
+from ..experiment import (LESSON_FIGURES, VERDICTS, PausedWorker, clean_run, crash_point,
+                          WAITING, read_trace, rule_of_three, run_life, run_worker, summarize,
+                          verdict, work_dir)
 from ..stores import rebuild_from_disk
 from ..world import read_reports
 from .exercises import exercise
 from .panel import CrashPanel, cached_point, cached_sweep, cached_sweeps
 from .plots import describe_config, verdict_handles, verdict_row
-from .style import COLORS, LESSON_STYLE, new_figure, page_ticks
+from .style import COLORS, LESSON_STYLE, SERIES, new_figure, page_ticks
 
 #: The lesson's duplicate experiment: a snapshot after every page, no intents, no key (51 points).
 NO_KEY = RunConfig(store="snapshot", intent=False, idempotency_key=False)
@@ -86,7 +86,7 @@ def records_for(config: RunConfig) -> list[dict]:
 def duplicate_points(df, sweep: str = "key off"):
     """The crash points of one sweep where the tracker ends with a report filed twice."""
     d = df[(df["sweep"] == sweep) & (df["duplicate_reports"] > 0)]
-    return d[["index", "page", "label", "tracker_pages"]].reset_index(drop=True)
+    return d[["crash_point", "page", "label", "tracker_pages"]].reset_index(drop=True)
 
 
 def key_table(df):
@@ -134,21 +134,16 @@ def verdicts_by_label(df):
 
 # --- inside the window, for real -----------------------------------------------------------------
 
-def point_of(config: RunConfig, page: int, label: str) -> CrashPoint:
-    """The crash point of `config` at (page, label)."""
-    return next(p for p in crash_points(config) if (p.page, p.label) == (page, label))
-
-
 def inside_the_window(config: RunConfig, page: int = 3) -> dict:
     """Stop a worker right after page `page`'s submit, look at both records, kill it, resume.
 
     While it is paused the tracker already has the report and the checkpoint still says the page is
     not done: the danger window. Whatever the resume does next, it decides from the checkpoint.
     """
-    point = point_of(config, page, "after_submit")
+    point = crash_point(config, f"p{page}.after_submit")
     with work_dir() as base:
         run_dir = base / "run"
-        paused = PausedWorker(run_dir, config, point.index)
+        paused = PausedWorker(run_dir, config, point)
         tracker_before = sorted(r["page"] for r in read_reports(run_dir))
         next_page = rebuild_from_disk(run_dir, config).state["next_page"]
         killed_by = -paused.kill()
@@ -174,16 +169,17 @@ def window_demo(page: int = 3):
 
 # --- the window on a timeline --------------------------------------------------------------------
 
-def traced_run(config: RunConfig) -> list[dict]:
-    """One clean run with `--trace`: every crash point reached, with its wall time."""
+def traced_run(config: RunConfig, latency_ms: float = 0.0) -> list[dict]:
+    """One clean run with `--trace`: every crash point reached, with its wall time. Each model
+    answer takes `latency_ms` after its call is billed."""
     with work_dir() as base:
-        clean_run(config, base / "run", trace=True)
+        clean_run(config, base / "run", trace=True, extra=("--latency-ms", f"{latency_ms:g}"))
         return read_trace(base / "run")
 
 
-def traced_runs(config: RunConfig, n: int = 3) -> list[list[dict]]:
+def traced_runs(config: RunConfig, n: int = 3, latency_ms: float = 0.0) -> list[list[dict]]:
     """`n` traced clean runs, for a median that one busy moment cannot skew."""
-    return [traced_run(config) for _ in range(n)]
+    return [traced_run(config, latency_ms) for _ in range(n)]
 
 
 def operations(trace: list[dict]):
@@ -222,19 +218,16 @@ def danger_windows(ops):
     return pd.DataFrame(rows)
 
 
-def window_share(traces: list[list[dict]], process_s: float | None = None) -> dict:
-    """How much of a run the danger windows cover, the median over traced runs (one run's times
-    are noisy): of the traced run, and of a whole worker process (`process_s`, interpreter start
-    included) when given, which is the span random kills are drawn over."""
+def window_share(traces: list[list[dict]]) -> dict:
+    """How much of a run's life the danger windows cover, the median over traced runs (one run's
+    times are noisy). A run's life is from its ready mark to its end mark, the same span random
+    kills are drawn over (`kill_random`), so the share is the chance that one such kill lands in a
+    window."""
     window_us = statistics.median(
         float(danger_windows(operations(t))["width_us"].sum()) for t in traces)
-    run_us = statistics.median((t[-1]["t"] - t[0]["t"]) * 1e6 for t in traces)
-    out = {"traced_runs": len(traces), "window_us": window_us, "traced_run_us": run_us,
-           "share_of_traced_run": window_us / run_us}
-    if process_s:
-        out["process_us"] = process_s * 1e6
-        out["share_of_process"] = window_us / (process_s * 1e6)
-    return out
+    life_us = statistics.median(run_life(t) * 1e6 for t in traces)
+    return {"traced_runs": len(traces), "window_us": window_us, "life_us": life_us,
+            "share_of_life": window_us / life_us}
 
 
 def plot_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
@@ -330,35 +323,52 @@ def random_summary(result: dict, share: dict, df) -> "object":
     import pandas as pd
 
     exhaustive = df[df["sweep"] == "key off"]
-    n = result["real_kills"]
+    n, loop = result["real_kills"], result["kills_in_page_loop"]
     rows = [
         ("crash runs", len(exhaustive), result["tries"], LESSON_RANDOM["tries"]),
-        ("real kills (worker died before its end)", len(exhaustive), n,
+        ("real kills (the worker died before its end)", len(exhaustive), n,
          LESSON_RANDOM["real_kills"]),
+        ("kills inside the page loop (could hit a window)", len(exhaustive), loop, "-"),
         ("runs with a duplicate report", int((exhaustive["duplicate_reports"] > 0).sum()),
          result["duplicates_hit"], LESSON_RANDOM["duplicates_hit"]),
-        ("rule of three: 95% bound if none hit (3/n)", "-", _pct(rule_of_three(n)),
+        ("rule of three over those kills: 95% bound if none hit", "-", _pct(rule_of_three(loop)),
          _pct(3 / LESSON_RANDOM["real_kills"])),
-        ("danger windows' share of a process's life (median)", "-",
-         _pct(share.get("share_of_process")), "-"),
-        ("expected hits (kills x share)", "-",
-         f"{n * share['share_of_process']:.2f}" if "share_of_process" in share else "-", "-"),
+        ("danger windows' share of a run's life (median)", "-", _pct(share["share_of_life"]),
+         "-"),
+        ("expected hits (real kills x share)", "-", f"{n * share['share_of_life']:.2f}", "-"),
     ]
     return pd.DataFrame(rows, columns=["", "exhaustive sweep", "random kills", "lesson (random)"]
                         ).set_index("")
+
+
+def landing_table(result: dict, config: RunConfig = NO_KEY):
+    """Where the random kills landed: per page, the last crash point each killed worker reached."""
+    import pandas as pd
+
+    runs = pd.DataFrame(result["runs"])
+    runs["where"] = [("p" + r.split(".")[0][1:]) if "." in r else r for r in runs["landed"]]
+    order = (["before page 1"] + [f"p{p}" for p in range(1, config.pages + 1)]
+             + ["after the last page", "finished first"])
+    table = runs.groupby("where").agg(kills=("try", "size"),
+                                      duplicates=("duplicate_reports", lambda s: int((s > 0).sum())))
+    return table.reindex([w for w in order if w in table.index])
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+LANDING_STEPS = (WAITING, "after_model_call", "after_visit", "after_intent", "after_submit",
+                 "mid_commit", "after_commit")
+
+
 def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig = NO_KEY):
     """Exhaustive sweep vs random kills: what each found, the rates, and where the kills landed."""
-    fig, (left, mid, right) = new_figure(12, 3.9, ncols=3,
-                                         gridspec_kw={"width_ratios": [1.1, 1.1, 1.3]})
+    fig, (left, mid, right) = new_figure(12.5, 4.2, ncols=3,
+                                         gridspec_kw={"width_ratios": [1, 1, 1.6]})
     exhaustive = df[df["sweep"] == "key off"]
     found = int((exhaustive["duplicate_reports"] > 0).sum())
-    n, hits = result["real_kills"], result["duplicates_hit"]
+    n, loop, hits = result["real_kills"], result["kills_in_page_loop"], result["duplicates_hit"]
     # left: what each method found
     xs = [0, 1]
     left.bar(xs, [found, hits], color=[COLORS["blue"], COLORS["orange"]], width=0.6)
@@ -370,14 +380,14 @@ def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig =
                  zorder=3, label=f"lesson: {lesson[0]} of 51 points / {lesson[1]} of "
                                  f"{LESSON_RANDOM['real_kills']} kills")
     left.set_xticks(xs, ["exhaustive sweep", "random kills"])
-    left.set_ylabel("duplicate-report runs found (runs)")
+    left.set_ylabel("runs with a duplicate report")
     left.set_ylim(0, max(found, hits, *lesson) * 1.5)
     left.set_title("Duplicates found", fontsize=10)
     left.legend(fontsize=8, loc="upper right")
     # middle: per-kill rates
-    rates = [("window share\nof a process", share.get("share_of_process") or 0, COLORS["red"]),
+    rates = [("window share\nof a run's life", share["share_of_life"], COLORS["red"]),
              ("observed\nhits / kills", hits / n if n else 0, COLORS["orange"]),
-             ("rule of three\n3 / kills", rule_of_three(n) or 0, COLORS["purple"])]
+             ("rule of three\n3 / kills in loop", rule_of_three(loop) or 0, COLORS["purple"])]
     mid.bar(range(3), [r[1] * 100 for r in rates], color=[r[2] for r in rates], width=0.6)
     for i, (_, v, _c) in enumerate(rates):
         mid.annotate(f"{v:.1%}", (i, v * 100), xytext=(0, 3), textcoords="offset points",
@@ -390,19 +400,42 @@ def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig =
     mid.set_ylim(0, max(max(r[1] for r in rates) * 100, 300 / LESSON_RANDOM["real_kills"]) * 1.35)
     mid.set_title("What random kills can tell you", fontsize=10)
     mid.legend(fontsize=8, loc="upper left")
-    # right: where the random kills landed
+    # right: where the kills landed, by page and by the last step reached
     killed = [r for r in result["runs"] if r["killed"]]
-    counts = [sum(r["calls_before_kill"] == c for r in killed) for c in range(config.pages + 1)]
-    hit = [sum(r["calls_before_kill"] == c and r["duplicate_reports"] > 0 for r in killed)
-           for c in range(config.pages + 1)]
-    right.bar(range(config.pages + 1), counts, color=COLORS["grey"], label="kills")
-    right.bar(range(config.pages + 1), hit, color=COLORS["red"], hatch="xx",
-              label="kills that made a duplicate")
-    right.set_xticks(range(config.pages + 1))
-    right.set_xlabel("model calls on the bill when the kill came (calls)")
-    right.set_ylabel("random kills (kills)")
-    right.set_title("Where the random kills landed", fontsize=10)
-    right.legend(fontsize=8, loc="upper right")
+    columns = ["before\np1", *[f"p{p}" for p in range(1, config.pages + 1)], "after\nlast"]
+
+    def column(landed: str) -> int:
+        if landed == "before page 1":
+            return 0
+        if landed == "after the last page":
+            return len(columns) - 1
+        return int(landed.split(".")[0][1:])
+
+    bottom = [0] * len(columns)
+    phases = [("set-up / after the last page", COLORS["grey"], "",
+               lambda s: "." not in s)]
+    phases += [(step, SERIES[i], "", (lambda st: lambda s: s.endswith("." + st))(step))
+               for i, step in enumerate(LANDING_STEPS)]
+    for label, color, hatch, match in phases:
+        counts = [0] * len(columns)
+        for r in killed:
+            if match(r["landed"]):
+                counts[column(r["landed"])] += 1
+        if any(counts):
+            right.bar(range(len(columns)), counts, bottom=bottom, color=color, hatch=hatch,
+                      edgecolor="white", linewidth=0.5, label=label)
+            bottom = [b + c for b, c in zip(bottom, counts)]
+    for r in killed:
+        if r["duplicate_reports"]:
+            x = column(r["landed"])
+            right.annotate("dup", (x, bottom[x]), xytext=(0, 2), textcoords="offset points",
+                           ha="center", fontsize=7, color=COLORS["red"])
+    right.set_xticks(range(len(columns)), columns, fontsize=7)
+    right.set_xlabel("page where the kill landed")
+    right.set_ylim(0, max(bottom) * 1.3)
+    right.set_ylabel("random kills")
+    right.set_title(f"Where the kills landed: {loop} of {n} inside the page loop", fontsize=10)
+    right.legend(fontsize=7, loc="upper right", title="last point reached", title_fontsize=7)
     fig.suptitle(f"Exhaustive crash points vs {result['tries']} random kills from outside "
                  f"({describe_config(config)})", fontsize=11)
     return fig
@@ -410,7 +443,7 @@ def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig =
 
 # --- verdicts per crash point --------------------------------------------------------------------
 
-def plot_verdicts(df, rows: list[str], *, title: str, highlight: int | None = None,
+def plot_verdicts(df, rows: list[str], *, title: str, highlight: str | None = None,
                   note: str = ""):
     """One strip per configuration, one cell per crash point, coloured (and hatched) by verdict.
 
@@ -424,9 +457,10 @@ def plot_verdicts(df, rows: list[str], *, title: str, highlight: int | None = No
         first.loc[first["label"] == "after_submit", "page"])]
     ax.scatter(marks["index"], [-0.62] * len(marks), marker="v", color=COLORS["red"], s=30,
                label="danger window: after_submit, mid_commit", clip_on=False)
-    if highlight is not None and highlight in set(first["index"]):
-        ax.bar(highlight, len(rows) - 0.1, bottom=-0.45, width=1.0, fill=False,
-               edgecolor=COLORS["black"], linewidth=1.8, label=f"point {highlight}")
+    if highlight is not None and highlight in set(first["crash_point"]):
+        x = int(first.loc[first["crash_point"] == highlight, "index"].iloc[0])
+        ax.bar(x, len(rows) - 0.1, bottom=-0.45, width=1.0, fill=False,
+               edgecolor=COLORS["black"], linewidth=1.8, label=highlight)
     labels = []
     for name in rows:
         counts = df[df["sweep"] == name]["verdict"].value_counts()
@@ -464,7 +498,7 @@ def plot_choices(df):
 
 # --- the panel -----------------------------------------------------------------------------------
 
-def panel_plot(df, config: RunConfig, highlight: int):
+def panel_plot(df, config: RunConfig, highlight: str):
     """The panel's sweep as one verdict strip, with the lesson's figure where it gives one."""
     d = df.assign(sweep="this sweep")
     note = describe_config(config)
@@ -476,7 +510,8 @@ def panel_plot(df, config: RunConfig, highlight: int):
                          note=note)
 
 
-def panel(base: RunConfig = CHOICES["effectively once"], crash_point: int = 12) -> CrashPanel:
+def panel(base: RunConfig = CHOICES["effectively once"],
+          crash_point: str = "p3.after_submit") -> CrashPanel:
     """Lesson 4's panel: store, key, intent, pending; the default point is page 3's after_submit.
 
     It shares the cache of the sweeps this kernel already ran, so its first Run does not repeat them.
@@ -490,23 +525,26 @@ def panel(base: RunConfig = CHOICES["effectively once"], crash_point: int = 12) 
 # --- exercises -----------------------------------------------------------------------------------
 
 @exercise("4.1", "With a snapshot after every page, intents off and the idempotency key off, which "
-          "crash points leave a report filed twice? Answer with a list of crash-point indices "
-          "(e.g. [5, 9]) or a list of labels (e.g. ['after_visit']).",
-          "[11, 12, 28, 29, 41, 42]: 'after_submit' and 'mid_commit' on pages 3, 7 and 10. In both "
+          "crash points leave a report filed twice? Answer with a list of crash-point names "
+          "(e.g. ['p2.after_visit', 'p5.mid_commit']) or a list of steps (e.g. ['after_visit']).",
+          "'after_submit' and 'mid_commit' on pages 3, 7 and 10 (p3.after_submit, p3.mid_commit, "
+          "p7.after_submit, ...). In both "
           "the report is in the tracker and the page's snapshot is not yet durable, so the resume "
           "redoes the page and files it again. After the commit the page is done; before the "
           "submit there is nothing to file twice. Six points of 51: the lesson's figure.")
 def _ex_4_1(answer):
     records = [r for r in records_for(NO_KEY) if r["duplicate_reports"]]
-    indices, labels = [r["index"] for r in records], sorted({r["label"] for r in records})
+    names, labels = sorted(r["crash_point"] for r in records), sorted({r["label"] for r in records})
     try:
-        given = list(answer)
+        given = list(answer) if not isinstance(answer, str) else None
     except TypeError:
-        return False, "Answer with a list, of crash-point indices or of labels."
-    if all(isinstance(a, int) for a in given) and sorted(given) == indices:
-        return True, f"Measured: exactly these {len(indices)} points file a report twice."
-    if all(isinstance(a, str) for a in given) and sorted(set(given)) == labels:
-        return True, (f"Measured: these labels, on every bug page ({len(indices)} points in "
+        given = None
+    if given is None or not all(isinstance(a, str) for a in given):
+        return False, "Answer with a list of crash-point names or of steps, as strings."
+    if sorted(given) == names:
+        return True, f"Measured: exactly these {len(names)} points file a report twice."
+    if sorted(set(given)) == labels:
+        return True, (f"Measured: these steps, on every bug page ({len(names)} points in "
                       "all).")
     return False, ("Look for the points where the tracker already has the report but the page's "
                    "snapshot is not yet durable; the key-off strip of the figure shows them.")
@@ -522,8 +560,7 @@ def _ex_4_1(answer):
           "right at every point.")
 def _ex_4_2(answer):
     truth = [name for name, cfg in CHOICES.items()
-             if cached_point(cfg.replace(pages=4), point_of(cfg.replace(pages=4), 3,
-                                                      "after_intent").index)["lost_reports"]]
+             if cached_point(cfg.replace(pages=4), "p3.after_intent")["lost_reports"]]
     if [answer] == truth:
         return True, "Measured on a 4-page run: only that choice loses the report."
     return False, ("Which choice does not redo a pending intent? Look at the after_intent cells "

@@ -135,7 +135,7 @@ def sweep_times(df):
     return pd.DataFrame(rows).set_index("fsync")
 
 
-def _verdict_strip(ax, df, rows: dict[str, str], highlight: int | None = None) -> list[str]:
+def _verdict_strip(ax, df, rows: dict[str, str], highlight: str | None = None) -> list[str]:
     """One row of coloured cells per sweep: the verdict at every crash point. Returns verdicts."""
     seen = []
     for y, (label, d) in enumerate((label, df[df[col] == val])
@@ -147,8 +147,9 @@ def _verdict_strip(ax, df, rows: dict[str, str], highlight: int | None = None) -
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=9)
     ax.set_yticks(range(len(rows)), list(rows))
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    if highlight is not None:
-        ax.annotate(f"point {highlight}", (highlight, len(rows) - 0.45), xytext=(0, 10),
+    if highlight is not None and highlight in set(df["crash_point"]):
+        x = int(df.loc[df["crash_point"] == highlight, "index"].iloc[0])
+        ax.annotate(highlight, (x, len(rows) - 0.45), xytext=(0, 10),
                     textcoords="offset points", ha="center", fontsize=8,
                     arrowprops={"arrowstyle": "->", "color": COLORS["black"]})
     return seen
@@ -509,7 +510,7 @@ def _lesson_for(kind: str, config: RunConfig) -> str | None:
     return None
 
 
-def panel_plot(df, config: RunConfig, highlight: int | None = None):
+def panel_plot(df, config: RunConfig, highlight: str | None = None):
     """Top: the verdict at every crash point of the sweep. Bottom: that design's checkpoint writes.
 
     The write latencies come from a clean run of the same settings (`clean_latencies`), each dot
@@ -561,7 +562,7 @@ def panel_plot(df, config: RunConfig, highlight: int | None = None):
     return fig
 
 
-def panel(base: RunConfig = LOG, crash_point: int = 30, sweep=None) -> CrashPanel:
+def panel(base: RunConfig = LOG, crash_point: str = "p7.after_submit", sweep=None) -> CrashPanel:
     """Lesson 6's panel: store, fsync, write mode, snapshot interval; verdicts and write costs.
 
     `sweep`: a `kill9_sweeps` DataFrame the notebook already ran; its rows for `base` are handed to

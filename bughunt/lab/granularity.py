@@ -112,7 +112,8 @@ def panel_plot(df, config, highlight):
     return plot_points(df, config, highlight, metric="redone_model_calls", reference=ref)
 
 
-def panel(base: RunConfig = DESIGNS["per page"], crash_point: int = 23) -> CrashPanel:
+def panel(base: RunConfig = DESIGNS["per page"],
+          crash_point: str = "p6.after_visit") -> CrashPanel:
     """Lesson 2's panel: granularity, write mode, key, intent; crash point slider; Run sweep."""
     return CrashPanel(name="02-granularity", base=base, plot=panel_plot, crash_point=crash_point,
                       knobs=["checkpoint", "write_mode", "idempotency_key", "intent"],
@@ -122,13 +123,13 @@ def panel(base: RunConfig = DESIGNS["per page"], crash_point: int = 23) -> Crash
 # --- exercises -----------------------------------------------------------------------------------
 
 @exercise("2.1", "With no checkpoint at all, how many model calls are redone when the worker is "
-          "killed at crash point 26? (Find its page with `crash_points`.)",
-          "Point 26 is on page 7, right after the model call. With no checkpoint the resume starts "
+          "killed at p7.after_model_call?",
+          "p7.after_model_call is right after page 7's model call. With no checkpoint the resume starts "
           "at page 1, so pages 1 to 7 are asked again: 7 calls. Six of them are the pages that "
           "were done; the seventh is the call that was in flight when the kill came.")
 def _ex_2_1(answer):
     from .panel import cached_point
-    truth = cached_point(DESIGNS["none"], 26)["redone_model_calls"]
+    truth = cached_point(DESIGNS["none"], "p7.after_model_call")["redone_model_calls"]
     if answer == truth:
         return True, f"Measured just now: {truth} calls."
     return False, ("Count the pages the resumed worker asks about again, including the page the "

@@ -26,6 +26,8 @@ import ipywidgets as W
 from IPython.display import Image
 
 from ..config import ConfigError, RunConfig
+from ..crashpoints import LABELS
+from ..experiment import crash_point as find_point
 from ..experiment import (crash_and_resume, crash_points, run_crash_jobs, summarize,
                           sweep_records, verdict, work_dir)
 from .plots import describe_config
@@ -90,10 +92,15 @@ KNOBS: dict[str, Knob] = {
 
 # --- cached experiment calls: the same settings never run twice until Reset ---------------------
 
+def cached_point(config: RunConfig, point: str | int) -> dict:
+    """One crash+resume at `point` (a name like "p3.after_submit", or its number), run once per
+    settings until Reset (do not mutate). Raises NoSuchPoint for a point `config` does not have."""
+    return _cached_point(config, find_point(config, point).name)
+
+
 @functools.lru_cache(maxsize=512)
-def cached_point(config: RunConfig, index: int) -> dict:
-    """One crash+resume at point `index`, run once per settings until Reset (do not mutate)."""
-    point = crash_points(config)[index - 1]
+def _cached_point(config: RunConfig, name: str) -> dict:
+    point = find_point(config, name)
     with tempfile.TemporaryDirectory(prefix="bughunt-panel-") as tmp:
         return crash_and_resume(config, point, Path(tmp) / "run")
 
@@ -129,7 +136,7 @@ def seed_sweep(config: RunConfig, records: list[dict]) -> None:
 
 
 def clear_caches() -> None:
-    cached_point.cache_clear()
+    _cached_point.cache_clear()
     _SWEEPS.clear()
 
 
@@ -137,7 +144,8 @@ def point_html(record: dict) -> str:
     """What happened at one crash point, as a small HTML table."""
     ok = {True: "yes", False: "NO", None: "n/a"}
     rows = [
-        ("crash point", f"{record['index']} (page {record['page']}, {record['label']})"),
+        ("crash point", f"{record['crash_point']} (number {record['index']} with these "
+                        "settings)"),
         ("verdict", verdict(record)),
         ("redone model calls", record["redone_model_calls"]),
         ("replayed events", record["replayed_events"]),
@@ -177,20 +185,39 @@ def slug(config: RunConfig) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts))
 
 
+def nearest_point(names: list[str], wanted: str) -> str:
+    """The point of `names` a slider should move to when `wanted` no longer exists: the next step
+    of the same page (p3.after_intent -> p3.after_submit), else the first point of a later page,
+    else the last point."""
+    page, _, label = wanted.partition(".")
+    later = LABELS[LABELS.index(label) + 1:] if label in LABELS else ()
+    for step in later:
+        if f"{page}.{step}" in names:
+            return f"{page}.{step}"
+    n = int(page[1:])
+    return next((x for x in names if int(x.split(".")[0][1:]) > n), names[-1])
+
+
 class CrashPanel:
-    """A lesson's panel. `knobs` name entries of KNOBS; `plot(df, config, highlight)` -> Figure."""
+    """A lesson's panel. `knobs` name entries of KNOBS; `plot(df, config, highlight)` -> Figure,
+    where `highlight` is the chosen crash point's name."""
 
     def __init__(self, *, name: str, base: RunConfig, knobs: list[str], plot: PlotFn,
-                 title: str = "", crash_point: int = 1, results_dir: Path = Path("results"),
-                 point_plot: Callable[[RunConfig, int], object] | None = None):
-        """`point_plot(config, index) -> Figure`, if given, draws the single crash point too."""
+                 title: str = "", crash_point: str = "p1.after_model_call",
+                 results_dir: Path = Path("results"),
+                 point_plot: Callable[[RunConfig, str], object] | None = None):
+        """`point_plot(config, name) -> Figure`, if given, draws the single crash point too."""
         self.name, self.base, self.plot_fn, self.point_plot = name, base, plot, point_plot
         self.results_dir = Path(results_dir)
-        self._defaults = {"crash_point": crash_point}
+        start = find_point(base, crash_point).name    # refuses a point `base` lacks
+        self._defaults = {"crash_point": start}
         self.controls = {k: KNOBS[k].make(base) for k in knobs}
-        self.crash_point = W.IntSlider(value=crash_point, min=1, max=len(crash_points(base)),
-                                       description="crash point", continuous_update=False,
-                                       layout=W.Layout(width="560px"))
+        # The slider shows names: p3.after_submit is the same moment whatever the settings.
+        self.crash_point = W.SelectionSlider(options=[p.name for p in crash_points(base)],
+                                             value=start, description="crash point",
+                                             continuous_update=False,
+                                             layout=W.Layout(width="560px"))
+        self.point_note = ""     # said when a settings change moved the slider
         self.point_info = W.HTML()
         self.point_out = W.Output()
         self.run_button = W.Button(description="Run sweep", button_style="primary", icon="play",
@@ -225,11 +252,25 @@ class CrashPanel:
         return c
 
     def _sync_slider(self) -> None:
+        """Give the slider this configuration's points, keeping the same named point when it
+        exists here, else moving to the nearest one and saying so."""
         try:
-            n = len(crash_points(self.config))
+            names = [p.name for p in crash_points(self.config)]
         except ConfigError:
             return
-        self.crash_point.max = n
+        if list(self.crash_point.options) == names:
+            self.point_note = ""
+            return
+        old = self.crash_point.value
+        new = old if old in names else nearest_point(names, old)
+        self.crash_point.unobserve(self._on_point, names="value")
+        try:
+            self.crash_point.options = names
+            self.crash_point.value = new
+        finally:
+            self.crash_point.observe(self._on_point, names="value")
+        self.point_note = ("" if new == old else
+                           f"{old} does not exist with these settings; the slider moved to {new}.")
 
     def _on_knob(self, change) -> None:
         self._sync_slider()
@@ -242,9 +283,9 @@ class CrashPanel:
         self.run_button.disabled = False
         self.run_point()
         # Said after the point has run, so the line always names the settings the panel now holds.
-        self.status.value = (f"Settings changed to {describe_config(config)}: press Run sweep "
-                             "for the full picture." if self.df is not None
-                             and config != self.df_config else "")
+        changed = (f"Settings changed to {describe_config(config)}: press Run sweep for the full "
+                   "picture." if self.df is not None and config != self.df_config else "")
+        self.status.value = " ".join(x for x in (self.point_note, changed) if x)
 
     def _on_point(self, change) -> None:
         self.run_point()
@@ -314,6 +355,7 @@ class CrashPanel:
             w.observe(self._on_knob, names="value")
         self._sync_slider()
         self.crash_point.value = self._defaults["crash_point"]
+        self.point_note = ""
         self.df = self.df_config = self.record = None
         self.plot_out.outputs = ()
         self.table_out.outputs = ()

@@ -61,7 +61,7 @@ def verdict_handles(verdicts) -> list:
             for v in VERDICTS if v in present]
 
 
-def plot_points(df, config: RunConfig, highlight: int | None = None, *,
+def plot_points(df, config: RunConfig, highlight: str | None = None, *,
                 metric: str = "redone_model_calls", reference: tuple[float, str] | None = None):
     """One bar per crash point: the metric's height, the verdict's colour; the chosen point marked."""
     fig, ax = new_figure(10, 3.8)
@@ -77,9 +77,10 @@ def plot_points(df, config: RunConfig, highlight: int | None = None, *,
     ax.axhline(avg, color=COLORS["blue"], linewidth=1.2, label=f"this machine: avg {avg:.2f}")
     if reference:
         lesson_line(ax, reference[0], f"lesson: avg {reference[0]:g} ({reference[1]})")
-    if highlight is not None and highlight in set(df["index"]):
-        h = float(heights[df["index"] == highlight].iloc[0])
-        ax.annotate(f"point {highlight}", (highlight, max(h, 0.05)),
+    if highlight is not None and highlight in set(df["crash_point"]):
+        row = df["crash_point"] == highlight
+        x, h = int(df["index"][row].iloc[0]), float(heights[row].iloc[0])
+        ax.annotate(highlight, (x, max(h, 0.05)),
                     xytext=(0, 14), textcoords="offset points", ha="center",
                     arrowprops={"arrowstyle": "->", "color": COLORS["black"]})
     page_ticks(ax, df)

@@ -20,6 +20,7 @@ from pathlib import Path
 from matplotlib.ticker import MaxNLocator
 
 from ..config import RunConfig
+from ..experiment import crash_point as find_point
 from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points, crash_worker,
                           replay_after_crash, run_crash_jobs, run_worker, three_way_check,
                           verdict, work_dir)
@@ -261,17 +262,18 @@ def plot_interval(table):
 
 # --- where the snapshot stops the replay, and when it cannot ------------------------------------
 
-def snapshot_coverage(config: RunConfig = DESIGNS["snapshot every 4"], crash_point: int = 35):
+def snapshot_coverage(config: RunConfig = DESIGNS["snapshot every 4"],
+                      crash_point: str = "p8.mid_commit"):
     """After a crash at `crash_point`: what the log holds, how far the snapshot reaches, and what
     recovery decodes and replays. The snapshot's `log_offset` is the byte where replay starts.
     """
     import pandas as pd
 
-    point = crash_points(config)[crash_point - 1]
+    point = find_point(config, crash_point)
     with tempfile.TemporaryDirectory(prefix="bughunt-cover-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
-        crash_worker(run_dir, config, crash_point)
+        crash_worker(run_dir, config, point)
         data = (run_dir / LOG_FILE).read_bytes()
         events = read_events(run_dir)
         snap_path = run_dir / SNAPSHOT_FILE
@@ -281,7 +283,7 @@ def snapshot_coverage(config: RunConfig = DESIGNS["snapshot every 4"], crash_poi
     covered = snap["state"]["seq"] if snap else 0
     lines_after = data[offset:].count(b"\n")
     rows = [
-        ("crash point", f"{point.index} (page {point.page}, {point.label})"),
+        ("crash point", point.name),
         ("events in the log", f"{len(events)} (seq 1-{events[-1]['seq'] if events else 0})"),
         ("log size", f"{len(data)} bytes"),
         ("newest snapshot", f"after page {snap['state']['next_page'] - 1}" if snap else "none"),
@@ -313,7 +315,8 @@ def change_one_digit(path: Path) -> None:
 DAMAGES = {"intact": None, "cut in half": cut_in_half, "one digit changed": change_one_digit}
 
 
-def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"], crash_point: int = 35):
+def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"],
+                     crash_point: str = "p8.mid_commit"):
     """Crash, damage the newest snapshot (or not), resume: what did recovery replay, was it right?
 
     Only the newest snapshot may bound replay; when it is unusable, the log store does not guess
@@ -357,7 +360,8 @@ def panel_plot(df, config, highlight):
                        reference=lesson_reference(config))
 
 
-def panel(base: RunConfig = DESIGNS["snapshot every 4"], crash_point: int = 35) -> CrashPanel:
+def panel(base: RunConfig = DESIGNS["snapshot every 4"],
+          crash_point: str = "p8.mid_commit") -> CrashPanel:
     """Lesson 3's panel: snapshot interval, write mode, intent, fsync; crash point; Run sweep."""
     return CrashPanel(name="03-replay", base=base, plot=panel_plot, crash_point=crash_point,
                       knobs=["snapshot_every", "write_mode", "intent", "fsync"],
@@ -376,10 +380,10 @@ def _max_replayed(config: RunConfig) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def _replayed_at(config: RunConfig, index: int) -> int:
-    """The truth for exercise 3.2: one worker killed at point `index`, a read-only recovery."""
+def _replayed_at(config: RunConfig, name: str) -> int:
+    """The truth for exercise 3.2: one worker killed at point `name`, a read-only recovery."""
     with tempfile.TemporaryDirectory(prefix="bughunt-ex-") as tmp:
-        return replay_after_crash(config, crash_points(config)[index - 1],
+        return replay_after_crash(config, find_point(config, name),
                                   Path(tmp) / "run")["replayed_events"]
 
 
@@ -402,15 +406,15 @@ def _ex_3_1(answer):
 
 
 @exercise("3.2", "With a snapshot every 4 pages, how many events does the resume replay after a "
-          "crash at crash point 30? (Find its page and label with `crash_points`.)",
-          "Point 30 is page 7, after_submit: the intent of page 7 is in the log, its page_done "
+          "crash at p7.after_submit?",
+          "At p7.after_submit the intent of page 7 is in the log, its page_done "
           "is not. The newest snapshot was written after page 4, and it covers events 1 to 5. "
           "After it the log holds page_done of pages 5 and 6 and the intent of page 7: 3 events. "
           "(A pure log would replay all 8 events written so far.)")
 def _ex_3_2(answer):
-    truth = _replayed_at(DESIGNS["snapshot every 4"], 30)
+    truth = _replayed_at(DESIGNS["snapshot every 4"], "p7.after_submit")
     if answer == truth:
-        return True, (f"Measured on this machine: a worker killed at point 30 leaves {truth} "
-                      "events to replay.")
+        return True, (f"Measured on this machine: a worker killed at p7.after_submit leaves "
+                      f"{truth} events to replay.")
     return False, ("List the events written before the crash (`clean_event_log()` shows them in "
                    "order) and drop those the newest snapshot already covers.")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..crashpoints import CrashPoint
-from ..experiment import PausedWorker, crash_points, read_trace, run_worker
+from ..experiment import PausedWorker, read_trace, run_worker
+from ..experiment import crash_point as find_point
 from ..world import Site, read_bill, read_reports
 from .exercises import exercise
 from .panel import CrashPanel
@@ -71,15 +72,16 @@ class Story:
                 "pages reported twice": sorted(int(p) for p in counts[counts > 1].index)}
 
 
-def killed_at(point_index: int, config: RunConfig = NO_CHECKPOINT) -> Story:
-    """Stop a fresh worker at a crash point, SIGKILL it from here, run it again; read the world."""
+def killed_at(point: str, config: RunConfig = NO_CHECKPOINT) -> Story:
+    """Stop a fresh worker at crash point `point` (a name like "p7.after_model_call"), SIGKILL it
+    from here, run it again; read the world."""
     import pandas as pd
 
-    point = crash_points(config)[point_index - 1]
+    point = find_point(config, point)
     with tempfile.TemporaryDirectory(prefix="bughunt-story-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
-        first = PausedWorker(run_dir, config, pause_at=point.index, trace=True)
+        first = PausedWorker(run_dir, config, pause_at=point, trace=True)
         first_pid = first.pid
         killed_by = -first.kill()
         second = run_worker(run_dir, config, trace=True)
@@ -101,9 +103,7 @@ def killed_at(point_index: int, config: RunConfig = NO_CHECKPOINT) -> Story:
 
 def page_7(config: RunConfig = NO_CHECKPOINT) -> Story:
     """The lesson's scene: killed on page 7, right after its model call."""
-    point = next(p for p in crash_points(config)
-                 if p.page == 7 and p.label == "after_model_call")
-    return killed_at(point.index, config)
+    return killed_at("p7.after_model_call", config)
 
 
 def plot_timeline(story: Story):
@@ -159,14 +159,12 @@ def plot_timeline(story: Story):
     return fig
 
 
-def panel_point_plot(config: RunConfig, index: int):
-    return plot_timeline(killed_at(index, config))
+def panel_point_plot(config: RunConfig, name: str):
+    return plot_timeline(killed_at(name, config))
 
 
-def panel(crash_point: int | None = None) -> CrashPanel:
+def panel(crash_point: str = "p7.after_model_call") -> CrashPanel:
     """Lesson 1's panel: the timeline of one kill at the chosen point, and the sweep."""
-    if crash_point is None:
-        crash_point = page_7().point.index
     return CrashPanel(
         name="01-killed", base=NO_CHECKPOINT, crash_point=crash_point,
         knobs=["checkpoint", "idempotency_key", "write_mode"],
@@ -176,14 +174,12 @@ def panel(crash_point: int | None = None) -> CrashPanel:
 
 
 @exercise("1.1", "With no checkpoint and no idempotency key, the worker is killed right after "
-          "filing page 10's report (crash point 'after_submit' on page 10). How many reports does "
+          "filing page 10's report (crash point p10.after_submit). How many reports does "
           "the tracker hold once the second run has finished?",
           "The first run filed pages 3, 7 and 10 before the kill; the second starts from page 1 "
           "and files all three again: 6 reports, every bug reported twice.")
 def _ex_1_1(answer):
-    point = next(p for p in crash_points(NO_CHECKPOINT)
-                 if p.page == 10 and p.label == "after_submit")
-    truth = len(killed_at(point.index).reports)
+    truth = len(killed_at("p10.after_submit").reports)
     if answer == truth:
         return True, f"Measured just now: {truth} reports in the tracker."
     return False, "Count what the first run filed before the kill, then what a full rerun files."

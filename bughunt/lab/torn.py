@@ -26,6 +26,7 @@ from matplotlib.patches import Patch
 
 from ..config import RunConfig
 from ..diskio import Door
+from ..experiment import crash_point as find_point
 from ..experiment import (LESSON_FIGURES, crash_and_resume, crash_points,
                           run_crash_jobs, run_worker, verdict, work_dir)
 from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
@@ -192,17 +193,17 @@ def plot_verdicts(df):
 
 # --- one torn write, byte by byte ----------------------------------------------------------------
 
-def torn_tail(crash_at: int = 7, config: RunConfig = MODE_CONFIGS["torn"]) -> dict:
+def torn_tail(crash_at: str = "p2.mid_commit", config: RunConfig = MODE_CONFIGS["torn"]) -> dict:
     """Kill a torn-mode run inside its commit write, then repair the log's tail twice.
 
     Returns the log's bytes before and after, what each repair returned (True, then False: the
     repair is idempotent), and what a reader then skips.
     """
-    point = crash_points(config)[crash_at - 1]
+    point = find_point(config, crash_at)
     with tempfile.TemporaryDirectory(prefix="bughunt-torn-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
-        first = run_worker(run_dir, config, crash_at=crash_at)
+        first = run_worker(run_dir, config, crash_at=point)
         path = run_dir / LOG_FILE
         before = path.read_bytes()
         door = Door(config.fsync)
@@ -267,7 +268,7 @@ def plot_tail(tail: dict, context: int = 10):
     return fig
 
 
-def glued_log(crash_at: int, config: RunConfig = MODE_CONFIGS["no-newline"]) -> dict:
+def glued_log(crash_at: str, config: RunConfig = MODE_CONFIGS["no-newline"]) -> dict:
     """Crash a no-newline run at `crash_at`, resume it, and ask every witness what happened.
 
     The tracker and the resumed worker's memory agree. A fresh rebuild from disk does not: our
@@ -278,11 +279,11 @@ def glued_log(crash_at: int, config: RunConfig = MODE_CONFIGS["no-newline"]) -> 
     from ..experiment import lesson_reader
     from ..world import read_reports
 
-    point = crash_points(config)[crash_at - 1]
+    point = find_point(config, crash_at)
     with tempfile.TemporaryDirectory(prefix="bughunt-glued-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
-        first = run_worker(run_dir, config, crash_at=crash_at)
+        first = run_worker(run_dir, config, crash_at=point)
         resume = run_worker(run_dir, config)
         if resume.returncode != 0:
             raise RuntimeError(f"resume failed: {short_error(resume.stderr.strip())}")
@@ -356,12 +357,11 @@ def snapshot_table(df):
 def snapshot_after_kill(mode: str, page: int = 5) -> dict:
     """Kill the snapshot store inside page `page`'s commit write; look at its files, read-only."""
     config = SNAPSHOT_CONFIGS[mode]
-    point = next(p for p in crash_points(config) if p.page == page and p.label == MID_COMMIT)
-    crash_at = point.index
+    point = find_point(config, f"p{page}.{MID_COMMIT}")
     with tempfile.TemporaryDirectory(prefix="bughunt-snap-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
-        run_worker(run_dir, config, crash_at=crash_at)
+        run_worker(run_dir, config, crash_at=point)
         files = {p.name: p.stat().st_size for p in sorted(run_dir.glob(SNAPSHOT_FILE + "*"))}
         rec = rebuild_from_disk(run_dir, config)
     return {"point": point, "files": files, "next_page": rec.state["next_page"],
@@ -383,7 +383,8 @@ def panel_plot(df, config, highlight):
     return fig
 
 
-def panel(base: RunConfig = MODE_CONFIGS["no-newline"], crash_point: int = 7) -> CrashPanel:
+def panel(base: RunConfig = MODE_CONFIGS["no-newline"],
+          crash_point: str = "p2.mid_commit") -> CrashPanel:
     """Lesson 5's panel: store, write mode, snapshot interval, intent; crash point; Run sweep.
 
     Write-mode sweeps this kernel already ran are handed to the panel, so Run does not repeat them.
@@ -423,7 +424,7 @@ def _ex_5_1(answer):
                    "df[(df.write_mode == 'no-newline') & (df.verdict != 'correct')].")
 
 
-@exercise("5.2", "Kill a torn-mode log at crash point 7 (page 2, mid_commit) and run the newline "
+@exercise("5.2", "Kill a torn-mode log at p2.mid_commit and run the newline "
           "repair twice. How many newline bytes end the file then, and how many lines will the "
           "next reader skip as torn? Answer as a pair (newlines, skipped).",
           "(1, 1). The first repair appends one newline after the fragment; the second sees a "
@@ -433,11 +434,11 @@ def _ex_5_1(answer):
           "line.")
 def _ex_5_2(answer):
     pair = _as_pair(answer)
-    tail = torn_tail(7)
+    tail = torn_tail("p2.mid_commit")
     newlines = len(tail["after"]) - len(tail["after"].rstrip(b"\n"))
     truth = (newlines, tail["torn_lines_skipped"])
     if pair is not None and pair == truth:
         return True, (f"Measured just now: the file ends in {newlines} newline; "
                       f"{truth[1]} torn line is skipped.")
-    return False, ("Run torn.torn_tail(7) and look at its 'after' bytes and 'torn_lines_skipped'; "
+    return False, ("Run torn.torn_tail('p2.mid_commit') and look at its 'after' bytes and 'torn_lines_skipped'; "
                    "what does the second repair return?")
