@@ -434,7 +434,9 @@ def run_life(trace: list[dict]) -> float:
     """A traced run's life in seconds: from its ready mark to its end mark (the last page
     committed, the store closed). Interpreter start-up and shut-down are not part of it."""
     by = {m["label"]: m["t"] for m in trace if m["label"] in ("ready", "end")}
-    return by["end"] - by["ready"]
+    if "end" not in by:
+        raise ValueError("this trace has no end mark: the run did not finish")
+    return by["end"] - by.get("ready", trace[0]["t"])
 
 
 WAITING = "waiting_for_model"

@@ -99,9 +99,11 @@ def test_danger_window_runs_from_the_end_of_the_submit_to_the_end_of_the_commit(
     assert list(windows["page"]) == [1]
     assert windows["start_us"].iloc[0] == pytest.approx(115)
     assert windows["width_us"].iloc[0] == pytest.approx(25)
-    share = danger.window_share([SYNTHETIC_TRACE], process_s=0.001)
-    assert share["share_of_traced_run"] == pytest.approx(25 / 171)
-    assert share["share_of_process"] == pytest.approx(25 / 1000)
+    assert windows["width_with_submit_us"].iloc[0] == pytest.approx(125)   # from 15: the submit
+    share = danger.window_share([SYNTHETIC_TRACE])
+    assert share["life_us"] == pytest.approx(171)          # ready (here: start) to end
+    assert share["share_of_life"] == pytest.approx(25 / 171)
+    assert share["share_with_submit"] == pytest.approx(125 / 171)
 
 
 def test_a_real_traced_run_has_one_window_per_bug_page_inside_the_run():
@@ -110,7 +112,8 @@ def test_a_real_traced_run_has_one_window_per_bug_page_inside_the_run():
     windows = danger.danger_windows(ops)
     assert list(windows["page"]) == [3]
     assert (ops["dur_us"] >= 0).all() and (windows["width_us"] > 0).all()
-    assert 0 < danger.window_share([trace])["share_of_traced_run"] < 1
+    share = danger.window_share([trace])
+    assert 0 < share["share_of_life"] < share["share_with_submit"] < 1
     fig = danger.plot_timeline(ops, windows, pages=(3,))
     assert isinstance(fig, Figure) and "danger window" in fig.get_suptitle()
     xlabels = [ax.get_xlabel() for ax in fig.axes]
@@ -130,13 +133,15 @@ def test_verdict_figures_have_titles_labels_and_the_lessons_figure(key_df, choic
 
 def test_random_kills_figure_and_table_use_the_real_kills_for_the_rule_of_three(key_df):
     result = kill_random(SMALL_KEY["key off"], tries=3, seed=1)
-    share = danger.window_share([danger.traced_run(SMALL_KEY["key off"])], result["clean_run_s"])
+    share = danger.window_share([danger.traced_run(SMALL_KEY["key off"], result["latency_ms"])])
     table = danger.random_summary(result, share, key_df)
-    n = result["real_kills"]
-    assert table.loc["real kills (worker died before its end)", "random kills"] == n
-    assert table.loc["rule of three: 95% bound if none hit (3/n)", "random kills"] == (
-        f"{3 / n:.1%}" if n else "-")
-    assert table.loc["rule of three: 95% bound if none hit (3/n)", "lesson (random)"] == "7.7%"
+    n, loop = result["real_kills"], result["kills_in_page_loop"]
+    assert table.loc["real kills (died before its end)", "random kills"] == n
+    assert table.loc["kills inside the page loop", "random kills"] == loop
+    assert table.loc["rule of three: 3/kills in the loop", "random kills"] == (
+        f"{3 / loop:.1%}" if loop else "-")
+    assert table.loc["rule of three: 3/kills in the loop", "lesson (random)"] == "7.7%"
+    assert sum(danger.landing_table(result)["kills"]) == 3
     fig = danger.plot_random_vs_exhaustive(result, share, key_df, SMALL_KEY["key off"])
     assert isinstance(fig, Figure) and "random kills" in fig.get_suptitle()
     assert all(ax.get_title() and ax.get_ylabel() for ax in fig.axes)

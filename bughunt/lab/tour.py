@@ -93,8 +93,8 @@ def plot_crash_map(config: RunConfig = RunConfig()):
     ax.set_xlabel("page (bug pages shaded)")
     ax.set_ylabel("where in the page")
     n = int(table.count().sum())
-    ax.set_title(f"The lesson's {n} crash points, numbered in the order a clean run reaches them",
-                 fontsize=10)
+    ax.set_title(f"The lesson's {n} crash points: named by page and step (p3.after_submit), "
+                 "numbered in the order a clean run reaches them", fontsize=10)
     from matplotlib.lines import Line2D
     ax.legend(handles=[Line2D([], [], marker="o", linestyle="", markersize=10, color=c, label=t)
                        for c, t in ((COLORS["blue"], "crash point"),

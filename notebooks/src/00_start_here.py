@@ -33,6 +33,7 @@
 import pandas as pd
 
 from bughunt.config import RunConfig
+from bughunt.experiment import crash_point
 from bughunt.lab import tour
 from bughunt.lab.exercises import check, solution
 
@@ -98,13 +99,24 @@ run.events
 # The lesson fixes the moments where the worker can be killed, page by page: after the model call,
 # after the visit, after the intent (bug pages with intents), after the report is filed (bug pages),
 # in the middle of the checkpoint write, and after it. With intents that is 54 points; without, 51.
-# `python -m bughunt points` lists them in a terminal.
+#
+# Each point has a **name**: the page, then the step, e.g. `p3.after_submit` (page 3, right after
+# the report is filed). A name means the same moment in every configuration, so the lab, its panels
+# and its exercises speak in names. Each point also has a **number**, its position in a clean run
+# (the circles below): numbers shift between configurations. Without intents page 3 has no
+# `after_intent`, so every number after it moves down (the cell after the map shows one point in
+# both). `python -m bughunt points` lists names and numbers in a terminal.
 
 # %%
 tour.crash_point_table()
 
 # %%
 tour.plot_crash_map()
+
+# %%
+for intent in (True, False):
+    point = crash_point(RunConfig(intent=intent), "p7.after_submit")
+    print(f"intents {'on ' if intent else 'off'}: {point.name} is crash point number {point.index}")
 
 # %% [markdown]
 # The red points are the danger window (危险窗口) of lesson 4: the report is in the tracker, the page is

@@ -119,7 +119,8 @@ p.show()
 # ## Exercises
 #
 # **2.1** With no checkpoint, how many model calls are redone when the worker is killed at crash
-# point 26? Work it out, then check it (the check runs the crash for real).
+# point `p7.after_model_call` (page 7, right after its model call)? Work it out, then check it (the
+# check runs the crash for real).
 
 # %%
 answer_2_1 = None

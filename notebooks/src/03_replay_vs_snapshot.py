@@ -131,16 +131,13 @@ replay.plot_interval(table)
 # history from an older compaction than the newest, but it then replays everything after that base,
 # the newer compaction included, so nothing the newer one changed is skipped.
 #
-# **Where the lesson is dated** (our research notes, `anchors-codex-pi.md` sections 1.7 and 5):
-#
-# - The two-step code exists only in later revisions of Codex. Earlier code (the August 2026 release
-#   we read) has no `select_input_compaction`: it does one reverse scan, which keeps the newest
-#   surviving compaction with `replacement_history` as the base and replays the suffix after it.
-#   The conclusion, that a `None` is not a full replay, holds in both.
-# - The line numbers the lesson cites (`rollout_reconstruction.rs:58-88`, ...) match a later
-#   revision; they have moved between versions. Cite a commit, not a line.
-# - On resume Codex still reads and parses the **whole** JSONL file. The checkpoint bounds how much
-#   history is replayed, not how much is read.
+# **Codex changes fast.** Older releases have no `select_input_compaction`: they do one reverse
+# scan, which keeps the newest surviving compaction with `replacement_history` as the base and
+# replays the suffix after it. The conclusion, that a `None` is not a full replay, holds in both.
+# The line numbers the source text cites have moved between versions: search
+# [openai/codex](https://github.com/openai/codex) for the function names instead. And on resume
+# Codex still reads and parses the **whole** JSONL file: the checkpoint bounds how much history is
+# replayed, not how much is read.
 #
 # **Our store** is the same idea, one step further: the snapshot records the byte offset of the log
 # it covers (`log_offset`), so recovery decodes and applies only the lines after that offset. (It
@@ -148,7 +145,7 @@ replay.plot_interval(table)
 # killed inside page 8's commit, the worst point for N = 4:
 
 # %%
-replay.snapshot_coverage(crash_point=35)
+replay.snapshot_coverage(crash_point="p8.mid_commit")
 
 # %% [markdown]
 # **Only the newest snapshot may bound replay.** That is Codex's rule: a newer compaction may have
@@ -162,7 +159,7 @@ replay.snapshot_coverage(crash_point=35)
 # snapshot, since it is written to a temp file and renamed into place.
 
 # %%
-replay.damaged_snapshot(crash_point=35)
+replay.damaged_snapshot(crash_point="p8.mid_commit")
 
 # %% [markdown]
 # The damaged runs replay every event in the log instead of the few after the snapshot, and still
@@ -211,7 +208,7 @@ check("3.1", answer_3_1)
 
 # %% [markdown]
 # **3.2** With a snapshot every 4 pages, how many events does the resume replay after a crash at
-# crash point 30? `crash_points(replay.DESIGNS["snapshot every 4"])` tells you its page and label.
+# `p7.after_submit` (page 7, its report filed, the page not yet committed)?
 
 # %%
 answer_3_2 = None

@@ -163,59 +163,64 @@ danger.plot_choices(df)
 #   becomes at least once, so whether the tool is idempotent is, in the end, the tool's business.
 #   Our worker has no model in the loop: `pending="abort"` records an `aborted` event and moves on.
 #
-# **What is dated.** The lesson cites line numbers (`stream_events_utils.rs:324-357`,
-# `live_writer.rs:372-384`, `session/mod.rs:4496-4503`, `normalize.rs:52-67`, `:134-137`,
-# `:141-145`) that match Codex's main branch of about late September 2026. In the release
-# 0.149.0-alpha.3 (commit `7df9d8d8c6`, 2026-08-19) the same code sits roughly 100 lines earlier
-# (the comment at `stream_events_utils.rs:297`, the insert at `normalize.rs:129`). The lesson says a
-# failed persist "returns false"; in the August code `persist_rollout_items` returns nothing and only
-# logs (same behaviour: log and carry on; see openai/codex#35385). Not every unpaired call gets
-# "aborted": a custom-tool or local-shell call first goes through `error_or_panic` (a panic in debug
-# builds), and a tool-search call gets an empty "completed" output instead. The code moves fast:
-# quote a commit hash with any line number.
+# Codex's code moves fast: the line numbers the source text cites have moved between versions, so
+# search [openai/codex](https://github.com/openai/codex) for the function names above instead.
 #
 # ## Exhaustive sweep vs random kills
 #
 # Why not kill at random a few dozen times and call it tested (为什么不随机 kill 几十次就算了)?
 # `kill_random` does what a chaos test does: it starts the worker (no key, the 51-point
-# configuration), sends SIGKILL from outside after a random delay drawn over the length of a clean
-# run, resumes, and looks for duplicates. The lesson did this 40 times: 39 real kills (the other try
-# finished before its kill), 1 duplicate hit. The exhaustive sweep above found all 6 duplicate points,
-# deterministically.
+# configuration) as a fresh process, and when the worker says its run has started it waits a random
+# delay and sends SIGKILL from outside, then resumes and looks for duplicates. The delays are drawn
+# uniformly over the life of a clean run measured the same way: from the moment the run starts to
+# the moment its last page is committed. (Interpreter start-up and shut-down are left out: a kill
+# there can never hit anything.)
 #
-# The **rule of three**: if *n* independent tries show no failure, the failure rate is below about
-# 3/*n* with 95% confidence (exactly 1 − 0.05^(1/*n*)). Even if the lesson's 39 kills had shown no
-# failure at all, they would only prove a hit rate under 3/39 ≈ 7.7% (39 次随机 kill 零失败也只能说明
-# 触发率上界约 3/39 ≈ 7.7%). The true rate is the windows' share of the time a
-# kill can fall in: the windows' total width (the median of three traced runs) over the length of a
-# whole worker process, interpreter start included, which is the span the random delays are drawn
-# from. This cell is random and timed: its numbers change every run.
+# One change to the world: each model answer takes 3 ms here (`latency_ms`). A real model takes
+# seconds, so a real agent spends nearly all its life waiting for its model; with the lab's instant
+# mock, the set-up's fsyncs would fill half the run instead. The source text did this 40 times:
+# 39 real kills (the other try finished before its kill), 1 duplicate hit. The exhaustive sweep
+# above found all 6 duplicate points, deterministically.
+#
+# The **rule of three** (三的法则): if *n* independent tries show no failure, the failure rate is
+# below about 3/*n* with 95% confidence (exactly 1 − 0.05^(1/*n*)). Even if the source text's 39
+# kills had shown no failure at all, they would only prove a hit rate under 3/39 ≈ 7.7% (39 次随机
+# kill 零失败也只能说明触发率上界约 3/39 ≈ 7.7%). Only kills inside the page loop could have hit a
+# window, so the bound below is taken over those. The true rate is the windows' share of a run's
+# life: their total width (the median of three traced runs) over the same span the delays are drawn
+# from. It is a range: the window opens inside the submit, when the tracker's transaction commits,
+# and no mark can see that moment, so the share is given from the end of the submit (at least) and
+# from its start (at most). This cell is random and timed: its numbers change every run, and a try
+# can finish before its kill (the source text had one), since a run's life varies with the disk.
 
 # %% tags=["nbval-ignore-output"]
 random_kills = kill_random(danger.NO_KEY, tries=40, seed=4)
-share = danger.window_share(danger.traced_runs(danger.NO_KEY), random_kills["clean_run_s"])
-n, bound = random_kills["real_kills"], random_kills["rule_of_three_bound"]
-print(f"{random_kills['tries']} tries, {n} real kills, {random_kills['duplicates_hit']} duplicates "
-      f"hit; rule of three: 3/{n} = {bound:.1%}; the windows cover "
-      f"{share['share_of_process']:.2%} of a worker process's life" if n else "no real kills")
+share = danger.window_share(danger.traced_runs(danger.NO_KEY, latency_ms=random_kills["latency_ms"]))
 danger.random_summary(random_kills, share, df)
+
+# %% [markdown]
+# Where did the kills land? For each try, the last crash point its worker reached before the kill
+# (`waiting_for_model`: the page's call was billed and its answer had not arrived, a call in flight):
+
+# %% tags=["nbval-ignore-output"]
+danger.landing_table(random_kills)
 
 # %%
 danger.plot_random_vs_exhaustive(random_kills, share, df)
 
 # %% [markdown]
-# The windows cover a tiny share of the time a random kill can land in; most kills fall where
-# nothing can go wrong, many of them before the worker has even started its first page (the
-# interpreter starting up, right panel). So a clean run of random kills proves little: the rule of
-# three bound stays far above the real hit rate, and a zero says nothing about which points were
-# never tried. The exhaustive sweep tries each point once, finds every duplicate, and gives the same
-# answer on every machine. Test by enumerating crash points, and judge each run with the three-way
-# check.
+# Most kills land while the worker waits for its model, or in the set-up before page 1, where
+# nothing can go wrong; a kill has to fall in a window of a few milliseconds on pages 3, 7 or 10 to
+# duplicate a report. A duplicate from a kill whose last point was `after_visit` is no mistake: that
+# kill fell inside the submit, after the tracker's transaction had committed. So a clean run of random kills proves little: the rule-of-three bound
+# stays far above the real hit rate, and a zero says nothing about which points were never tried.
+# The exhaustive sweep tries each point once, finds every duplicate, and gives the same answer on
+# every machine. Test by enumerating crash points, and judge each run with the three-way check.
 #
 # ## Try it
 #
 # The panel starts from the lesson's safe design (event log, intents, key on, redo) at crash point
-# 12, page 3's `after_submit`, in the middle of the window. Switch the **idempotency key** off, or set
+# `p3.after_submit`, in the middle of the window. Switch the **idempotency key** off, or set
 # **pending intent** to `abort`, then press **Run sweep** to kill and resume at every point. Try the
 # snapshot store with intents off and the key off: the lesson's 6 duplicate points. What does
 # `abort` do with intents off? (There is never a pending intent to abort.)
@@ -240,7 +245,8 @@ p.show()
 # ## Exercises
 #
 # **4.1** With a snapshot after every page, intents off and the key off, which crash points leave a
-# report filed twice? Answer with a list of crash-point indices or of labels.
+# report filed twice? Answer with a list of crash-point names (like `"p5.after_visit"`) or of
+# steps (like `"after_visit"`).
 
 # %%
 answer_4_1 = None

@@ -53,19 +53,19 @@ pd.options.display.max_colwidth = 100
 
 # %%
 points = pd.DataFrame(p.__dict__ for p in crash_points(torn.MODE_CONFIGS["torn"]))
-points[points.page.isin([2, 3])].set_index("index")
+points["crash_point"] = [p.name for p in crash_points(torn.MODE_CONFIGS["torn"])]
+points[points.page.isin([2, 3])].set_index("crash_point")
 
 # %% [markdown]
 # ## One torn write, byte by byte
 #
-# Kill a `torn`-mode worker at crash point 7 (page 2, inside the commit write) and look at the end of
+# Kill a `torn`-mode worker at `p2.mid_commit` (page 2, inside the commit write) and look at the end of
 # its log, `events.jsonl`. Then run the newline repair twice, as a resuming worker would on two
 # successive restarts.
 
 # %%
-tail = torn.torn_tail(7)
-p = tail["point"]
-print(f"killed by signal {tail['killed_by']} at crash point {p.index} (page {p.page}, {p.label})")
+tail = torn.torn_tail("p2.mid_commit")
+print(f"killed by signal {tail['killed_by']} at crash point {tail['point'].name}")
 print("last bytes before the repair:", repr(tail["before"][-60:]))
 print(f"first repair returned {tail['repaired'][0]}, second repair returned {tail['repaired'][1]}")
 print("last bytes after the repair: ", repr(tail["after"][-60:]))
@@ -135,11 +135,11 @@ torn.plot_verdicts(df)
 #
 # ## The no-newline trap: right now, wrong at the next recovery
 #
-# Take crash point 7 again, in `no-newline` mode, and let the resumed worker finish. Its first new
+# Take `p2.mid_commit` again, in `no-newline` mode, and let the resumed worker finish. Its first new
 # record goes straight after the fragment:
 
 # %%
-glued = torn.glued_log(7)
+glued = torn.glued_log("p2.mid_commit")
 print("\n".join(glued["lines"][:4]))
 
 # %% [markdown]
@@ -273,7 +273,7 @@ answer_5_1 = None
 check("5.1", answer_5_1)
 
 # %% [markdown]
-# **5.2** Kill a `torn`-mode log at crash point 7 and run the newline repair twice. How many newline
+# **5.2** Kill a `torn`-mode log at `p2.mid_commit` and run the newline repair twice. How many newline
 # bytes end the file, and how many lines will the next reader skip as torn? Answer as a pair
 # `(newlines, skipped)`. The check runs the crash for real.
 

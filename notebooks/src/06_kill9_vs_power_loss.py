@@ -223,7 +223,7 @@ durability.survival_table(buffers, df)
 # policies:
 
 # %%
-cols = ["fsync", "index", "page", "label", "tracker_pages", "memory_findings", "rebuild_ok",
+cols = ["fsync", "crash_point", "tracker_pages", "memory_findings", "rebuild_ok",
         "three_way_ok"]
 df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 
@@ -265,7 +265,7 @@ df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 # ## Try it
 #
 # The panel re-runs the real experiment. Move the **crash point** slider to kill and resume at one
-# point (point 30 is page 7 right after the report: the danger window). Switch **fsync** to `always`
+# point (`p7.after_submit` is page 7 right after the report: the danger window). Switch **fsync** to `always`
 # and press **Run sweep**: the verdicts stay the same, while the checkpoint writes in the lower plot
 # (from a clean run with the same settings, one dot per write) move far to the right.
 # Try a **snapshot every** 4 pages, or the `snapshot` store, to see snapshot writes appear, and a
