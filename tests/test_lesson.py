@@ -120,14 +120,19 @@ def test_work_dir_that_is_not_empty_is_refused(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
-def test_kill_random_reports_kills_and_the_rule_of_three():
+def test_kill_random_counts_agree_with_its_runs_and_bound_the_rate_over_kills_in_the_loop():
     result = ex.kill_random(RunConfig(store="snapshot", intent=False, idempotency_key=False),
                             tries=6, seed=1)
-    assert result["tries"] == 6 and 0 <= result["real_kills"] <= 6
-    assert result["duplicates_hit"] <= result["real_kills"]
-    assert len(result["runs"]) == 6 and all(r["resume_exit"] == 0 for r in result["runs"])
-    if result["real_kills"]:
-        assert result["rule_of_three_bound"] == pytest.approx(3 / result["real_kills"])
+    runs = result["runs"]
+    assert len(runs) == 6 and all(r["resume_exit"] == 0 for r in runs)
+    assert result["real_kills"] == sum(r["killed"] for r in runs)
+    assert result["kills_in_page_loop"] == sum(r["in_page_loop"] for r in runs)
+    assert result["duplicates_hit"] == sum(r["killed"] and r["duplicate_reports"] > 0
+                                           for r in runs)
+    assert all(r["landed"] == "finished first" for r in runs if not r["killed"])
+    assert all(0 <= r["delay_ms"] <= result["run_life_ms"] for r in runs)
+    loop = result["kills_in_page_loop"]
+    assert result["rule_of_three_bound"] == (3 / loop if loop else None)
     assert ex.rule_of_three(39) == pytest.approx(0.0769, abs=1e-4)
 
 
