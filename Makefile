@@ -33,8 +33,12 @@ test: setup
 regen: setup
 	$(PY) -m bughunt.lab.regen $(NB)
 
+# Root (a container, a CI image, a cloud VM) must pass --allow-root to Jupyter. LAB_ARGS adds
+# more (the tests: --no-browser --ServerApp.port=0).
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: setup
-	$(VENV)/bin/jupyter lab $(firstword $(wildcard notebooks/00_start_here.ipynb) notebooks)
+	$(VENV)/bin/jupyter lab $(ROOT_ARGS) $(LAB_ARGS) $(firstword $(wildcard notebooks/00_start_here.ipynb) notebooks)
 
 # Speed and cost, as ratios measured in one run; writes bench-results/bench.csv.
 bench: setup

@@ -87,7 +87,7 @@ def _config(parser, args):
     try:
         return config_from_args(args)
     except ConfigError as e:
-        parser.error(str(e))
+        parser.error(e.as_flag())
 
 
 def cmd_points(parser, args) -> int:
@@ -228,8 +228,16 @@ def cmd_lesson(parser, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .interrupts import Interrupted, interruptible
+
     try:
-        return _main(argv)
+        with interruptible():
+            return _main(argv)
+    except Interrupted as e:
+        # The sweep's pool has already killed its workers; its work_dir has removed the temp dirs.
+        print(f"bughunt: {e.what}; every worker was stopped and the temporary run directories "
+              "removed", file=sys.stderr)
+        return e.code
     except BrokenPipeError:          # `... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0

@@ -22,8 +22,27 @@ CONFIG_FORMAT = 1
 CONFIG_FILE = "config.json"
 
 
+MAX_PAGES = 1_000_000          # a bound, so that a typo cannot ask for a billion pages
+
+
 class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the flag."""
+    """A configuration that cannot run. `field` names the RunConfig field; `str()` speaks in the
+    fields' words (for Python callers), `as_flag()` in the command line's (`--snapshot-every`)."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason.replace('`', '')}")
+        self.field, self.reason = field, reason
+
+    def as_flag(self) -> str:
+        return f"--{self.field.replace('_', '-')}: {reason_as_flags(self.reason)}"
+
+
+def reason_as_flags(text: str) -> str:
+    """A reason that mentions other fields (`store`), said with their flags (`--store`)."""
+    import re
+
+    names = "|".join(f.name for f in dataclasses.fields(RunConfig))
+    return re.sub(rf"`({names})`", lambda m: "--" + m.group(1).replace("_", "-"), text)
 
 
 @dataclass(frozen=True)
@@ -40,41 +59,51 @@ class RunConfig:
     task_id: str = "bughunt"
 
     def __post_init__(self):
+        def one_of(field, choices):
+            value = getattr(self, field)
+            return (field, value in choices and isinstance(value, str),
+                    f"must be one of {', '.join(choices)}, not {value!r}")
+
+        def whole(field, low, high):
+            value = getattr(self, field)       # bool is an int in Python: refuse it explicitly
+            ok = type(value) is int and low <= value <= high
+            return field, ok, f"must be a whole number from {low} to {high}, not {value!r}"
+
         checks = [
-            (self.store in STORES, f"--store must be one of {', '.join(STORES)}"),
-            (self.granularity in GRANULARITIES,
-             f"--granularity must be one of {', '.join(GRANULARITIES)}"),
-            (self.write_mode in WRITE_MODES,
-             f"--write-mode must be one of {', '.join(WRITE_MODES)}"),
-            (self.fsync in FSYNC_POLICIES, f"--fsync must be one of {', '.join(FSYNC_POLICIES)}"),
-            (self.pending in PENDING_POLICIES,
-             f"--pending must be one of {', '.join(PENDING_POLICIES)}"),
-            (isinstance(self.pages, int) and self.pages >= 1, "--pages must be at least 1"),
-            (isinstance(self.snapshot_every, int) and self.snapshot_every >= 0,
-             "--snapshot-every must be 0 or more"),
-            (self.snapshot_every == 0 or self.store == "log",
-             "--snapshot-every applies to --store log only (the snapshot store snapshots every page)"),
-            (self.granularity == "page" or self.store == "snapshot",
-             "--granularity op applies to --store snapshot only"),
-            (isinstance(self.idempotency_key, bool) and isinstance(self.intent, bool),
-             "--idempotency-key and --intent take on|off"),
+            one_of("store", STORES), one_of("granularity", GRANULARITIES),
+            one_of("write_mode", WRITE_MODES), one_of("fsync", FSYNC_POLICIES),
+            one_of("pending", PENDING_POLICIES),
+            whole("pages", 1, MAX_PAGES), whole("snapshot_every", 0, MAX_PAGES),
+            ("idempotency_key", type(self.idempotency_key) is bool,
+             f"must be True or False (on or off), not {self.idempotency_key!r}"),
+            ("intent", type(self.intent) is bool,
+             f"must be True or False (on or off), not {self.intent!r}"),
+            ("task_id", isinstance(self.task_id, str) and 0 < len(self.task_id) <= 100
+             and self.task_id.isprintable(), f"must be a short printable name, not "
+                                             f"{self.task_id!r}"),
+            ("snapshot_every", self.snapshot_every == 0 or self.store == "log",
+             "applies only when `store` is log (the snapshot store snapshots every page)"),
+            ("granularity", self.granularity == "page" or self.store == "snapshot",
+             "op applies only when `store` is snapshot"),
         ]
-        for ok, message in checks:
+        for field, ok, reason in checks:
             if not ok:
-                raise ConfigError(message)
+                raise ConfigError(field, reason)
 
     def to_json(self) -> dict:
         return {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunConfig":
+        if not isinstance(data, dict):
+            raise ConfigError("format", "a run configuration is a JSON object")
         data = dict(data)
         if data.pop("format", None) != CONFIG_FORMAT:
-            raise ConfigError(f"unknown config format (this lab writes format {CONFIG_FORMAT})")
+            raise ConfigError("format", f"unknown (this lab writes format {CONFIG_FORMAT})")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
-            raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}")
+            raise ConfigError("format", f"unknown keys {', '.join(sorted(unknown))}")
         return cls(**data)
 
     def differences(self, other: "RunConfig") -> list[str]:
@@ -114,7 +143,10 @@ def _count(value: str) -> int:
 
 
 def _positive(value: str) -> int:
-    n = _count(value)
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
     return n
@@ -174,6 +206,15 @@ def read_config(run_dir: Path) -> RunConfig:
     try:
         return RunConfig.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: not found (is {run_dir} a BugHunt run directory?)") from None
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{path}: not a valid run configuration ({e})") from None
+        raise ConfigFileError(f"{path}: not found (is {run_dir} a BugHunt run directory?)") \
+            from None
+    except IsADirectoryError:
+        raise ConfigFileError(f"{path}: is a directory, not a run configuration") from None
+    except OSError as e:
+        raise ConfigFileError(f"{path}: cannot be read ({e.strerror})") from None
+    except (ValueError, TypeError) as e:     # bad JSON, bad UTF-8, a ConfigError
+        raise ConfigFileError(f"{path}: not a valid run configuration ({e})") from None
+
+
+class ConfigFileError(ValueError):
+    """A run directory's config.json is missing or cannot be trusted; the message names it."""

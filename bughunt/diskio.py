@@ -74,7 +74,8 @@ class Door:
         self.bugs = frozenset(bugs)
         self.writes = 0          # write() calls so far
         self.fsyncs = 0          # fsync() calls so far, files and directories
-        self._names: dict[int, str] = {}
+        self._names: dict[int, str] = {}      # fd -> file name, for the journal
+        self._paths: dict[int, str] = {}      # fd -> full path, for error messages
         self._append_fds: set[int] = set()
         self._journal_fd = (os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                             if journal is not None else None)
@@ -94,6 +95,7 @@ class Door:
         existed = os.path.exists(path)
         fd = os.open(path, flags, 0o644)
         self._names[fd] = path.name
+        self._paths[fd] = str(path)
         if flags & os.O_APPEND:
             self._append_fds.add(fd)
         if not existed:
@@ -108,7 +110,7 @@ class Door:
             self._write_all(fd, data[:len(data) // 2])
             code = self.faults.write_errno
             raise OSError(code, f"{os.strerror(code)} (injected at write {self.writes})",
-                          self._names.get(fd))
+                          self._paths.get(fd))
         self._write_all(fd, data)
 
     def _write_all(self, fd: int, data: bytes) -> None:
@@ -117,11 +119,14 @@ class Door:
                       else os.lseek(fd, 0, os.SEEK_CUR))
             self._record(op="write", path=self._names.get(fd), offset=offset,
                          data=base64.b64encode(data).decode())
-        n = os.write(fd, data)
-        if n < len(data):                  # a short write: rare on a regular file, but legal
-            view = memoryview(data)[n:]
-            while view:
-                view = view[os.write(fd, view):]
+        try:
+            n = os.write(fd, data)
+            if n < len(data):              # a short write: rare on a regular file, but legal
+                view = memoryview(data)[n:]
+                while view:
+                    view = view[os.write(fd, view):]
+        except OSError as e:               # os.write names no file: say which one
+            raise OSError(e.errno, e.strerror, self._paths.get(fd)) from None
 
     def _count_fsync(self, what: str) -> None:
         self.fsyncs += 1
@@ -131,15 +136,16 @@ class Door:
     def _fsync(self, fd: int) -> None:
         if "no-fsync" in self.bugs:
             return
-        self._count_fsync(self._names.get(fd, "?"))
+        self._count_fsync(self._paths.get(fd, "?"))
         try:
             os.fsync(fd)
         except OSError as e:
-            raise FsyncError(e.errno, e.strerror, self._names.get(fd)) from None
+            raise FsyncError(e.errno, e.strerror, self._paths.get(fd)) from None
         self._record(op="fsync", path=self._names.get(fd))
 
     def _close(self, fd: int) -> None:
         self._names.pop(fd, None)
+        self._paths.pop(fd, None)
         self._append_fds.discard(fd)
         os.close(fd)
 
@@ -154,6 +160,8 @@ class Door:
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
+        except OSError as e:
+            raise FsyncError(e.errno, e.strerror, str(directory)) from None
         finally:
             os.close(fd)
         self._record(op="fsync_dir")

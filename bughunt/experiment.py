@@ -14,6 +14,7 @@ Results are plain dicts (one per crash point); `sweep` and friends also give pan
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -35,6 +36,7 @@ from .config import RunConfig
 from .crashpoints import (LABELS, PAUSE_BANNER, CrashPoint, NoSuchPoint, find, point_name,
                           scheme)
 from .events import apply_event, initial_state
+from .interrupts import deferred
 from .stores import LOG_FILE, StoreDamage, rebuild_from_disk
 from .world import Site, read_bill, read_reports
 from .worker import READY_BANNER
@@ -57,13 +59,77 @@ _POOL = None
 _POOL_LOCK = threading.Lock()
 
 
+_LIVE: set[subprocess.Popen] = set()     # workers started as fresh interpreters, still running
+_STOPPING = threading.Event()              # set while an interrupted pool winds down
+
+
+class Stopped(RuntimeError):
+    """No new worker starts while an interrupted experiment is stopping its workers."""
+
+
 def _fork_pool():
     global _POOL
     with _POOL_LOCK:
+        if _STOPPING.is_set():
+            raise Stopped("interrupted: no new worker is started")
         if _POOL is None:
             from .forkserver import ForkServerPool
             _POOL = ForkServerPool()
         return _POOL
+
+
+def stop_all_workers() -> None:
+    """Kill every worker this process started and is still waiting for, and the fork servers
+    with their children: what an interrupted sweep must do before it removes its run directories.
+    The next experiment starts fresh fork servers."""
+    global _POOL
+    with _POOL_LOCK:
+        _STOPPING.set()
+        pool, _POOL = _POOL, None
+    if pool is not None:
+        pool.kill()
+    live = list(_LIVE)
+    for proc in live:
+        proc.kill()
+    for proc in live:                  # gone before the caller removes their run directories
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def spawn(cmd: list[str], **popen) -> subprocess.Popen:
+    """Start a worker process that `stop_all_workers` can reach.
+
+    Ctrl-C and SIGTERM are held back while the process starts (Popen waits for the exec), so an
+    interrupt cannot fall between "the child exists" and "we know its pid" and leave it running.
+    Call `forget(proc)` once it has ended.
+    """
+    with deferred(), _POOL_LOCK:
+        if _STOPPING.is_set():
+            raise Stopped("interrupted: no new worker is started")
+        proc = subprocess.Popen(cmd, **popen)
+        _LIVE.add(proc)
+    return proc
+
+
+def forget(proc: subprocess.Popen) -> None:
+    _LIVE.discard(proc)
+
+
+def _run_process(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """`subprocess.run` that `stop_all_workers` can reach."""
+    proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    finally:
+        forget(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _point_arg(point: CrashPoint | str | int) -> str:
@@ -85,8 +151,7 @@ def run_worker(run_dir: Path, config: RunConfig, *, crash_at: CrashPoint | str |
         # A fork of a pre-imported worker: a separate process all the same, killed by a real
         # SIGKILL at its crash point, but started in a millisecond.
         return _fork_pool().run(worker_args(run_dir, config, *extra), timeout)
-    return subprocess.run(worker_command(run_dir, config, *extra), capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return _run_process(worker_command(run_dir, config, *extra), timeout)
 
 
 def clean_run(config: RunConfig, run_dir: Path | None = None, *, trace: bool = False,
@@ -302,9 +367,14 @@ def work_dir(base: Path | None = None):
             shutil.rmtree(tmp, ignore_errors=True)
         return
     base = Path(base)
+    if base.exists() and not base.is_dir():
+        raise FileExistsError(f"--work-dir {base}: is a file, not a directory")
     if base.exists() and any(base.iterdir()):
-        raise FileExistsError(f"{base}: exists and is not empty; give a new --work-dir")
-    base.mkdir(parents=True, exist_ok=True)
+        raise FileExistsError(f"--work-dir {base}: exists and is not empty; give a new one")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FileExistsError(f"--work-dir {base}: cannot be created ({e.strerror})") from None
     yield base
 
 
@@ -317,16 +387,55 @@ def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
     Threads only wait on child processes, so one thread per core keeps every core busy.
     """
     measure = measure or crash_and_resume
-    results: list[dict] = [None] * len(jobs)    # type: ignore[list-item]
-    with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        futures = {pool.submit(measure, config, point, base / f"{tag}-{point.index:03d}"): i
-                   for i, (tag, config, point) in enumerate(jobs)}
+    calls = [functools.partial(measure, config, point, base / f"{tag}-{point.index:03d}")
+             for tag, config, point in jobs]
+    return [{"sweep": tag, **r} for (tag, _, _), r in zip(jobs, in_parallel(calls, workers,
+                                                                             progress))]
+
+
+def in_parallel(calls: list[Callable[[], dict]], workers: int | None = None,
+                progress: Progress | None = None) -> list:
+    """Run the calls in a thread pool, results in order. Threads only wait on child processes,
+    so one thread per core keeps every core busy.
+
+    Interrupted (Ctrl-C, SIGTERM, a notebook's interrupt) or failing, it cancels the calls not
+    started, kills the workers running, waits for the threads, then raises: the caller's
+    `work_dir` then removes the run directories, and nothing is left running.
+    """
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    results: list = [None] * len(calls)
+    pool = ThreadPoolExecutor(max_workers=workers or default_workers())
+    try:
+        futures = {pool.submit(call): i for i, call in enumerate(calls)}
         for done, future in enumerate(as_completed(futures), 1):
-            i = futures[future]
-            results[i] = {"sweep": jobs[i][0], **future.result()}
+            results[futures[future]] = future.result()
             if progress:
-                progress(done, len(jobs))
+                progress(done, len(calls))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            stop_all_workers()
+            pool.shutdown(wait=True)
+        finally:
+            _STOPPING.clear()
+        raise
+    pool.shutdown(wait=True)
     return results
+
+
+@contextmanager
+def stopping_workers_on_interrupt():
+    """For an experiment that starts workers one after another: on any exception (an interrupt
+    included), kill what is still running before the exception leaves."""
+    try:
+        yield
+    except BaseException:
+        try:
+            stop_all_workers()
+        finally:
+            _STOPPING.clear()
+        raise
 
 
 def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = None,
@@ -419,14 +528,19 @@ def start_ready_worker(run_dir: Path, config: RunConfig,
     same clock as its trace). Interpreter start and imports come before it and are not part of the
     run's life: a kill there could never hit anything.
     """
-    proc = subprocess.Popen(worker_command(run_dir, config, "--trace", "--ready", *extra),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    if not line.startswith(READY_BANNER):
+    proc = spawn(worker_command(run_dir, config, "--trace", "--ready", *extra),
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                 text=True)
+    try:
+        line = proc.stderr.readline()
+        if not line.startswith(READY_BANNER):
+            raise RuntimeError(f"worker did not start: "
+                               f"{(line + proc.stderr.read()).strip()[-300:]}")
+    except BaseException:                  # interrupted while it starts: leave nothing running
         proc.kill()
-        proc.wait()
-        raise RuntimeError(f"worker did not start: {(line + proc.stderr.read()).strip()[-300:]}")
+        proc.communicate()
+        forget(proc)
+        raise
     return proc, float(line[len(READY_BANNER):])
 
 
@@ -498,13 +612,17 @@ def kill_random(config: RunConfig, *, tries: int = 40, seed: int = 0,
     world = ("--latency-ms", f"{latency_ms:g}")
     rng = random.Random(seed)
     tries_out = []
-    with work_dir(base_dir) as base:
+    with work_dir(base_dir) as base, stopping_workers_on_interrupt():
         lives = []
         for i in range(references):
             ref = base / f"reference-{i}"
             ref.mkdir()
             proc, _ = start_ready_worker(ref, config, world)
-            err = proc.communicate()[1]
+            try:
+                err = proc.communicate()[1]
+            finally:
+                proc.kill()
+                forget(proc)
             if proc.returncode != 0:
                 raise RuntimeError(f"clean run failed: {err.strip()[-300:]}")
             lives.append(run_life(read_trace(ref)))
@@ -514,9 +632,12 @@ def kill_random(config: RunConfig, *, tries: int = 40, seed: int = 0,
             run_dir.mkdir()
             delay = rng.uniform(0, life) if at is None else at[i] * life
             proc, ready_t = start_ready_worker(run_dir, config, world)
-            time.sleep(max(0.0, ready_t + delay - time.time()))
-            proc.send_signal(signal.SIGKILL)     # a no-op if it already finished
-            proc.communicate()
+            try:
+                time.sleep(max(0.0, ready_t + delay - time.time()))
+            finally:
+                proc.send_signal(signal.SIGKILL)     # a no-op if it already finished
+                proc.communicate()
+                forget(proc)
             killed = proc.returncode == -signal.SIGKILL
             trace, bill = read_trace(run_dir), read_bill(run_dir)
             calls_before = len(bill)

@@ -27,7 +27,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
+
+from .interrupts import deferred
 
 
 def serve() -> None:
@@ -62,9 +65,17 @@ def serve() -> None:
                     sys.stderr.flush()
                 finally:
                     os._exit(code)
-        os.write(1, (json.dumps({"pid": pid}) + "\n").encode())
-        _, status = os.waitpid(pid, 0)
-        os.write(1, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+        try:
+            os.write(1, (json.dumps({"pid": pid}) + "\n").encode())
+            _, status = os.waitpid(pid, 0)
+            os.write(1, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+                     .encode())
+        except OSError:               # the caller is gone (its pipe is closed): end quietly
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os._exit(0)
 
 
 class ForkServer:
@@ -108,6 +119,24 @@ class ForkServer:
             self.proc.wait(timeout=10)
         self.tmp.cleanup()
 
+    def kill(self) -> None:
+        """SIGKILL the server and every worker it forked (its process group), now."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        # Its workers are now orphans dying of the same SIGKILL: wait (briefly) until the group is
+        # gone, so that nothing of this server outlives the call.
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.001)
+        self.tmp.cleanup()
+
 
 class ForkServerPool:
     """Idle servers, handed out to concurrent callers; one more is started when all are busy."""
@@ -116,15 +145,19 @@ class ForkServerPool:
         self._idle: queue.SimpleQueue[ForkServer] = queue.SimpleQueue()
         self._all: list[ForkServer] = []
         self._lock = threading.Lock()
+        self._killed = False
         atexit.register(self.close)
 
     def run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
         try:
             server = self._idle.get_nowait()
         except queue.Empty:
-            server = ForkServer()
             with self._lock:
-                self._all.append(server)
+                if self._killed:
+                    raise RuntimeError("the fork servers were stopped")
+                with deferred():     # no interrupt between "it exists" and "the pool knows it"
+                    server = ForkServer()
+                    self._all.append(server)
         try:
             result = server.run(argv, timeout)
         except BaseException:
@@ -141,6 +174,14 @@ class ForkServerPool:
                 server.close()
             except Exception:
                 pass
+
+    def kill(self) -> None:
+        """Kill every server and its workers (an interrupted sweep); the pool is then empty."""
+        with self._lock:
+            self._killed = True
+            servers, self._all = self._all, []
+        for server in servers:
+            server.kill()
 
 
 def enabled() -> bool:

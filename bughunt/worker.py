@@ -6,9 +6,11 @@ Per page: ask the model, visit the page, on a bug page (record an intent, then) 
 commit the page's checkpoint. Resuming is running again on the same directory: the worker recovers
 its state from the checkpoint store and carries on from the first page not done.
 
-Exit codes: 0 done; 2 refused (bad flag, damaged checkpoint, configuration mismatch); 75 busy
-(another worker holds the run). Death by a planned crash point is a real SIGKILL, so the parent
-sees the process killed by signal 9, not an exit code.
+Exit codes: 0 done; 2 refused (bad flag, damaged checkpoint, configuration mismatch, a file that
+is not the lab's); 74 the disk refused a write or an fsync (full, read-only, I/O error); 75 busy
+(another worker holds the run, or another program locks the tracker); 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM): both stop between two operations, so the run can be resumed. Death by a
+planned crash point is a real SIGKILL: the parent sees signal 9, not an exit code.
 """
 
 from __future__ import annotations
@@ -19,23 +21,28 @@ import fcntl
 import json
 import os
 import resource
+import sqlite3
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import (CONFIG_FILE, ConfigError, RunConfig, _latency, _positive, add_config_arguments,
-                     config_from_args, dumps, read_config)
+from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
+                     add_config_arguments, config_from_args, dumps, read_config)
 from .crashpoints import CrashPlan, NoSuchPoint, find, scheme
 from .diskio import Door, Faults, FsyncError
 from .events import apply_event
+from .interrupts import Interrupted, interruptible
 from .stores import StoreDamage, make_store
-from .world import MockModel, Site, SiteError, Tracker, report_key
+from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
+                    TrackerError, check_tracker, report_key)
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
 EXIT_IO = 74              # EX_IOERR: the disk refused a write or an fsync
 EXIT_BUSY = 75            # EX_TEMPFAIL: try again when the other worker is gone
+#: errnos that mean the disk (or the quota, or the file size limit) is full
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 LOCK_FILE = "run.lock"
 JOURNAL_FILE = "io.jsonl"
 
@@ -115,7 +122,7 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
     if path.exists():
         try:
             stored = read_config(run_dir)
-        except ConfigError as e:
+        except ConfigFileError as e:
             raise Refused(str(e)) from None
         diff = stored.differences(config)
         if diff:
@@ -123,14 +130,27 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
                           f"(stored vs given: {'; '.join(diff)}); resume it with the same flags "
                           "or use a new --dir")
         return
-    # A kill while the config was being written leaves its temp file: ours, and replaced below.
+    check_run_dir(run_dir)             # again, now that we hold the lock
+    # Always made durable, whatever the fsync policy: a run must never forget its own design.
+    door.write_atomic(path, dumps(config), kind="config", fsync=True)
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse, before writing anything, a --dir that is a file, or a directory that is neither
+    new, nor empty, nor a BugHunt run (no config.json, but other files)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise Refused(f"--dir {run_dir}: is a file, not a directory")
+    if not run_dir.exists() or (run_dir / CONFIG_FILE).exists():
+        return
+    # A kill while the config was being written leaves its temp file: ours, replaced later.
     ours = {LOCK_FILE, CONFIG_FILE + ".tmp", JOURNAL_FILE}
-    strangers = sorted(p.name for p in run_dir.iterdir() if p.name not in ours)
+    try:
+        strangers = sorted(p.name for p in run_dir.iterdir() if p.name not in ours)
+    except OSError as e:
+        raise Refused(f"--dir {run_dir}: cannot be read ({e.strerror})") from None
     if strangers:
         raise Refused(f"{run_dir}: not a BugHunt run directory (no {CONFIG_FILE}, but it holds "
                       f"{', '.join(strangers[:3])}); use an empty or new --dir")
-    # Always made durable, whatever the fsync policy: a run must never forget its own design.
-    door.write_atomic(path, dumps(config), kind="config", fsync=True)
 
 
 TRACE_FILE = "trace.jsonl"
@@ -147,20 +167,29 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
     """
     try:
         return _run(run_dir, config, crash_at, pause_at, trace, ready, lab)
+    except sqlite3.OperationalError as e:
+        if "locked" not in str(e):
+            raise Refused(f"{run_dir / TRACKER_FILE}: the tracker failed ({e}); stopped. Every "
+                          "report it acknowledged is safe") from None
+        raise Refused(f"{run_dir / TRACKER_FILE}: the tracker is locked by another program "
+                      f"(waited {TRACKER_TIMEOUT_S:g} s); stopped. Every report it acknowledged "
+                      "is safe; resume when it is free", EXIT_BUSY) from None
+    except sqlite3.DatabaseError as e:
+        raise Refused(f"{run_dir / TRACKER_FILE}: not a usable tracker database ({e}); nothing "
+                      "more was filed") from None
     except OSError as e:
         if e.errno is None:
             raise
-        name = Path(e.filename).name if isinstance(e.filename, str) else "?"
-        if isinstance(e.filename, str) and Path(e.filename).is_dir():
-            name = "the run directory"
+        path = e.filename if isinstance(e.filename, str) else str(run_dir)
         if isinstance(e, FsyncError):
-            raise Refused(f"{run_dir}: fsync of {name} failed ({e.strerror}); stopping without "
-                          "retrying: a retry can report success for data the kernel already "
-                          "dropped. Every report the tracker acknowledged is safe; resume to "
-                          "continue", EXIT_IO) from None
-        raise Refused(f"{run_dir}: cannot write {name}: {e.strerror}; stopped. Every report the "
-                      "tracker acknowledged is safe; resume when the disk has room",
-                      EXIT_IO) from None
+            raise Refused(f"{path}: fsync failed ({e.strerror}); stopping without retrying: a "
+                          "retry can report success for data the kernel already dropped. Every "
+                          "report the tracker acknowledged is safe; resume to continue",
+                          EXIT_IO) from None
+        cause = ("the disk is full; resume when it has room" if e.errno in DISK_FULL
+                 else "resume when that is fixed")
+        raise Refused(f"{path}: cannot write ({e.strerror}); stopped. Every report the "
+                      f"tracker acknowledged is safe; {cause}", EXIT_IO) from None
 
 
 def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
@@ -175,13 +204,17 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         plan = CrashPlan(points, crash, pause)
     except (SiteError, NoSuchPoint) as e:
         raise Refused(str(e)) from None
+    check_run_dir(run_dir)                 # read-only: a refusal here leaves nothing behind
     ready_t = time.time()
     if ready:
         # For kills from outside at random moments: the killer's clock starts here, on the same
         # (wall) clock as the trace, so a delay means the same moment of the run in every try.
         sys.stderr.write(f"{READY_BANNER} {ready_t:.6f}\n")
         sys.stderr.flush()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise Refused(f"--dir {run_dir}: cannot be created ({e.strerror})") from None
     if not (lab.no_lock or "no-lock" in lab.bugs):
         acquire_run_lock(run_dir)          # held until this process ends, however it ends
     door = Door(config.fsync, faults=lab.faults, bugs=lab.bugs,
@@ -194,11 +227,16 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
     try:
         recovered = store.load()           # read-only: a refusal leaves every byte as it was
     except StoreDamage as e:
-        raise Refused(f"damaged checkpoint: {e}; nothing was changed") from None
+        raise Refused(f"{e}; nothing was changed") from None
     for flag, target in (("--crash-at", crash), ("--pause-at", pause)):
         if target is not None and target.page < recovered.state["next_page"]:
             raise Refused(f"{flag} {target.name}: this run already passed that point (it resumes "
                           f"at page {recovered.state['next_page']}); nothing was changed")
+    try:
+        check_tracker(run_dir)             # read-only, before the first write of this resume
+    except TrackerError as e:
+        raise Refused(f"{e}; nothing was changed", EXIT_BUSY if e.busy else EXIT_REFUSED) \
+            from None
     for note in recovered.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     repairs = store.open_for_append()
@@ -291,6 +329,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         "temp_files_removed": repairs.temp_files_removed,
         "snapshot_used": recovered.snapshot_used,
         "snapshot_fallback": recovered.snapshot_fallback,
+        "notes": recovered.notes,
         "pending_at_start": pending_at_start,
         "checkpoint_writes": {
             "count": sum(len(v) for v in door.latencies_ns.values()),
@@ -371,7 +410,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
     try:
         config = config_from_args(args)
     except ConfigError as e:
-        parser.error(str(e))
+        parser.error(e.as_flag())
     try:
         write_fault = args.fail_write or (None, errno.ENOSPC)
         lab = LabOptions(io_trace=args.io_trace, no_lock=args.no_lock,
@@ -379,10 +418,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
                          bugs=frozenset(args.plant_bug), crash_in_recovery=args.crash_in_recovery,
                          faults=Faults(fail_write=write_fault[0], write_errno=write_fault[1],
                                        fail_fsync=args.fail_fsync))
-        report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
-                     trace=args.trace, ready=args.ready, lab=lab)
+        with interruptible():
+            report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
+                         trace=args.trace, ready=args.ready, lab=lab)
     except Refused as e:
         print(f"bughunt: {e}", file=sys.stderr)
+        return e.code
+    except Interrupted as e:
+        print(f"bughunt: {e.what}: the run stopped between two operations; run again on "
+              f"--dir {args.dir} to resume", file=sys.stderr)
         return e.code
     if args.json:
         json.dump(report, sys.stdout)

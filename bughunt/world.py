@@ -25,6 +25,8 @@ from pathlib import Path
 
 BILL_FILE = "bill.jsonl"
 TRACKER_FILE = "tracker.db"
+TRACKER_TIMEOUT_S = 5.0         # how long a submit waits for another program's lock on the tracker
+REPORT_COLUMNS = ("id", "page", "idempotency_key", "title", "pid", "filed_at")
 
 
 def data_dir() -> Path:
@@ -128,6 +130,47 @@ def read_bill(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+class TrackerError(ValueError):
+    """A tracker.db that is not the lab's tracker (or is locked: `busy`); the message names it."""
+
+    def __init__(self, message: str, busy: bool = False):
+        super().__init__(message)
+        self.busy = busy
+
+
+def check_tracker(run_dir: Path) -> None:
+    """Read-only: refuse a tracker.db that is not a SQLite database, or whose `reports` table is
+    not the lab's (another program's database must never be written into). A missing or empty
+    database is fine: the worker creates the table."""
+    path = Path(run_dir) / TRACKER_FILE
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise TrackerError(f"{path}: is not a file")
+    try:
+        db = open_for_reading(path)
+        try:
+            tables = {name for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            columns = tuple(r[1] for r in db.execute("PRAGMA table_info(reports)"))
+        finally:
+            db.close()
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e):
+            raise TrackerError(f"{path}: the tracker is locked by another program (waited "
+                               f"{TRACKER_TIMEOUT_S:g} s); resume when it is free",
+                               busy=True) from None
+        raise TrackerError(f"{path}: not a usable tracker database ({e})") from None
+    except sqlite3.DatabaseError as e:
+        raise TrackerError(f"{path}: not a usable tracker database ({e})") from None
+    if tables and "reports" not in tables:
+        raise TrackerError(f"{path}: not a BugHunt tracker (it holds the tables "
+                           f"{', '.join(sorted(tables)[:3])}, not reports)")
+    if "reports" in tables and columns != REPORT_COLUMNS:
+        raise TrackerError(f"{path}: its reports table has the columns {', '.join(columns)}, "
+                           f"not the tracker's ({', '.join(REPORT_COLUMNS)})")
+
+
 class Tracker:
     """The bug tracker: a real SQLite database the worker files reports into."""
 
@@ -142,7 +185,8 @@ class Tracker:
         )"""
 
     def __init__(self, run_dir: Path):
-        self._db = sqlite3.connect(Path(run_dir) / TRACKER_FILE, isolation_level=None)
+        self._db = sqlite3.connect(Path(run_dir) / TRACKER_FILE, isolation_level=None,
+                                   timeout=TRACKER_TIMEOUT_S)
         self._db.execute(self.SCHEMA)
 
     def submit(self, page: int, title: str, key: str | None) -> bool:
@@ -161,12 +205,29 @@ class Tracker:
         self._db.close()
 
 
+def open_for_reading(path: Path) -> sqlite3.Connection:
+    """A connection that only reads `path`. A kill inside a transaction leaves a hot journal
+    (`tracker.db-journal`); a read-only connection cannot roll it back, so then the database is
+    opened read-write and SQLite rolls it back first, as any SQLite program would, the tracker
+    included. Nothing else is written."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=TRACKER_TIMEOUT_S)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as e:
+        db.close()
+        if "readonly" not in str(e):
+            raise
+        db = sqlite3.connect(path, timeout=TRACKER_TIMEOUT_S)
+    return db
+
+
 def read_reports(run_dir: Path) -> list[dict]:
-    """The tracker's reports, oldest first, read without changing the database."""
+    """The tracker's reports, oldest first, read without changing the database (but for SQLite's
+    own rollback of a transaction a kill cut short)."""
     path = Path(run_dir) / TRACKER_FILE
     if not path.exists():
         return []
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = open_for_reading(path)
     try:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM reports ORDER BY id")]

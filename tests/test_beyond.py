@@ -8,7 +8,6 @@ import base64
 import pytest
 
 from bughunt import beyond as B
-from bughunt.config import RunConfig
 from bughunt.experiment import crash_points
 from bughunt.powerloss import crash_states
 

@@ -133,7 +133,7 @@ def test_torn_snapshot_is_caught_and_recovery_says_it_starts_fresh():
     snap = torn.snapshot_after_kill("torn", page=2)
     assert set(snap["files"]) == {"snapshot.json"}
     assert snap["next_page"] == 1 and snap["snapshot_fallback"] == "fresh"
-    assert snap["notes"][0].startswith("snapshot.json: unusable snapshot")
+    assert snap["notes"][0].startswith("snapshot.json: torn snapshot")
 
 
 def test_snapshot_tears_cost_redone_calls_only_when_torn():

@@ -27,7 +27,7 @@ def test_torn_snapshot_is_detected_and_recovery_starts_fresh_and_says_so(run_dir
     proc = run(run_dir, config, "--json")
     r = report(proc)
     assert r["snapshot_fallback"] == "fresh" and r["model_calls"] == 12
-    assert "unusable snapshot" in proc.stderr and "snapshot.json" in proc.stderr
+    assert "torn snapshot" in proc.stderr and "snapshot.json" in proc.stderr
 
 
 def test_op_granularity_saves_the_model_answer_before_the_visit(run_dir):

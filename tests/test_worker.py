@@ -46,7 +46,7 @@ def test_a_foreign_directory_is_not_taken_over(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     proc = run(tmp_path, RunConfig())
     assert proc.returncode == 2 and "not a BugHunt run directory" in proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "run.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]      # no run.lock either
 
 
 def test_a_second_resumer_is_refused_while_the_first_lives_and_succeeds_after_its_kill(run_dir):

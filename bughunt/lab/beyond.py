@@ -152,7 +152,8 @@ def fault_table(df):
     if "retried" in df:
         cols.insert(2, "retried")
     out = df[cols].copy()
-    out.insert(1, "failing file", df["message"].str.extract(r"(?:write|of) (\S+?)[:;]? ")[0])
+    failing = df["message"].str.extract(r"^(?:\S*/)?([^/\s]+?): (?:cannot write|fsync)")[0]
+    out.insert(1, "failing file", failing.replace("RUN_DIR", "(the run directory)"))
     return out.set_index("k")
 
 

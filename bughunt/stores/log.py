@@ -113,6 +113,13 @@ class LogStore:
     def load(self) -> Recovered:
         """Recover from the newest usable snapshot and the log after it, reading only that part."""
         try:
+            return self._load()
+        except OSError as e:
+            path = e.filename if isinstance(e.filename, str) else self.path
+            raise StoreDamage(Path(path), None, f"cannot be read ({e.strerror})") from None
+
+    def _load(self) -> Recovered:
+        try:
             size = self.path.stat().st_size
         except FileNotFoundError:
             size = 0

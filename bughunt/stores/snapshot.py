@@ -1,9 +1,14 @@
 """The snapshot store: the whole state in one checksummed file, rewritten at every commit.
 
 In `atomic` write mode the file is replaced by `Door.write_atomic` (temp file, fsync per policy,
-`os.replace`, directory fsync), so a kill leaves the old snapshot or the new one. In `torn` and
-`no-newline` modes it is overwritten in place, so a kill in the middle leaves half a snapshot: the
-checksum catches it, and recovery falls back to a fresh start and says so.
+`os.replace`, directory fsync), so a kill leaves the old snapshot or the new one, never half of
+one. A snapshot that fails its checksum there was damaged after it was written (a bad disk, a
+careless copy, an edit): recovery refuses it, naming the file, and changes nothing, because
+starting over would silently pay every model call again and could file every report twice.
+
+In `torn` and `no-newline` modes it is overwritten in place, so a kill in the middle leaves half a
+snapshot: that is the crash's own leftover, not damage. The checksum catches it, and recovery
+starts from page 1 and says so (`snapshot_fallback = "fresh"` and a note in the report).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from pathlib import Path
 from ..config import RunConfig
 from ..diskio import Door
 from ..events import initial_state
-from . import SNAPSHOT_FILE, Recovered, Repairs, records
+from . import SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, records
 
 SNAPSHOT_FORMAT = 1
 STATE_KEYS = set(initial_state())
@@ -63,9 +68,16 @@ class SnapshotStore:
     def load(self) -> Recovered:
         try:
             payload = read_snapshot(self.path)
+        except OSError as e:
+            raise StoreDamage(self.path, None, f"cannot be read ({e.strerror})") from None
         except (records.Torn, records.Damaged) as e:
+            if self.config.write_mode == "atomic":
+                raise StoreDamage(self.path, None, f"damaged snapshot ({e}): an atomically "
+                                  "replaced file cannot be torn by a kill, so this is damage; "
+                                  "move it away to start over") from None
             return Recovered(initial_state(), snapshot_fallback="fresh",
-                             notes=[f"{self.path}: unusable snapshot ({e}); starting from page 1"])
+                             notes=[f"{self.path}: torn snapshot ({e}), the leftover of a kill "
+                                    "during an in-place write; the run starts over from page 1"])
         if payload is None:
             return Recovered(initial_state())
         return Recovered(payload["state"], snapshot_used=True)
