@@ -111,9 +111,18 @@ def run_call(*, base_url: str, journal: Path, page: int = 3, crash_at: str | Non
     def write(record: dict) -> None:
         door.append(fd, (json.dumps(record) + "\n").encode())
 
+    try:
+        return _call_or_resume(records, write, base_url=base_url, page=page, crash_at=crash_at,
+                               pending=pending, stream=stream, fault=fault, model=model)
+    finally:
+        door.close(fd)
+
+
+def _call_or_resume(records, write, *, base_url, page, crash_at, pending, stream, fault,
+                    model) -> dict:
     done = [r for r in records if r.get("page") == page and r["t"] in ("answer", "aborted")]
     if done:
-        return {"action": "done", **_result(done[-1])}
+        return {"action": "done", **_result(done[-1]), "calls": 0}
     held = pending_call(records, page)
     if held is not None and pending == "abort":
         record = {"t": "aborted", "page": page, "request_id": held["request_id"],
@@ -209,6 +218,9 @@ def kill_in_call(crash_point: str, *, base_url: str, bill: Path, run_dir: Path,
                               model=model, fault=fault))
     if killed.returncode == 0:
         raise ValueError(f"crash point {crash_point!r} was never reached (the call ended first)")
+    if killed.returncode > 0:
+        raise RuntimeError(f"the call process failed ({killed.returncode}) before "
+                           f"{crash_point}: {killed.stderr.strip()}")
     held = pending_call(read_journal(journal), page) or {}
     resumed = runner(call_args(base_url, journal, page=page, pending=pending, stream=stream,
                                model=model, fault=fault))

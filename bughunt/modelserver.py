@@ -68,6 +68,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, fields, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -381,7 +382,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise _ClientGone()          # the server is stopping: abandon this answer
 
     def _read_body(self) -> bytes | None:
+        """The body by its Content-Length; None when it cannot be read (too large, or sent in
+        chunks: the connection is then closed, since the next request's start is unknown)."""
         length = self.headers.get("Content-Length")
+        if "Transfer-Encoding" in self.headers:
+            self.close_connection = True
+            return None
         if length is None or not length.isdigit():
             return b""
         if int(length) > MAX_BODY:
@@ -409,7 +415,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         if body is None:
             self.close_connection = True
-            return self._reply(413, error_body(f"Request body larger than {MAX_BODY} bytes."))
+            return self._reply(413, error_body(f"Send the request body with a Content-Length of "
+                                               f"at most {MAX_BODY} bytes."),
+                               {"Connection": "close"})
         try:
             request = validate(body)
             fault = Fault.parse(self.headers.get(FAULT_HEADER), self.server.fault)
@@ -650,6 +658,8 @@ class ServerProcess:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr,
                                      stdin=subprocess.DEVNULL, text=True,
                                      start_new_session=True)
+        # Its own session keeps a notebook's interrupt from killing it; so stop it at our exit.
+        weakref.finalize(self, _terminate, self.proc)
         self.base_url = self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> str:
@@ -708,6 +718,15 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def serve(bill: Path, fault: Fault | str | None = None, *, in_thread: bool = False,

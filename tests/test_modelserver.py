@@ -16,7 +16,7 @@ import pytest
 
 from bughunt import inflight
 from bughunt.modelserver import (FAULT_HEADER, Fault, FaultSpecError, ModelServer, ServerProcess,
-                                 answer_text, answer_words, prompt_hash, read_bill)
+                                 answer_text, answer_words, prompt_hash, read_bill, serve)
 
 MESSAGES = [{"role": "system", "content": "You are a test."},
             {"role": "user", "content": "What next on page 3?"}]
@@ -204,6 +204,25 @@ def test_unknown_paths_are_404_and_not_billed(server, method, path):
     assert status == 404
     assert json.loads(payload)["error"]["message"] == f"Invalid URL ({method} {path})"
     assert server.read_bill() == []
+
+
+def test_a_body_sent_in_chunks_is_refused_and_its_connection_closed(server):
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    conn.request("POST", "/v1/chat/completions", body=iter([json.dumps(request()).encode()]),
+                 headers={"Content-Type": "application/json"}, encode_chunked=True)
+    resp = conn.getresponse()
+    assert resp.status == 413 and resp.headers["Connection"] == "close"
+    assert "Content-Length" in json.loads(resp.read())["error"]["message"]
+    conn.close()
+    assert server.read_bill() == []
+
+
+def test_serve_gives_a_running_server_in_a_thread_or_a_process(tmp_path):
+    for in_thread in (True, False):
+        with serve(tmp_path / f"bill-{in_thread}.jsonl", in_thread=in_thread) as server:
+            openai.OpenAI(base_url=server.base_url, api_key="x").chat.completions.create(
+                model="m", messages=MESSAGES)
+        assert len(read_bill(tmp_path / f"bill-{in_thread}.jsonl")) == 1
 
 
 def test_the_sdk_raises_bad_request_and_does_not_retry_it(server):
