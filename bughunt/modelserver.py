@@ -772,8 +772,15 @@ class _Stop(Exception):
     pass
 
 
+_stopping = False
+
+
 def _stop(signum, frame):
-    raise _Stop()
+    """SIGTERM or Ctrl-C: leave the serving loop once (a second signal while stopping is ignored)."""
+    global _stopping
+    if not _stopping:
+        _stopping = True
+        raise _Stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -783,16 +790,14 @@ def main(argv: list[str] | None = None) -> int:
         server = ModelServer(args.bill, args.fault, port=args.port, host=args.host)
     except StartError as e:
         parser.error(f"--{e.setting} {e.message}")
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    print(f"{READY} {server.base_url} (bill: {args.bill})", flush=True)
     try:
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        print(f"{READY} {server.base_url} (bill: {args.bill})", flush=True)
         server.serve_forever()
     except _Stop:
         pass
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
         server.stop()
     print("bughunt.modelserver: stopped", file=sys.stderr)
     return 0
