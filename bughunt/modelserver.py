@@ -382,17 +382,35 @@ class _Handler(BaseHTTPRequestHandler):
             raise _ClientGone()          # the server is stopping: abandon this answer
 
     def _read_body(self) -> bytes | None:
-        """The body by its Content-Length; None when it cannot be read (too large, or sent in
-        chunks: the connection is then closed, since the next request's start is unknown)."""
+        """The body, by its Content-Length or in chunks; None when it is too large or its chunks
+        are malformed (the connection is then closed: the next request's start is unknown)."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked()
         length = self.headers.get("Content-Length")
-        if "Transfer-Encoding" in self.headers:
-            self.close_connection = True
-            return None
         if length is None or not length.isdigit():
             return b""
         if int(length) > MAX_BODY:
+            self.close_connection = True
             return None
         return self.rfile.read(int(length))
+
+    def _read_chunked(self) -> bytes | None:
+        body = bytearray()
+        while True:
+            size_line = self.rfile.readline(64).split(b";")[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                size = -1
+            if size < 0 or len(body) + size > MAX_BODY:
+                self.close_connection = True
+                return None
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass                    # trailer fields, ignored
+                return bytes(body)
+            body += self.rfile.read(size)
+            self.rfile.readline(8)          # the CRLF after the chunk
 
     # -- verbs --
     def _not_found(self) -> None:
@@ -414,9 +432,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._not_found()
         body = self._read_body()
         if body is None:
-            self.close_connection = True
-            return self._reply(413, error_body(f"Send the request body with a Content-Length of "
-                                               f"at most {MAX_BODY} bytes."),
+            return self._reply(413, error_body(f"The request body must be at most {MAX_BODY} "
+                                               "bytes, in well-formed chunks if chunked."),
                                {"Connection": "close"})
         try:
             request = validate(body)

@@ -206,14 +206,25 @@ def test_unknown_paths_are_404_and_not_billed(server, method, path):
     assert server.read_bill() == []
 
 
-def test_a_body_sent_in_chunks_is_refused_and_its_connection_closed(server):
+def test_a_body_sent_in_chunks_is_read_whole_and_the_connection_stays_in_step(server):
     conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
-    conn.request("POST", "/v1/chat/completions", body=iter([json.dumps(request()).encode()]),
-                 headers={"Content-Type": "application/json"}, encode_chunked=True)
-    resp = conn.getresponse()
-    assert resp.status == 413 and resp.headers["Connection"] == "close"
-    assert "Content-Length" in json.loads(resp.read())["error"]["message"]
+    body = json.dumps(request()).encode()
+    for _ in range(2):                  # the second request on the same connection still parses
+        conn.request("POST", "/v1/chat/completions", body=iter([body[:10], body[10:]]),
+                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        resp = conn.getresponse()
+        assert resp.status == 200 and json.loads(resp.read())["object"] == "chat.completion"
     conn.close()
+    assert len(server.read_bill()) == 2
+
+
+def test_a_body_too_large_is_a_413_before_it_is_read_and_not_billed(server):
+    conn = socket.create_connection((server.host, server.port))
+    conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Length: 8388609\r\n\r\n")             # 8 MiB + 1, never sent
+    answer = conn.makefile("rb").read()                              # until the server closes
+    conn.close()
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"Connection: close" in answer
     assert server.read_bill() == []
 
 
