@@ -17,7 +17,8 @@ Two experiments, each a plain function returning a typed record, each judged by 
    injected fault, with the attempts the SDK sent counted from outside it (an httpx event hook) and
    the attempts the server billed read from its bill.
 
-    python -m bughunt.inflight --base-url URL --journal FILE [--crash-at POINT] [--pending redo|abort]
+    python -m bughunt.inflight --base-url URL --journal FILE [--crash-at POINT]
+                               [--pending redo|abort]
 
 is the process of experiment 1 (it prints one JSON line: what it did).
 
@@ -103,7 +104,8 @@ def pending_call(records: list[dict], page: int) -> dict | None:
 def run_call(*, base_url: str, journal: Path, page: int = 3, crash_at: str | None = None,
              pending: str = "redo", stream: bool = True, fault: str | None = None,
              model: str = DEFAULT_MODEL) -> dict:
-    """Make (or resume) the call for `page`, journaling every moment of it; SIGKILL at `crash_at`."""
+    """Make (or resume) the call for `page`, journaling every moment of it; die by SIGKILL at
+    `crash_at`."""
     door = Door("never")
     records = read_journal(journal)
     fd = door.open_append(Path(journal))
@@ -170,7 +172,7 @@ def call_args(base_url: str, journal: Path, **options) -> list[str]:
 
 
 def fresh_interpreter(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run `python -m bughunt.inflight ARGS` as a new process (it pays the SDK's imports, ~0.6 s)."""
+    """Run `python -m bughunt.inflight ARGS` as a new process (it pays the SDK's imports)."""
     return subprocess.run([sys.executable, "-m", "bughunt.inflight", *args], capture_output=True,
                           text=True, timeout=timeout)
 
@@ -247,7 +249,7 @@ def _clean_reply(model: str, page: int) -> str:
     return answer_text(model, page_messages(Site.load(), page))
 
 
-# --- experiment 2: what the SDK does by itself ------------------------------------------------------
+# --- experiment 2: what the SDK does by itself 
 
 @dataclass(frozen=True)
 class SdkBehaviour:
@@ -270,7 +272,8 @@ class SdkBehaviour:
 
 
 def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream: bool = True,
-             timeout: float = 60.0, max_retries: int = 2, model: str = DEFAULT_MODEL) -> SdkBehaviour:
+             timeout: float = 60.0, max_retries: int = 2,
+             model: str = DEFAULT_MODEL) -> SdkBehaviour:
     """One call with the SDK's own retry and timeout rules, and nothing of ours around them."""
     import openai
 
@@ -300,7 +303,8 @@ def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream
                         parts.append(chunk.choices[0].delta.content)
         else:
             r = client.chat.completions.create(
-                model=model, messages=messages, extra_headers={FAULT_HEADER: fault.spec() or "none"})
+                model=model, messages=messages,
+                extra_headers={FAULT_HEADER: fault.spec() or "none"})
             chunks, parts = 1, [r.choices[0].message.content or ""]
     except Exception as e:            # noqa: BLE001  (which exception escapes is the measurement)
         raised = f"{type(e).__module__.split('.')[0]}.{type(e).__qualname__}"

@@ -23,13 +23,14 @@ was created in another process refuses to be used (`ForkedClientError`). A fork-
 import and warm the SDK (`warm_sdk()`: imports, no connection) but never holds an open connection
 across a fork.
 
-**A real local model.** Ollama (`http://localhost:11434/v1`), vLLM (`http://localhost:8000/v1`) and
-llama.cpp's `llama-server` (`http://localhost:8080/v1`) speak the same API: pass their `base_url` and
-a model name they serve. The lesson then loses what only the mock server gives: deterministic
-answers (the same page may get another reply, so a resumed run cannot be compared to a clean one
-word for word), the server-side bill (a local server keeps no invoice; count from your journal or
-the server's logs instead), and the injected faults (the `X-Bughunt-Fault` header is ignored).
-Servers that do not send usage in the stream report tokens as the number of content chunks.
+**A real local model.** Ollama (`http://localhost:11434/v1`), vLLM (`http://localhost:8000/v1`)
+and llama.cpp's `llama-server` (`http://localhost:8080/v1`) speak the same API: pass their
+`base_url` and a model name they serve. The lesson then loses what only the mock server gives:
+deterministic answers (the same page may get another reply, so a resumed run cannot be compared
+to a clean one word for word), the server-side bill (a local server keeps no invoice; count from
+your journal or the server's logs instead), and the injected faults (the `X-Bughunt-Fault` header
+is ignored). Servers that do not send usage in the stream report tokens as the number of content
+chunks.
 
 SDK facts this module relies on (openai-python's README, https://github.com/openai/openai-python
 "Retries" and "Timeouts"): requests are

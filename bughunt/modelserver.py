@@ -148,7 +148,8 @@ class Fault:
         for f in fields(self):
             value = getattr(self, f.name)
             if value != f.default:
-                parts.append(f"{f.name}={value:g}" if isinstance(value, float) else f"{f.name}={value}")
+                parts.append(f"{f.name}={value:g}" if isinstance(value, float)
+                             else f"{f.name}={value}")
         return ",".join(parts)
 
 
@@ -793,7 +794,8 @@ _stopping = False
 
 
 def _stop(signum, frame):
-    """SIGTERM or Ctrl-C: leave the serving loop once (a second signal while stopping is ignored)."""
+    """SIGTERM or Ctrl-C: leave the serving loop, once (a second signal while stopping is
+    ignored)."""
     global _stopping
     if not _stopping:
         _stopping = True

@@ -157,7 +157,7 @@ def test_max_tokens_truncates_the_answer_with_finish_reason_length(server):
     assert r.usage.completion_tokens == 2 and r.choices[0].finish_reason == "length"
 
 
-# --- validation: the API's 400, never billed -------------------------------------------------------
+# --- validation: the API's 400, never billed ------------------------------------------------------
 
 @pytest.mark.parametrize("body, param, code", [
     (b"{not json", None, None),
@@ -243,7 +243,7 @@ def test_the_sdk_raises_bad_request_and_does_not_retry_it(server):
     assert server.read_bill() == []
 
 
-# --- the bill ----------------------------------------------------------------------------------------
+# --- the bill -------------------------------------------------------------------------------------
 
 def test_the_bill_is_exact_under_concurrent_clients(server):
     ids, errors = [], []
@@ -315,7 +315,7 @@ def test_a_request_is_billed_before_the_first_byte_of_its_answer(tmp_path):
         conn.close()
 
 
-# --- faults ----------------------------------------------------------------------------------------
+# --- faults ---------------------------------------------------------------------------------------
 
 def test_cut_closes_the_stream_after_k_chunks_and_the_call_is_still_billed(server):
     status, _, payload, cut = raw(server, {**request(), "stream": True},
