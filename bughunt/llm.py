@@ -32,10 +32,11 @@ your journal or the server's logs instead), and the injected faults (the `X-Bugh
 is ignored). Servers that do not send usage in the stream report tokens as the number of content
 chunks.
 
-SDK facts this module relies on (openai-python's README, https://github.com/openai/openai-python
-"Retries" and "Timeouts"): requests are
-retried twice by default on connection errors, 408, 409, 429 and 5xx, with a short exponential
-backoff; the default timeout is 10 minutes.
+SDK facts this module relies on (openai-python's README, https://github.com/openai/openai-python,
+"Retries" and "Timeouts"): requests are retried twice by default on connection errors, 408, 409,
+429 and 5xx, with a short exponential backoff; the default timeout is 10 minutes (this model's is
+60 s). The SDK's synchronous stream stops reading at `[DONE]` and closes the response, so over
+HTTP/1.1 each streamed call opens a new connection; a non-streamed call reuses its keep-alive one.
 """
 
 from __future__ import annotations
