@@ -364,8 +364,9 @@ def model_call_cost(calls: int = 200, starts: int = 5) -> None:
                     mock_s.append(time.perf_counter() - t0)
                 llm.close()
                 h, m = statistics.median(http_s), statistics.median(mock_s)
-                row("model", f"one call over HTTP ({'streamed' if stream else 'not streamed, keep-alive'}, "
-                    "openai SDK) vs in-process MockModel", h * 1e6, "us",
+                how = "streamed" if stream else "not streamed, keep-alive"
+                row("model", f"one call over HTTP ({how}, openai SDK) vs in-process MockModel",
+                    h * 1e6, "us",
                     floor=m * 1e6, ratio=h / m, note=f"median of {calls} each" + (
                         "; the SDK's sync stream stops reading at [DONE], so every streamed call "
                         "opens a new connection" if stream else ""))
