@@ -13,6 +13,10 @@ the absolute numbers beside it:
 3. **Recovery against log length.** Resume time (the worker's own recovery clock) and peak memory
    for 100 to 100,000 pages, pure log against log + snapshot every N pages. Target: at 100,000
    events, recovery with snapshots at least 50x faster than a full replay.
+4. **The model over HTTP (lesson 11).** The local model server's start (process start to its
+   ready line; target: under 0.5 s), and one model call through the real `openai` SDK to it
+   against one call of the in-process MockModel: the ratio is why the other lessons' sweeps keep
+   the in-process model.
 
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
 """
@@ -318,6 +322,57 @@ def recovery_scaling(sizes=(100, 1_000, 10_000, 100_000), every: int = 100) -> N
                      f"{snap['peak_rss_kb'] / 1024:.1f} MiB")
 
 
+# --- 4. the model over HTTP ----------------------------------------------------------------------
+
+def model_call_cost(calls: int = 200, starts: int = 5) -> None:
+    """Lesson 11's model server and SDK against the in-process mock model, measured in one run."""
+    import subprocess
+
+    from .llm import OpenAIModel
+    from .modelserver import ServerProcess
+    from .world import MockModel
+
+    with tempfile.TemporaryDirectory(prefix="bughunt-bench-") as tmp:
+        d = Path(tmp)
+        start_s = []
+        for i in range(starts):
+            t0 = time.perf_counter()
+            server = ServerProcess(d / f"start-{i}.jsonl")
+            start_s.append(time.perf_counter() - t0)
+            server.stop()
+        start = statistics.median(start_s)
+        row("model", "model server start: process start to ready line", start * 1000, "ms",
+            target="< 500 ms", met=start < 0.5, note=f"median of {starts}")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import openai"], check=True)
+        row("model", "a fresh interpreter that imports openai", (time.perf_counter() - t0) * 1000,
+            "ms", note="what a call process pays before its first call, unless forked warm")
+        site = Site.load()
+        mock = MockModel(d, site)
+        pages = [1 + i % site.pages for i in range(calls)]
+        with ServerProcess(d / "bill.jsonl") as server:
+            for stream in (True, False):
+                llm = OpenAIModel(site, base_url=server.base_url, stream=stream)
+                llm.ask(1)                                  # the connection, opened once
+                http_s, mock_s = [], []
+                for page in pages:                          # interleaved: load hits both alike
+                    t0 = time.perf_counter()
+                    llm.ask(page)
+                    http_s.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    mock.ask(page)
+                    mock_s.append(time.perf_counter() - t0)
+                llm.close()
+                h, m = statistics.median(http_s), statistics.median(mock_s)
+                how = "streamed" if stream else "not streamed, keep-alive"
+                row("model", f"one call over HTTP ({how}, openai SDK) vs in-process MockModel",
+                    h * 1e6, "us",
+                    floor=m * 1e6, ratio=h / m, note=f"median of {calls} each" + (
+                        "; the SDK's sync stream stops reading at [DONE], so every streamed call "
+                        "opens a new connection" if stream else ""))
+        mock.close()
+
+
 # --- report --------------------------------------------------------------------------------------
 
 def print_table(rows: list[dict]) -> None:
@@ -338,17 +393,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=Path("bench-results/bench.csv"))
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (a smoke test, not a measurement)")
-    parser.add_argument("--only", choices=["sweep", "write", "recovery"], action="append")
+    parser.add_argument("--only", choices=["sweep", "write", "recovery", "model"],
+                        action="append")
     args = parser.parse_args(argv)
     if args.csv.exists() and not args.csv.is_file():
         parser.error(f"--csv {args.csv}: not a file")
-    only = set(args.only or ["sweep", "write", "recovery"])
+    only = set(args.only or ["sweep", "write", "recovery", "model"])
     if "sweep" in only:
         sweep_throughput(naive_pairs=6 if args.quick else 40)
     if "write" in only:
         write_costs(n=100 if args.quick else 2000, fsync_n=20 if args.quick else 300)
     if "recovery" in only:
         recovery_scaling((100, 1_000) if args.quick else (100, 1_000, 10_000, 100_000))
+    if "model" in only:
+        model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))

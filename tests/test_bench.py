@@ -23,3 +23,12 @@ def test_a_synthetic_run_is_what_a_worker_would_have_written(tmp_path):
     rec = rebuild_from_disk(tmp_path / "run", config)
     assert events == 40 + len([p for p in range(1, 41) if (p - 1) % 12 + 1 in (3, 7, 10)])
     assert rec.snapshot_used and rec.state["next_page"] == 41 and rec.replayed_events == 0
+
+
+def test_bench_measures_the_model_server_start_and_an_http_call_against_the_mock(tmp_path):
+    out = tmp_path / "bench.csv"
+    assert bench.main(["--quick", "--only", "model", "--csv", str(out)]) == 0
+    rows = [r for r in csv.DictReader(out.open()) if r["section"] == "model"]
+    assert rows[0]["case"].startswith("model server start") and float(rows[0]["value"]) > 0
+    calls = [r for r in rows if r["case"].startswith("one call over HTTP")]
+    assert len(calls) == 2 and all(float(r["ratio"]) > 1 for r in calls)

@@ -1,0 +1,177 @@
+"""The model over HTTP: the real `openai` SDK, streamed, against an OpenAI-compatible server.
+
+`OpenAIModel` has the interface of `bughunt.world.MockModel` (`ask(page) -> (reply, tokens)`,
+`.calls`, `.close()`), so a worker can swap one for the other. The difference is the lesson: this
+call has a *call in flight* (在途调用). Between "request sent" and "answer recorded" the answer
+exists in three places that a SIGKILL separates: on the server (which has already billed it), in
+the bytes the client has received so far (the prefix), and nowhere else. `on_chunk` sees every
+moment of that window, so the caller can journal the prefix it holds and fire the crash points
+inside the call:
+
+    sent          the request is on the wire and the server has answered with its headers
+                  (so it is already on the server's bill); no chunk received yet
+    chunk#k       k chunks received (k counts every chunk, the first one carries only the role)
+    last_chunk    the stream has ended ([DONE]); the whole answer is here, not yet recorded
+
+Without streaming (`stream=False`) the answer arrives whole or not at all: only `last_chunk` fires.
+
+**Fork safety.** The SDK's client holds an httpx connection pool: open keep-alive sockets. After a
+`fork()` the child shares those very sockets with its parent, and two processes writing requests on
+one TCP connection and reading each other's answers off it is how one worker gets another's answer.
+So the client is created lazily, in the process that makes the first call, and a model whose client
+was created in another process refuses to be used (`ForkedClientError`). A fork-server parent may
+import and warm the SDK (`warm_sdk()`: imports, no connection) but never holds an open connection
+across a fork.
+
+**A real local model.** Ollama (`http://localhost:11434/v1`), vLLM (`http://localhost:8000/v1`)
+and llama.cpp's `llama-server` (`http://localhost:8080/v1`) speak the same API: pass their
+`base_url` and a model name they serve. The lesson then loses what only the mock server gives:
+deterministic answers (the same page may get another reply, so a resumed run cannot be compared
+to a clean one word for word), the server-side bill (a local server keeps no invoice; count from
+your journal or the server's logs instead), and the injected faults (the `X-Bughunt-Fault` header
+is ignored). Servers that do not send usage in the stream report tokens as the number of content
+chunks.
+
+SDK facts this module relies on (openai-python's README, https://github.com/openai/openai-python,
+"Retries" and "Timeouts"): requests are retried twice by default on connection errors, 408, 409,
+429 and 5xx, with a short exponential backoff; the default timeout is 10 minutes (this model's is
+60 s). The SDK's synchronous stream stops reading at `[DONE]` and closes the response, so over
+HTTP/1.1 each streamed call opens a new connection; a non-streamed call reuses its keep-alive one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from .modelserver import FAULT_HEADER, Fault
+from .world import Site
+
+DEFAULT_MODEL = "bughunt-mock"
+DEFAULT_API_KEY = "bughunt-local"      # the mock server accepts any key; the SDK insists on one
+SYSTEM_PROMPT = "You are BugHunt, an agent that explores a web site for bugs. Answer briefly."
+
+
+def page_messages(site: Site, page: int) -> list[dict]:
+    """The chat messages for "what next?" on `page`: the same prompt MockModel pretends to send."""
+    p = site.page(page)
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"{site.task_id} page {page} {p.path}: what next?"}]
+
+
+@dataclass(frozen=True)
+class Received:
+    """One moment inside a call in flight, as `on_chunk` sees it."""
+
+    point: str          # "sent", "chunk" or "last_chunk"
+    page: int
+    request_id: str     # the server's id for this call (x-request-id, else the chunks' id)
+    chunks: int         # chunks received so far
+    prefix: str         # the answer text received so far
+
+    @property
+    def name(self) -> str:
+        """The crash point's name: `sent`, `chunk#k` or `last_chunk`."""
+        return f"chunk#{self.chunks}" if self.point == "chunk" else self.point
+
+
+@dataclass(frozen=True)
+class Answer:
+    reply: str
+    tokens: int
+    request_id: str
+    chunks: int
+
+
+class ForkedClientError(RuntimeError):
+    """A model whose connection pool was opened in one process was used in another."""
+
+
+def warm_sdk() -> None:
+    """Import the SDK and build (and close) one client, so that a fork-server parent pays the
+    imports once. Opens no connection: nothing is shared by the children it forks."""
+    import openai
+    import openai.types.chat  # noqa: F401  (the streamed chunk types)
+    openai.OpenAI(api_key=DEFAULT_API_KEY, base_url="http://127.0.0.1:9/v1").close()
+
+
+class OpenAIModel:
+    """The model through the real `openai` SDK; the interface of `world.MockModel`.
+
+    `calls` counts the calls this process asked for. The SDK may have sent more (its retries):
+    those are on the server's bill, never in this counter.
+    """
+
+    def __init__(self, site: Site, *, base_url: str, model: str = DEFAULT_MODEL,
+                 api_key: str = DEFAULT_API_KEY, stream: bool = True, timeout: float = 60.0,
+                 max_retries: int = 2, on_chunk: Callable[[Received], None] | None = None,
+                 fault: Fault | str | None = None):
+        self.site = site
+        self.base_url, self.model, self.api_key = base_url, model, api_key
+        self.stream, self.timeout, self.max_retries = stream, timeout, max_retries
+        self.on_chunk = on_chunk or (lambda received: None)
+        spec = fault.spec() if isinstance(fault, Fault) else (fault or "")
+        self._headers = {FAULT_HEADER: spec} if spec else {}
+        self.calls = 0
+        self._client = None
+        self._client_pid: int | None = None
+
+    def _sdk(self):
+        """The SDK client of this process, created at first use (never inherited by a fork)."""
+        if self._client is None:
+            import openai
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
+                                         timeout=self.timeout, max_retries=self.max_retries)
+            self._client_pid = os.getpid()
+        elif self._client_pid != os.getpid():
+            raise ForkedClientError(
+                f"this model's connection pool was opened by process {self._client_pid} and "
+                f"process {os.getpid()} (a fork) tried to use it; create the model in the "
+                "process that calls it")
+        return self._client
+
+    def ask(self, page: int) -> tuple[str, int]:
+        """Ask "what next?" on `page`. Returns (reply, tokens). Raises the SDK's errors as they
+        are (a cut stream is `openai.APIConnectionError`; what `on_chunk` saw is all there is)."""
+        answer = self.complete(page_messages(self.site, page), page=page)
+        return answer.reply, answer.tokens
+
+    def complete(self, messages: list[dict], *, page: int = 0) -> Answer:
+        client = self._sdk()
+        self.calls += 1
+        if not self.stream:
+            r = client.chat.completions.create(model=self.model, messages=messages,
+                                               extra_headers=self._headers)
+            reply = r.choices[0].message.content or ""
+            tokens = r.usage.total_tokens if r.usage else 1
+            self.on_chunk(Received("last_chunk", page, r.id, 1, reply))
+            return Answer(reply, tokens, r.id, 1)
+        stream = client.chat.completions.create(
+            model=self.model, messages=messages, stream=True,
+            stream_options={"include_usage": True}, extra_headers=self._headers)
+        with stream:
+            request_id = stream.response.headers.get("x-request-id", "")
+            self.on_chunk(Received("sent", page, request_id, 0, ""))
+            parts: list[str] = []
+            chunks, usage = 0, None
+            for chunk in stream:
+                chunks += 1
+                request_id = request_id or chunk.id
+                if chunk.choices and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                self.on_chunk(Received("chunk", page, request_id, chunks, "".join(parts)))
+        reply = "".join(parts)
+        self.on_chunk(Received("last_chunk", page, request_id, chunks, reply))
+        tokens = usage.total_tokens if usage is not None else len(parts)
+        return Answer(reply, tokens, request_id, chunks)
+
+    def close(self) -> None:
+        """Close this process's connections. In a forked child the pool is the parent's: it is
+        forgotten, not closed, so the parent's sockets stay as they were."""
+        if self._client is not None and self._client_pid == os.getpid():
+            self._client.close()
+        self._client = None
+        self._client_pid = None
