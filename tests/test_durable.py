@@ -51,7 +51,9 @@ def test_a_crash_between_memo_and_print_loses_that_print(tmp_path):
 def test_open_turns_running_back_to_pending_keeps_the_checkpoint_and_counts_a_restart(tmp_path):
     db = tmp_path / "count.db"
     durable("count", "--db", str(db), "--crash-after-tick", "3")
-    DurableStore(db).db.close()                # open (recovery), then drop without a clean close
+    store = DurableStore(db)
+    assert store.recover() == [1]
+    store.close(abandon=True)                  # recovery's commit is durable without a clean close
     row = read_tasks(db)[0]
     assert (row["status"], row["n"], row["restarts"]) == ("pending", 3, 1)
 
@@ -170,6 +172,8 @@ def test_progress_resets_the_restart_count(tmp_path):
         rec = store.get(tid)
         rec["restarts"] = 4                    # four cut-offs so far, no progress
         store.put(rec)
+        rt = Runtime(store, [Kind("k", {"a": lambda s: s.commit({"phase": "b"}),
+                                        "b": lambda s: s.finish("done")})], restart_limit=5)
         seen = []
         orig = rt.kinds["k"].steps["b"]
         rt.kinds["k"].steps["b"] = lambda s: (seen.append(s.record.get("restarts")), orig(s))
@@ -191,7 +195,7 @@ def _interrupted_tool(tmp_path, stored: str, current: str | None):
     rec = store.get(tid)
     rec["output"] = "working\n"
     store.put(rec)
-    tools = [append_tool(current, crash=False)] if current else []
+    tools = [append_tool(current)] if current else []
     Runtime(store, [], tools).run()
     outcome = store.get(tid)["state"]["outcome"]
     store.close()
@@ -218,7 +222,7 @@ def test_a_tool_reruns_only_if_stored_and_current_policy_are_both_safe(tmp_path,
                                                    ("safe", 2, "completed")])
 def test_tool_probe_unsafe_gives_one_line_safe_gives_two(tmp_path, replay, lines, status):
     db = tmp_path / "probe.db"
-    first = durable("tool-probe", "--db", str(db), "--replay", replay, "--crash-in-execute")
+    first = durable("tool-probe", "--db", str(db), "--replay", replay, "--crash-at", "in-execute")
     assert first.returncode == -9
     tool = read_tasks(db)[1]
     assert (tool["status"], tool["phase"], tool["replay"]) == ("running", "execute", replay)
@@ -233,5 +237,5 @@ def test_bad_flags_are_refused_naming_the_flag(tmp_path):
     proc = durable("crash-loop", "--db", str(tmp_path / "x.db"), "--restart-limit", "0")
     assert proc.returncode == 2 and "--restart-limit" in proc.stderr
     proc = durable("tasks", "--db", str(tmp_path / "missing.db"))
-    assert proc.returncode == 2 and "--db" in proc.stderr and "no such file" in proc.stderr
+    assert proc.returncode == 2 and "missing.db" in proc.stderr and "no such" in proc.stderr
     assert not (tmp_path / "missing.db").exists()
