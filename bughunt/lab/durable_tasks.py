@@ -15,11 +15,13 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import HTML, Code, Image
+from IPython.display import HTML, Image, Markdown
+from matplotlib.colors import to_rgba
 from matplotlib.patches import Rectangle
 
 from ..durable import DEFAULT_RESTART_LIMIT, DurableStore, read_only_connection, read_tasks
@@ -94,12 +96,15 @@ def text_query(db: Path, sql: str):
         sql = re.sub(r"(\w+) ->> ('[^']*')", r"json_extract(\1, \2)", sql)
     with read_only_connection(db) as conn:
         df = pd.read_sql_query(sql, conn)
+    for column in df.columns:              # SQL NULL makes pandas turn whole numbers into floats
+        if df[column].dtype.kind == "f" and (df[column].dropna() % 1 == 0).all():
+            df[column] = df[column].astype("Int64")
     return df.astype(object).where(df.notna(), "—")
 
 
-def show_source(obj) -> Code:
+def show_source(obj) -> Markdown:
     """The lab's own code for `obj`, as the package has it (read with inspect)."""
-    return Code(inspect.getsource(obj), language="python")
+    return Markdown(f"```python\n{textwrap.dedent(inspect.getsource(obj))}```")
 
 
 # --- count to 5 ----------------------------------------------------------------------------------
@@ -386,10 +391,10 @@ def tool_checkpoints(replay: str = "unsafe"):
     measure: what ran again, what the agent got."""
     import pandas as pd
 
-    where = {"in-call": "① tool task created at call; killed after beforeTool, before the intent",
-             "after-intent": "② intent {execute} committed; killed before the tool starts",
-             "in-execute": "② … killed inside the tool, after its append",
-             "after-result": "③ tool result committed; killed before the agent reads it"}
+    where = {"in-call": "① in call, after beforeTool",
+             "after-intent": "② after the intent, before the tool",
+             "in-execute": "② inside the tool, after the append",
+             "after-result": "③ after the result, before the agent"}
     rows = []
     for crash_at in TOOL_CRASH_POINTS:
         story = tool_story(replay, crash_at=crash_at)
@@ -435,21 +440,22 @@ def plot_replay(cells: list[dict], highlight: tuple | None = None):
     for c in cells:
         x, y = order.index(c["current"]), order.index(c["stored"])
         ran = c["tool ran again"]
-        ax.add_patch(Rectangle(
-            (x - 0.48, y - 0.48), 0.96, 0.96, facecolor=COLORS["orange"] if ran else COLORS["sky"],
-            alpha=0.9 if ran else 0.35, hatch="//" if ran else "",
-            linewidth=3 if highlight == (c["stored"], c["current"]) else 0,
-            edgecolor=COLORS["black"]))
+        fill = to_rgba(COLORS["orange"] if ran else COLORS["sky"], 0.9 if ran else 0.35)
+        ax.add_patch(Rectangle((x - 0.48, y - 0.48), 0.96, 0.96, facecolor=fill,
+                               hatch="//" if ran else "", edgecolor=COLORS["black"],
+                               linewidth=3 if highlight == (c["stored"], c["current"]) else 0))
         ax.text(x, y, ("re-ran the tool\n" if ran else "not re-run:\n'interrupted'\n")
                 + f"notes.txt: {c['notes.txt lines']} line(s)", ha="center", va="center",
-                fontsize=9)
+                fontsize=9, bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"})
     ax.set_xlim(-0.5, 1.5)
     ax.set_ylim(1.5, -0.5)
     ax.set_xticks([0, 1], order)
     ax.set_yticks([0, 1], order)
     ax.set_xlabel("replay declared by the tool now (after the restart)")
     ax.set_ylabel("replay stored with the intent")
-    ax.set_title("Killed inside the tool: only safe × safe runs it again")
+    reran = [f"{c['stored']} × {c['current']}" for c in cells if c["tool ran again"]]
+    ax.set_title("Killed inside the tool: run again only in " + (", ".join(reran) or "no cell")
+                 if len(cells) == 4 else f"Killed inside the tool: {len(cells)} of 4 cells run")
     return fig
 
 
@@ -534,6 +540,44 @@ def lock_story():
             waiter_out.split("\n")).strip(" /"), "ended": f"exit {waiter.returncode}",
             "said": waited.split(": ", 1)[1]})
     return pd.DataFrame(rows).set_index("process")
+
+
+def refusals():
+    """Bad inputs a hostile or careless user could give the CLI: each refused in one sentence,
+    every file left as it was."""
+    import hashlib
+    import sqlite3
+
+    import pandas as pd
+
+    def files(folder: Path) -> dict:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()
+                if p.is_file() and not p.name.endswith("-shm")}
+
+    def cli(folder, *args):
+        proc = subprocess.run([sys.executable, "-m", "bughunt.durable", *args], cwd=folder,
+                              capture_output=True, text=True, timeout=60)
+        return proc.returncode, proc.stderr.strip().split(": ", 1)[-1]
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder = Path(tmp)
+        other = sqlite3.connect(folder / "other_app.db")
+        other.execute("CREATE TABLE notes (text TEXT)")
+        other.commit()
+        other.close()
+        (folder / "notes.txt").write_text("not a database\n")
+        durable(folder, "tool-probe", "--crash-at", "in-execute")
+        cases = [("another program's database", ["count", "--db", "other_app.db"]),
+                 ("a text file", ["count", "--db", "notes.txt"]),
+                 ("a wake time of 1e308 ms", ["count", "--db", "new.db", "--sleep-ms", "1e308"]),
+                 ("a task of a kind count does not run", ["count", "--db", DB])]
+        for what, args in cases:
+            before = files(folder)
+            code, said = cli(folder, *args)
+            rows.append({"given": what, "exit": code, "the one sentence": said,
+                         "files unchanged": files(folder) == before})
+    return pd.DataFrame(rows).set_index("given")
 
 
 # --- peers ---------------------------------------------------------------------------------------
