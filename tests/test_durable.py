@@ -399,3 +399,20 @@ def test_stored_times_current_replay_with_real_processes(tmp_path, stored, curre
     out = _probe(db, "--replay", current)
     assert len(out["notes"]["lines"]) == lines
     assert out["tool"]["outcome"]["status"] == ("completed" if lines == 2 else "failed")
+
+
+def test_a_clean_close_leaves_a_crashed_processs_running_task_for_recovery(tmp_path):
+    db = tmp_path / "c.db"
+    durable("count", "--db", str(db), "--crash-after-tick", "2")
+    DurableStore(db).close()                   # opened and closed, never recovered
+    assert read_tasks(db)[0]["status"] == "running"
+    with DurableStore(db) as store:
+        assert store.recover() == [1] and store.get(1)["restarts"] == 1
+
+
+def test_a_creation_cut_off_before_its_link_leaves_only_a_leftover_the_next_open_removes(tmp_path):
+    db = tmp_path / "c.db"
+    (tmp_path / "c.db.new").write_bytes(b"half a database")   # what a kill mid-creation leaves
+    with DurableStore(db) as store:
+        assert store.all() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "c.db.lock"]

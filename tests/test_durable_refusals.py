@@ -207,8 +207,10 @@ def test_other_bad_flags_are_refused_naming_them(tmp_path, args):
 def test_a_wake_time_that_cannot_be_slept_is_refused_and_the_database_stays_usable(tmp_path):
     def a(step):
         step.sleep_until(1e308, {"phase": "a"})
+    def never(seconds):
+        pytest.fail(f"the runtime went to sleep for {seconds} s")
     with DurableStore(tmp_path / "t.db") as store:
-        rt = Runtime(store, [Kind("k", {"a": a})])
+        rt = Runtime(store, [Kind("k", {"a": a})], sleep=never)
         tid = rt.submit("k", {}, {"phase": "a"})
         rt.run()
         outcome = store.get(tid)["state"]["outcome"]

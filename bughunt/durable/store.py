@@ -626,9 +626,15 @@ class DurableStore:
                 self.db.execute("SELECT id, kind, status, record, crc FROM tasks ORDER BY id")]
 
     def put(self, rec: Record) -> None:
-        """Replace one task's whole record, in one transaction (checked first)."""
-        with self.transaction() as tx:
-            tx.put(rec)
+        """Replace one task's whole record, in one transaction (checked first).
+
+        (A single UPDATE outside `transaction()` is its own transaction in SQLite.)
+        """
+        self._writable("commit")
+        try:
+            Transaction(self).put(rec)
+        except sqlite3.OperationalError as e:
+            raise _sqlite_refusal(self.path, e) from None
 
     def create(self, kind: str, input: Any, checkpoint: dict) -> int:
         """Add a pending task at `checkpoint`, in one transaction; its id."""
