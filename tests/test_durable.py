@@ -416,3 +416,15 @@ def test_a_creation_cut_off_before_its_link_leaves_only_a_leftover_the_next_open
     with DurableStore(db) as store:
         assert store.all() == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "c.db.lock"]
+
+
+def test_a_clean_close_puts_back_only_the_tasks_this_process_set_running(tmp_path):
+    db = tmp_path / "p.db"
+    durable("tool-probe", "--db", str(db), "--crash-at", "in-execute")   # tool task 2 left running
+    store = DurableStore(db)
+    tid = store.create("mine", {}, {"phase": "a"})
+    rec = store.get(tid)
+    rec["state"]["status"] = "running"
+    store.put(rec)
+    store.close()
+    assert [r["status"] for r in read_tasks(db)] == ["waiting", "running", "pending"]

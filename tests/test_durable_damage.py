@@ -218,3 +218,67 @@ def test_the_oracle_sees_every_commit_of_a_killed_run(scenarios):
     _, states = scenarios["count killed"]
     ns = [s[0]["state"]["checkpoint"]["n"] for s in states if s]
     assert ns[0] == 1 and max(ns) == 3 and states[-1][0]["state"]["status"] == "running"
+
+
+def _record_span(db: Path) -> tuple[int, int]:
+    """Where the (only) task record's JSON text lies in the database file."""
+    data = db.read_bytes()
+    start = data.index(b'{"id":1,')
+    return start, data.index(b"}}", start) + 2
+
+
+def test_a_flipped_bit_or_a_stray_byte_inside_a_record_is_refused_never_believed(
+        scenarios, tmp_path_factory):
+    """SQLite pages carry no checksum: a flip that keeps the JSON valid ("n":4 -> "n":5) would be
+    a state that never was. The record's CRC refuses it; a byte that breaks UTF-8 is refused too."""
+    src, states = scenarios["count resumed and closed"]
+    start, end = _record_span(src / "c.db")
+    data = (src / "c.db").read_bytes()
+    outcomes = {"refused": 0, "accepted": 0}
+    for offset in range(start, end):
+        for new in (data[offset] ^ 1, data[offset] ^ 2, 0x80):
+            folder = tmp_path_factory.mktemp("r")
+            shutil.copytree(src, folder, dirs_exist_ok=True)
+            (folder / "c.db").write_bytes(data[:offset] + bytes([new]) + data[offset + 1:])
+            outcomes[check_open(folder, states)] += 1
+    assert outcomes["refused"] == 3 * (end - start), outcomes
+
+
+def test_a_stray_byte_in_the_schema_is_refused(scenarios, tmp_path_factory):
+    """The schema's text is read too: a byte that is not UTF-8 there is damage, in a sentence."""
+    src, states = scenarios["count resumed and closed"]
+    data = (src / "c.db").read_bytes()
+    table, index = data.index(b"CREATE TABLE tasks"), data.index(b"CREATE INDEX tasks_status")
+    start, end = min(table, index), max(table + 200, index + 40)
+    for offset in range(start, end, 3):
+        folder = tmp_path_factory.mktemp("s")
+        shutil.copytree(src, folder, dirs_exist_ok=True)
+        (folder / "c.db").write_bytes(data[:offset] + b"\x80" + data[offset + 1:])
+        assert check_open(folder, states) == "refused"
+
+
+def test_an_index_that_disagrees_with_its_table_is_refused_before_recovery_writes(tmp_path):
+    """Every page well formed, every record intact, but the status index says 'pending' where
+    the table says 'running': reads look fine, and recovery's first write would hit the damage.
+    SQLite's integrity check finds it at the open, before anything is written."""
+    import sqlite3
+    db = tmp_path / "c.db"
+    with DurableStore(db) as store:
+        tid = store.create("count", {"to": 5}, {"phase": "tick", "n": 1})
+        rec = store.get(tid)
+        rec["state"]["status"] = "running"
+        store.put(rec)
+        store.close(abandon=True)
+    plain = sqlite3.connect(db)
+    plain.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = plain.execute("SELECT rootpage FROM sqlite_schema WHERE name='tasks_status'").fetchone()[0]
+    plain.close()
+    data = bytearray(db.read_bytes())
+    index = bytes(data[(page - 1) * 4096:page * 4096])
+    assert index.count(b"running") == 1
+    data[(page - 1) * 4096:page * 4096] = index.replace(b"running", b"pending")
+    db.write_bytes(bytes(data))
+    before = files(tmp_path)
+    with pytest.raises(StoreRefused, match="integrity check"):
+        Runtime(DurableStore(db), KINDS)
+    assert files(tmp_path) == before

@@ -298,7 +298,7 @@ def _sqlite_refusal(path: Path, e: sqlite3.Error) -> StoreRefused:
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(e):
         return StoreBusy(path, f"another program holds a SQLite lock on it ({e})")
     said = " ".join(str(e).split())
-    damaged = code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or (
+    damaged = code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or "decode" in said or (
         isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError))
     if damaged:
         return StoreRefused(path, f"damaged: SQLite reports '{said}'; the runtime refuses it "
