@@ -448,11 +448,15 @@ def _create(path: Path) -> None:
     _fsync_path(new)
     try:
         os.link(new, path)
+        new.unlink()
     except FileExistsError:
         new.unlink()
         raise StoreRefused(path, "another program created this file while the runtime was "
                                  "creating it") from None
-    new.unlink()
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        os.rename(new, path)         # no hard links here; we hold the lock and path was absent
     _fsync_path(path.parent, directory=True)
 
 
