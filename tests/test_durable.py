@@ -51,7 +51,9 @@ def test_a_crash_between_memo_and_print_loses_that_print(tmp_path):
 def test_open_turns_running_back_to_pending_keeps_the_checkpoint_and_counts_a_restart(tmp_path):
     db = tmp_path / "count.db"
     durable("count", "--db", str(db), "--crash-after-tick", "3")
-    DurableStore(db).db.close()                # open (recovery), then drop without a clean close
+    store = DurableStore(db)
+    assert store.recover() == [1]
+    store.close(abandon=True)                  # recovery's commit is durable without a clean close
     row = read_tasks(db)[0]
     assert (row["status"], row["n"], row["restarts"]) == ("pending", 3, 1)
 
@@ -170,6 +172,8 @@ def test_progress_resets_the_restart_count(tmp_path):
         rec = store.get(tid)
         rec["restarts"] = 4                    # four cut-offs so far, no progress
         store.put(rec)
+        rt = Runtime(store, [Kind("k", {"a": lambda s: s.commit({"phase": "b"}),
+                                        "b": lambda s: s.finish("done")})], restart_limit=5)
         seen = []
         orig = rt.kinds["k"].steps["b"]
         rt.kinds["k"].steps["b"] = lambda s: (seen.append(s.record.get("restarts")), orig(s))
@@ -191,7 +195,7 @@ def _interrupted_tool(tmp_path, stored: str, current: str | None):
     rec = store.get(tid)
     rec["output"] = "working\n"
     store.put(rec)
-    tools = [append_tool(current, crash=False)] if current else []
+    tools = [append_tool(current)] if current else []
     Runtime(store, [], tools).run()
     outcome = store.get(tid)["state"]["outcome"]
     store.close()
@@ -218,7 +222,7 @@ def test_a_tool_reruns_only_if_stored_and_current_policy_are_both_safe(tmp_path,
                                                    ("safe", 2, "completed")])
 def test_tool_probe_unsafe_gives_one_line_safe_gives_two(tmp_path, replay, lines, status):
     db = tmp_path / "probe.db"
-    first = durable("tool-probe", "--db", str(db), "--replay", replay, "--crash-in-execute")
+    first = durable("tool-probe", "--db", str(db), "--replay", replay, "--crash-at", "in-execute")
     assert first.returncode == -9
     tool = read_tasks(db)[1]
     assert (tool["status"], tool["phase"], tool["replay"]) == ("running", "execute", replay)
@@ -233,5 +237,194 @@ def test_bad_flags_are_refused_naming_the_flag(tmp_path):
     proc = durable("crash-loop", "--db", str(tmp_path / "x.db"), "--restart-limit", "0")
     assert proc.returncode == 2 and "--restart-limit" in proc.stderr
     proc = durable("tasks", "--db", str(tmp_path / "missing.db"))
-    assert proc.returncode == 2 and "--db" in proc.stderr and "no such file" in proc.stderr
+    assert proc.returncode == 2 and "missing.db" in proc.stderr and "no such" in proc.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+# --- the lesson's close, and two writers of one memo ---------------------------------------------
+
+def test_a_clean_close_after_tick_2_leaves_the_texts_table(tmp_path):
+    db = tmp_path / "count.db"
+    first = durable("count", "--db", str(db), "--close-after-tick", "2", "--json")
+    assert first.returncode == 0 and ticks(first) == [1, 2]
+    row = read_tasks(db)[0]
+    assert (row["status"], row["n"], row["restarts"]) == ("pending", 2, None)
+    assert json.loads(row["memos"]) == {"printed-1": True, "printed-2": True}
+    assert ticks(durable("count", "--db", str(db), "--json")) == [3, 4, 5]
+
+
+def test_two_writers_of_one_memo_both_get_the_first_writers_value(tmp_path):
+    db = tmp_path / "m.db"
+    first = durable("memo", "--db", str(db), "--candidate", "A", "--crash-after-memo", "--json")
+    second = durable("memo", "--db", str(db), "--candidate", "B", "--json")
+    assert first.returncode == -9 and second.returncode == 0
+    assert [e["winner"] for e in events(first) + events(second) if e["event"] == "memo"] == \
+        ["A", "A"]
+    assert events(second)[-1]["outcome"]["result"] == "A"
+
+
+# --- restarts reset by progress, built-in tasks at the limit -------------------------------------
+
+def test_progress_resets_the_restart_count_so_a_flaky_task_completes_past_the_limit(tmp_path):
+    db = tmp_path / "f.db"
+    codes, died = [], 0
+    for _ in range(10):
+        proc = durable("flaky", "--db", str(db), "--dies", "2", "--steps", "3",
+                       "--restart-limit", "3", "--json")
+        codes.append(proc.returncode)
+        died += sum(e["event"] == "dies" for e in events(proc))
+        if proc.returncode == 0:
+            break
+    assert codes[-1] == 0 and died == 6 > 3
+    assert events(proc)[-1]["outcome"] == {"status": "completed", "result": "3 steps done"}
+
+
+def test_an_extension_task_at_the_limit_is_faulted_and_reported_task_faulted(tmp_path):
+    db = tmp_path / "loop.db"
+    assert _crash_loop(db, "--restart-limit", "1").returncode == -9
+    last = _crash_loop(db, "--restart-limit", "1")
+    assert [e for e in events(last) if e["event"] == "report"] == [
+        {"event": "report", "type": "task_faulted", "task": 1, "kind": "crash-loop",
+         "reason": "restart_limit"}]
+
+
+def test_a_tool_cut_off_at_the_limit_gets_a_restart_limit_error_result_not_a_rerun(tmp_path):
+    db = tmp_path / "p.db"
+    runs = [durable("tool-probe", "--db", str(db), "--crash-at", "in-call", "--restart-limit", "2",
+                    "--json") for _ in range(3)]
+    assert [r.returncode for r in runs] == [-9, -9, 0]
+    out = {e["event"]: e for e in events(runs[-1])}
+    assert out["tool"]["outcome"]["message"] == "restart_limit"
+    assert "cut off too often (restart_limit)" in out["tool"]["outcome"]["content"]
+    assert out["notes"]["lines"] == []                          # the tool itself never ran
+    assert (out["report"]["type"], out["report"]["kind"], out["report"]["reason"]) == (
+        "task_interrupted", "tool", "restart_limit")
+
+
+def test_a_generation_cut_off_at_the_limit_ends_with_runfailure_restart_limit(tmp_path):
+    db = tmp_path / "g.db"
+    runs = [durable("generate", "--db", str(db), "--crash-before-send", "--restart-limit", "2",
+                    "--json") for _ in range(3)]
+    assert [r.returncode for r in runs] == [-9, -9, 0]
+    out = {e["event"]: e for e in events(runs[-1])}
+    assert out["done"]["outcome"]["message"] == "runFailure"
+    assert (out["done"]["outcome"]["reason"], out["done"]["outcome"]["input"]) == (
+        "restart_limit", "unanswered")
+    assert out["bill"]["requests"] == []                        # nothing was ever sent
+    assert out["report"]["type"] == "task_interrupted"
+
+
+# --- a model request in flight -------------------------------------------------------------------
+
+def test_a_request_killed_mid_stream_is_retried_once_and_its_half_answer_kept_aborted(tmp_path):
+    db = tmp_path / "g.db"
+    first = durable("generate", "--db", str(db), "--crash-mid-stream", "--json")
+    assert first.returncode == -9
+    assert read_tasks(db)[0]["phase"] == "stream"              # in flight, on disk
+    second = durable("generate", "--db", str(db), "--json")
+    out = {e["event"]: e for e in events(second)}
+    result = out["done"]["outcome"]["result"]
+    assert result["attempt"] == 2
+    assert result["aborted"] == [{"attempt": 1, "text": "Page 3 has a bug: "}]
+    requests = out["bill"]["requests"]
+    assert [r["request"] for r in requests] == [1, 2]
+    assert requests[0]["messages"] == requests[1]["messages"]   # the half answer is never sent
+
+
+def test_a_request_stopped_by_a_clean_close_is_sent_again_as_the_same_attempt(tmp_path):
+    db = tmp_path / "g.db"
+    first = durable("generate", "--db", str(db), "--close-mid-stream", "--json")
+    assert first.returncode == 0 and read_tasks(db)[0]["status"] == "pending"
+    out = {e["event"]: e for e in events(durable("generate", "--db", str(db), "--json"))}
+    assert out["done"]["outcome"]["result"]["attempt"] == 1
+    assert len(out["bill"]["requests"]) == 2
+
+
+def test_a_request_killed_at_every_attempt_ends_runfailure_interrupted_unanswered(tmp_path):
+    db = tmp_path / "g.db"
+    codes = [durable("generate", "--db", str(db), "--retries", "1", "--crash-mid-stream",
+                     "--json") for _ in range(3)]
+    assert [c.returncode for c in codes] == [-9, -9, 0]
+    out = {e["event"]: e for e in events(codes[-1])}
+    outcome = out["done"]["outcome"]
+    assert (outcome["status"], outcome["message"], outcome["reason"], outcome["input"]) == (
+        "failed", "runFailure", "interrupted", "unanswered")
+    assert [a["attempt"] for a in outcome["aborted"]] == [1, 2]
+    assert len(out["bill"]["requests"]) == 2
+    assert (out["report"]["type"], out["report"]["reason"]) == ("task_interrupted", "interrupted")
+
+
+# --- the four checkpoints of one tool call -------------------------------------------------------
+
+def _probe(db, *args):
+    return {e["event"]: e for e in events(durable("tool-probe", "--db", str(db), "--json", *args))}
+
+
+def test_killed_before_the_intent_the_call_phase_and_beforetool_rerun_the_tool_runs_once(tmp_path):
+    db = tmp_path / "p.db"
+    assert durable("tool-probe", "--db", str(db), "--crash-at", "in-call").returncode == -9
+    assert read_tasks(db)[1]["phase"] == "call"
+    out = _probe(db)
+    assert out["hooks"]["runs"] == ["hook run 1: approved in hook run 1",
+                                    "hook run 2: approved in hook run 1"]
+    assert out["notes"]["lines"] == ["hello"] and out["tool"]["outcome"]["status"] == "completed"
+
+
+def test_killed_after_the_intent_an_unsafe_tool_that_never_ran_is_reported_interrupted(tmp_path):
+    db = tmp_path / "p.db"
+    assert durable("tool-probe", "--db", str(db), "--crash-at", "after-intent").returncode == -9
+    out = _probe(db)
+    assert out["notes"]["lines"] == []
+    assert out["tool"]["outcome"]["message"] == "Tool append was interrupted and may have partially run"
+
+
+def test_killed_after_the_tool_result_only_the_agent_step_reruns(tmp_path):
+    db = tmp_path / "p.db"
+    assert durable("tool-probe", "--db", str(db), "--crash-at", "after-result").returncode == -9
+    tasks = read_tasks(db)
+    assert (tasks[0]["status"], tasks[1]["status"]) == ("running", "terminal")
+    out = _probe(db)
+    assert out["notes"]["lines"] == ["hello"] and out["hooks"]["runs"] == [
+        "hook run 1: approved in hook run 1"]
+    assert out["tool"]["outcome"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("stored, current, lines", [("safe", "safe", 2), ("safe", "unsafe", 1),
+                                                    ("unsafe", "safe", 1),
+                                                    ("unsafe", "unsafe", 1)])
+def test_stored_times_current_replay_with_real_processes(tmp_path, stored, current, lines):
+    db = tmp_path / "p.db"
+    assert durable("tool-probe", "--db", str(db), "--replay", stored,
+                   "--crash-at", "in-execute").returncode == -9
+    out = _probe(db, "--replay", current)
+    assert len(out["notes"]["lines"]) == lines
+    assert out["tool"]["outcome"]["status"] == ("completed" if lines == 2 else "failed")
+
+
+def test_a_clean_close_leaves_a_crashed_processs_running_task_for_recovery(tmp_path):
+    db = tmp_path / "c.db"
+    durable("count", "--db", str(db), "--crash-after-tick", "2")
+    DurableStore(db).close()                   # opened and closed, never recovered
+    assert read_tasks(db)[0]["status"] == "running"
+    with DurableStore(db) as store:
+        assert store.recover() == [1] and store.get(1)["restarts"] == 1
+
+
+def test_a_creation_cut_off_before_its_link_leaves_only_a_leftover_the_next_open_removes(tmp_path):
+    db = tmp_path / "c.db"
+    (tmp_path / "c.db.new").write_bytes(b"half a database")   # what a kill mid-creation leaves
+    with DurableStore(db) as store:
+        assert store.all() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "c.db.lock"]
+
+
+def test_a_clean_close_puts_back_only_the_tasks_this_process_set_running(tmp_path):
+    db = tmp_path / "p.db"
+    durable("tool-probe", "--db", str(db), "--crash-at", "in-execute")   # tool task 2 left running
+    store = DurableStore(db)
+    tid = store.create("mine", {}, {"phase": "a"})
+    rec = store.get(tid)
+    rec["state"]["status"] = "running"
+    store.put(rec)
+    store.close()
+    assert [r["status"] for r in read_tasks(db)] == ["waiting", "running", "pending"]

@@ -1,13 +1,17 @@
 """Lesson 7: a durable task runtime on SQLite, in the style of the second lesson text.
 
-`store` keeps task records (one row per task, the full record as JSON, one transaction per commit);
-`runtime` runs them step by step (checkpoint = step entry, memo, sleep_until, restart limit, tool
-replay policy); `examples` are the lesson's programs (`python -m bughunt.durable --help`).
+`store` keeps task records (one row per task, the full record as JSON, one transaction per commit;
+its contract is in its docstring); `runtime` runs them step by step (checkpoint = step entry, memo,
+sleep_until, restart limit, tool replay policy, model requests in flight); `examples` are the
+lesson's programs (`python -m bughunt.durable --help`).
 """
 
-from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Kind, Runtime, Step, Tool,
-                      interrupted_message)
-from .store import DurableStore, ReadOnlyError, read_tasks
+from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Closed, Kind, Report, Retry, Runtime, Step,
+                      Tool, interrupted_message)
+from .store import (APPLICATION_ID, DurableStore, InvalidValue, ReadOnlyError, StoreBusy,
+                    StoreRefused, read_only_connection, read_tasks)
 
-__all__ = ["DEFAULT_RESTART_LIMIT", "MISSING", "DurableStore", "Kind", "ReadOnlyError", "Runtime",
-           "Step", "Tool", "interrupted_message", "read_tasks"]
+__all__ = ["APPLICATION_ID", "DEFAULT_RESTART_LIMIT", "MISSING", "Closed", "DurableStore",
+           "InvalidValue", "Kind", "ReadOnlyError", "Report", "Retry", "Runtime", "Step",
+           "StoreBusy", "StoreRefused", "Tool", "interrupted_message", "read_only_connection",
+           "read_tasks"]

@@ -1,5 +1,5 @@
 import sys
 
-from .examples import main
+from .examples import run_cli
 
-sys.exit(main())
+sys.exit(run_cli())

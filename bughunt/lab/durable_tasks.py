@@ -1,109 +1,172 @@
 """Lesson 7, durable tasks: the lesson's examples run as real processes, the tasks table read live.
 
-Every story here runs `python -m bughunt.durable ...` in a fresh temp directory: a first process that
-dies by SIGKILL, then a resume. Between them the SQLite tasks table is read with a read-only
-connection (which changes no byte) at each moment the lesson shows: after the crash, after the open
-(recovery), after the finish.
+Every story runs `python -m bughunt.durable ...` in a fresh temp folder (with relative paths, so
+that what the processes print names `c.db`, never a temp path): a first process that dies by
+SIGKILL (or closes, or is refused), then a resume. Between them the tasks table is read with a
+checked read-only connection, which changes no byte, at each moment the lesson shows.
 """
 
 from __future__ import annotations
 
 import html
+import inspect
 import json
+import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import HTML, Image
+from IPython.display import HTML, Image, Markdown
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Rectangle
 
-from ..durable import DEFAULT_RESTART_LIMIT, DurableStore, read_tasks
+from ..durable import DEFAULT_RESTART_LIMIT, DurableStore, read_only_connection, read_tasks
+from ..durable.examples import PAUSE_BANNER, TOOL_CRASH_POINTS, WAIT_BANNER
 from .exercises import exercise
 from .style import COLORS, new_figure, png
 
 COLUMNS = ["id", "kind", "status", "restarts", "phase", "n", "replay", "memos", "outcome"]
+DB = "c.db"
 
 
-def durable(*args: str) -> tuple[int, list[dict]]:
-    """Run `python -m bughunt.durable ARGS --json`; return its exit code and its JSON events."""
-    proc = subprocess.run([sys.executable, "-m", "bughunt.durable", *args, "--json"],
-                          capture_output=True, text=True, timeout=120)
-    if proc.returncode not in (0, -9):
-        raise RuntimeError(f"bughunt.durable {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
+@dataclass
+class Run:
+    """One process of a story: how it ended, what it printed (JSON events), its one-line error."""
+
+    code: int                 # exit code; -9 = killed by SIGKILL
+    events: list
+    error: str
+
+    @property
+    def ended(self) -> str:
+        return {-9: "killed (SIGKILL)", 0: "exit 0", 2: "refused (exit 2)",
+                75: "busy (exit 75)", 130: "Ctrl-C (exit 130)"}.get(self.code, f"exit {self.code}")
+
+    def of(self, event: str) -> list[dict]:
+        return [e for e in self.events if e["event"] == event]
+
+
+def durable(folder: Path, *args: str, expect=(0, -9)) -> Run:
+    """Run `python -m bughunt.durable ARGS --db c.db --json` in `folder`."""
+    cmd, rest = args[0], args[1:]
+    proc = subprocess.run([sys.executable, "-m", "bughunt.durable", cmd, "--db", DB, *rest,
+                           "--json"], capture_output=True, text=True, timeout=120, cwd=folder)
+    if proc.returncode not in expect:
+        raise RuntimeError(f"bughunt.durable {' '.join(args)} ended {proc.returncode}: "
+                           f"{proc.stderr.strip()}")
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return Run(proc.returncode, events, proc.stderr.strip())
 
 
 def tasks_table(db: Path, columns: list[str] | None = None):
     """The lesson's "storage in practice" table, read-only, as a DataFrame."""
     import pandas as pd
 
-    rows = read_tasks(db)
-    df = pd.DataFrame(rows, columns=COLUMNS, dtype=object)
+    df = pd.DataFrame(read_tasks(db), columns=COLUMNS, dtype=object)
     df = df.where(df.notna(), "—")
     return df[columns or [c for c in COLUMNS if (df[c] != "—").any() or c in ("restarts",)]]
 
 
-def open_store(db: Path) -> list[int]:
-    """Open the store the way a restarting runtime does (recovery), then drop it as a crash would."""
-    store = DurableStore(db)
-    recovered = store.recovered
-    store.db.close()
-    return recovered
+#: The lesson text's own "storage in practice" (存储实况) queries, verbatim.
+TEXT_QUERIES = {
+    "example 12": """SELECT id, status, record ->> '$.state.checkpoint.n' AS n,
+       record ->> '$.memos' AS memos, record ->> '$.restarts' AS restarts
+FROM tasks;""",
+    "tool probe": """SELECT id, kind, status, record ->> '$.restarts' AS restarts,
+       record ->> '$.state.checkpoint.phase' AS phase,
+       record ->> '$.state.checkpoint.replay' AS replay
+FROM tasks ORDER BY id;""",
+}
 
+
+def text_query(db: Path, sql: str):
+    """Run one of the text's SQL queries with pandas on a read-only connection.
+
+    `->>` needs SQLite 3.38 or newer; on older builds the same query runs as `json_extract`.
+    """
+    import sqlite3
+
+    import pandas as pd
+
+    if sqlite3.sqlite_version_info < (3, 38):
+        sql = re.sub(r"(\w+) ->> ('[^']*')", r"json_extract(\1, \2)", sql)
+    with read_only_connection(db) as conn:
+        df = pd.read_sql_query(sql, conn)
+    for column in df.columns:              # SQL NULL makes pandas turn whole numbers into floats
+        if df[column].dtype.kind == "f" and (df[column].dropna() % 1 == 0).all():
+            df[column] = df[column].astype("Int64")
+    return df.astype(object).where(df.notna(), "—")
+
+
+def show_source(obj) -> Markdown:
+    """The lab's own code for `obj`, as the package has it (read with inspect)."""
+    return Markdown(f"```python\n{textwrap.dedent(inspect.getsource(obj))}```")
+
+
+# --- count to 5 ----------------------------------------------------------------------------------
 
 @dataclass
 class Story:
-    """One example, crashed and resumed, with the tasks table at each moment."""
+    """One example, stopped and resumed, with the tasks table at each moment."""
 
     moments: dict = field(default_factory=dict)      # moment -> DataFrame
-    printed: dict = field(default_factory=dict)      # process -> what it printed
-    exits: dict = field(default_factory=dict)        # process -> exit code (-9 = SIGKILL)
+    printed: dict = field(default_factory=dict)      # process -> ticks it printed
+    exits: dict = field(default_factory=dict)        # process -> how it ended
     result: object = None
     notes: list = field(default_factory=list)
+    queries: dict = field(default_factory=dict)      # moment -> the text's query, as a DataFrame
+
+
+WHERE = {"after-print": "--crash-after-tick", "before-print": "--crash-before-print",
+         "close": "--close-after-tick"}
 
 
 def count_story(crash_tick: int = 2, *, where: str = "after-print", to: int = 5) -> Story:
-    """Count to `to`, killed at tick `crash_tick` (after its print, or between memo and print)."""
-    flag = {"after-print": "--crash-after-tick", "before-print": "--crash-before-print"}[where]
+    """Count to `to`, stopped at tick `crash_tick`: killed after its print, killed between memo and
+    print, or closed cleanly after its print (the lesson's own example)."""
     story = Story()
     with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
-        db = Path(tmp) / "count.db"
-        code, events = durable("count", "--db", str(db), "--to", str(to), flag, str(crash_tick))
-        story.exits["first"], story.printed["first"] = code, _ticks(events)
-        story.moments["after the crash"] = tasks_table(db)
-        open_store(db)
+        folder, db = Path(tmp), Path(tmp) / DB
+        first = durable(folder, "count", "--to", str(to), WHERE[where], str(crash_tick))
+        story.exits["first"], story.printed["first"] = first.ended, _ticks(first)
+        stopped = "after the close" if where == "close" else "after the crash"
+        story.moments[stopped] = tasks_table(db)
+        story.queries[stopped] = text_query(db, TEXT_QUERIES["example 12"])
+        durable(folder, "recover")
         story.moments["after open"] = tasks_table(db)
-        code, events = durable("count", "--db", str(db), "--to", str(to))
-        story.exits["resume"], story.printed["resume"] = code, _ticks(events)
-        story.result = events[-1]["outcome"].get("result")
+        story.queries["after open"] = text_query(db, TEXT_QUERIES["example 12"])
+        resume = durable(folder, "count", "--to", str(to))
+        story.exits["resume"], story.printed["resume"] = resume.ended, _ticks(resume)
+        story.result = resume.of("done")[-1]["outcome"].get("result")
         story.moments["after the finish"] = tasks_table(db)
     return story
 
 
-def _ticks(events: list[dict]) -> list[int]:
-    return [e["n"] for e in events if e["event"] == "tick"]
+def _ticks(run: Run) -> list[int]:
+    return [e["n"] for e in run.of("tick")]
 
 
-def tool_story(replay: str = "unsafe") -> Story:
-    """The tool probe: append "hello" to notes.txt, killed after the append, then resumed."""
-    story = Story()
-    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
-        db = Path(tmp) / "probe.db"
-        cols = ["id", "kind", "status", "restarts", "phase", "replay", "outcome"]
-        code, _ = durable("tool-probe", "--db", str(db), "--replay", replay, "--crash-in-execute")
-        story.exits["first"] = code
-        story.moments["after the crash"] = tasks_table(db, cols)
-        open_store(db)
-        story.moments["after open"] = tasks_table(db, cols)
-        code, events = durable("tool-probe", "--db", str(db), "--replay", replay)
-        story.exits["resume"] = code
-        story.moments["after the finish"] = tasks_table(db, cols)
-        out = {e["event"]: e for e in events}
-        story.result = out["tool"]["outcome"]
-        story.notes = out["notes"]["lines"]
-    return story
+def close_vs_crash():
+    """The same count stopped after tick 2, once by a clean close and once by SIGKILL, reopened."""
+    import pandas as pd
+
+    rows = []
+    for how, flag in (("clean close", "--close-after-tick"), ("crash (SIGKILL)",
+                                                              "--crash-after-tick")):
+        with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+            folder, db = Path(tmp), Path(tmp) / DB
+            durable(folder, "count", flag, "2")
+            at_end = read_tasks(db)[0]
+            durable(folder, "recover")
+            after = read_tasks(db)[0]
+            rows.append({"how the process ended": how, "status on disk": at_end["status"],
+                         "after the next open": after["status"], "n": after["n"],
+                         "restarts": after["restarts"] or 0})
+    return pd.DataFrame(rows).set_index("how the process ended")
 
 
 def read_only_proof() -> dict:
@@ -117,54 +180,49 @@ def read_only_proof() -> dict:
     from ..durable import ReadOnlyError, Runtime
 
     def digest(db: Path) -> dict:
-        return {p.name.replace(db.name, "DB"): hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12]
                 for p in sorted(db.parent.glob(db.name + "*")) if not p.name.endswith("-shm")}
 
     with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
-        db = Path(tmp) / "count.db"
-        durable("count", "--db", str(db), "--crash-after-tick", "2")
+        folder, db = Path(tmp), Path(tmp) / DB
+        durable(folder, "count", "--crash-after-tick", "2")
         before = digest(db)
-        store = DurableStore(db, read_only=True)
-        seen = store.get(1)["state"]["status"]
-        refused = []
-        for what, attempt in (("commit", lambda: store.put(store.get(1))),
-                              ("resume", lambda: Runtime(store, []).run())):
-            try:
-                attempt()
-                refused.append(f"{what}: allowed (!)")
-            except ReadOnlyError as e:
-                refused.append(f"{what}: {type(e).__name__}: ...{str(e).split(':', 1)[-1]}")
-        store.close()
+        with DurableStore(db, read_only=True) as store:
+            seen = store.get(1)["state"]["status"]
+            refused = []
+            for what, attempt in (("commit", lambda: store.put(store.get(1))),
+                                  ("resume", lambda: Runtime(store, []).run())):
+                try:
+                    attempt()
+                    refused.append(f"{what}: allowed (!)")
+                except ReadOnlyError as e:
+                    refused.append(f"{what}: {type(e).__name__}: ...{str(e).split(':', 1)[-1]}")
         after = digest(db)
     return {"status seen": seen, "files": sorted(before), "unchanged": before == after,
             "refused": refused}
 
 
-def close_vs_crash():
-    """The same running task, ended once by a clean close and once by a crash, then reopened."""
+# --- memo: two writers of one memo ---------------------------------------------------------------
+
+def memo_story():
+    """Two processes propose different values for the same memo; the first write wins."""
     import pandas as pd
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
-        for how in ("clean close", "crash (no close)"):
-            db = Path(tmp) / f"{how[:5]}.db"
-            store = DurableStore(db)
-            tid = store.create("count", {"to": 5}, {"phase": "tick", "n": 3})
-            rec = store.get(tid)
-            rec["state"]["status"] = "running"
-            store.put(rec)
-            if how == "clean close":
-                store.close()
-            else:
-                store.db.close()          # the connection just goes away, as on SIGKILL
-            after_end = read_tasks(db)[0]
-            open_store(db)
-            after_open = read_tasks(db)[0]
-            rows.append({"how the process ended": how, "status on disk": after_end["status"],
-                         "after the next open": after_open["status"],
-                         "restarts": after_open["restarts"] or 0, "n": after_open["n"]})
-    return pd.DataFrame(rows).set_index("how the process ended")
+        folder = Path(tmp)
+        for writer, (candidate, extra) in enumerate((("A", ["--crash-after-memo"]),
+                                                     ("B", [])), start=1):
+            run = durable(folder, "memo", "--candidate", candidate, *extra)
+            memo = run.of("memo")[0]
+            done = run.of("done")
+            rows.append({"writer": f"process {writer}", "proposed": memo["candidate"],
+                         "memo holds": memo["winner"], "process ended": run.ended,
+                         "task result": done[0]["outcome"]["result"] if done else "—"})
+    return pd.DataFrame(rows).set_index("writer").fillna("—")
 
+
+# --- the crash-loop limit ------------------------------------------------------------------------
 
 def restart_limit_story(limit: int | None = DEFAULT_RESTART_LIMIT, runs: int = 8):
     """Start a task whose step always dies, again and again, until it ends or `runs` is reached."""
@@ -172,17 +230,19 @@ def restart_limit_story(limit: int | None = DEFAULT_RESTART_LIMIT, runs: int = 8
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
-        db = Path(tmp) / "loop.db"
+        folder, db = Path(tmp), Path(tmp) / DB
         flag = ["--restart-limit", "unlimited" if limit is None else str(limit)]
         seen = 0          # restarts the runtime counted when this process opened the store
         for attempt in range(1, runs + 1):
-            code, events = durable("crash-loop", "--db", str(db), *flag)
+            run = durable(folder, "crash-loop", *flag)
             row = read_tasks(db)[0]
             rows.append({"start": attempt, "restarts at open": seen,
-                         "exit": "SIGKILL" if code == -9 else code, "status after": row["status"],
-                         "outcome": (events[-1]["outcome"]["detail"]["reason"]
-                                     if events else "—")})
-            if code == 0:
+                         "exit": "SIGKILL" if run.code == -9 else run.code,
+                         "status after": row["status"],
+                         "outcome": (run.of("done")[0]["outcome"]["detail"]["reason"]
+                                     if run.code == 0 else "—"),
+                         "report": (run.of("report")[0]["type"] if run.of("report") else "—")})
+            if run.code == 0:
                 break
             seen = (row["restarts"] or 0) + 1
     return pd.DataFrame(rows).set_index("start")
@@ -219,19 +279,327 @@ def plot_restart_limits(stories: dict):
     return fig
 
 
-#: Crash-loop policies of durable-execution peers (../shared/research/anchors-durable-peers.md).
+def reset_story(dies: int = 2, steps: int = 3, limit: int = 3):
+    """Steps that each die `dies` times before they get through: the count of restarts in a row
+    resets at every step's progress, so the task finishes although it was cut off more often in
+    total than the limit allows in a row."""
+    import pandas as pd
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder = Path(tmp)
+        total = 0
+        for start in range(1, dies * steps + steps + 2):
+            run = durable(folder, "flaky", "--dies", str(dies), "--steps", str(steps),
+                          "--restart-limit", str(limit))
+            for e in run.events:
+                if e["event"] in ("dies", "progress"):
+                    total += e["event"] == "dies"
+                    rows.append({"start": start, "step": e["step"],
+                                 "restarts in a row": e["restarts"],
+                                 "what happened": "killed" if e["event"] == "dies" else "progress",
+                                 "cut-offs in total": total})
+            if run.code == 0:
+                outcome = run.of("done")[0]["outcome"]
+                rows.append({"start": start, "step": "—", "restarts in a row": "—",
+                             "what happened": f"task {outcome['status']}",
+                             "cut-offs in total": total})
+                break
+    return pd.DataFrame(rows)
+
+
+def plot_reset(df, limit: int = 3):
+    """Restarts in a row (reset by progress) against cut-offs in total, per step the runtime ran."""
+    runs = df[df["step"] != "—"].reset_index(drop=True)
+    fig, ax = new_figure(9, 3.6)
+    x = list(range(1, len(runs) + 1))
+    bars = ax.bar(x, runs["restarts in a row"], color=COLORS["blue"],
+                  label="restarts in a row when the step started (the runtime's count)")
+    ax.bar_label(bars, fontsize=8)
+    ax.plot(x, runs["cut-offs in total"], marker="o", color=COLORS["orange"],
+            label="cut-offs in total, after this start (a count that never resets)")
+    ax.axhline(limit, color=COLORS["red"], linestyle="--", label=f"restart limit {limit}")
+    ax.set_xticks(x, [f"{i}\nstep {step}\n{what}" for i, (step, what) in
+                      enumerate(zip(runs["step"], runs["what happened"]), start=1)], fontsize=8)
+    ax.set_ylim(0, max(limit, int(runs["cut-offs in total"].max())) + 1.5)
+    ax.set_xlabel("each start of a step, in order (killed = SIGKILL inside the step)")
+    ax.set_ylabel("count (restarts)")
+    ax.set_title("Progress resets the count in a row: the task never reaches the limit")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def builtin_limit_story(kind: str = "tool", limit: int = 2):
+    """A built-in task cut off at the same place every time until the restart limit ends it."""
+    import pandas as pd
+
+    args = {"tool": ["tool-probe", "--crash-at", "in-call"],
+            "generation": ["generate", "--crash-before-send"]}[kind]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder = Path(tmp)
+        for start in range(1, limit + 3):
+            run = durable(folder, *args, "--restart-limit", str(limit))
+            if run.code != 0:
+                rows.append({"start": start, "ended": run.ended, "result": "—", "report": "—"})
+                continue
+            if kind == "tool":
+                outcome = run.of("tool")[0]["outcome"]
+                result = f"{outcome['status']}: {outcome['message']}: {outcome['content']!r}"
+            else:
+                outcome = run.of("done")[0]["outcome"]
+                result = (f"{outcome['status']}: {outcome['message']}, reason "
+                          f"{outcome['reason']}, input {outcome['input']}")
+            report = run.of("report")[0]
+            rows.append({"start": start, "ended": run.ended, "result": result,
+                         "report": f"{report['type']} ({report['kind']}, {report['reason']})"})
+            break
+    return pd.DataFrame(rows).set_index("start")
+
+
+# --- tools: the four checkpoints, and stored x current replay -------------------------------------
+
+TOOL_COLUMNS = ["id", "kind", "status", "restarts", "phase", "replay", "outcome"]
+
+
+def tool_story(stored: str = "unsafe", current: str | None = None,
+               crash_at: str = "in-execute") -> Story:
+    """The tool probe: killed at `crash_at` with the tool declared `stored`, resumed with it
+    declared `current` (default: unchanged). Tables at each moment; notes.txt; beforeTool runs."""
+    current = current or stored
+    story = Story()
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder, db = Path(tmp), Path(tmp) / DB
+        first = durable(folder, "tool-probe", "--replay", stored, "--crash-at", crash_at)
+        story.exits["first"] = first.ended
+        story.moments["after the crash"] = tasks_table(db, TOOL_COLUMNS)
+        story.queries["after the crash"] = text_query(db, TEXT_QUERIES["tool probe"])
+        durable(folder, "recover")
+        story.moments["after open"] = tasks_table(db, TOOL_COLUMNS)
+        story.queries["after open"] = text_query(db, TEXT_QUERIES["tool probe"])
+        resume = durable(folder, "tool-probe", "--replay", current)
+        story.exits["resume"] = resume.ended
+        story.moments["after the finish"] = tasks_table(db, TOOL_COLUMNS)
+        story.result = resume.of("tool")[0]["outcome"]
+        story.notes = resume.of("notes")[0]["lines"]
+        story.printed["beforeTool"] = resume.of("hooks")[0]["runs"]
+    return story
+
+
+def tool_checkpoints(replay: str = "unsafe"):
+    """Kill one tool call right after each of its checkpoints (and inside the tool), resume, and
+    measure: what ran again, what the agent got."""
+    import pandas as pd
+
+    where = {"in-call": "① in call, after beforeTool",
+             "after-intent": "② after the intent, before the tool",
+             "in-execute": "② inside the tool, after the append",
+             "after-result": "③ after the result, before the agent"}
+    rows = []
+    for crash_at in TOOL_CRASH_POINTS:
+        story = tool_story(replay, crash_at=crash_at)
+        table = story.moments["after the crash"]
+        tool = table[table["kind"] == "tool"].iloc[0]
+        result = story.result
+        rows.append({"killed": where[crash_at],
+                     "tool task on disk": f"{tool['status']} at {tool['phase']}",
+                     "beforeTool ran": len(story.printed["beforeTool"]),
+                     "its memo decision": story.printed["beforeTool"][-1].split(": ", 1)[1],
+                     "notes.txt lines": len(story.notes),
+                     "the agent got": result["status"] + ": " + (result.get("message") or
+                                                                 result["result"]["content"])})
+    return pd.DataFrame(rows).set_index("killed")
+
+
+def replay_cell(stored: str, current: str) -> dict:
+    """One cell of the stored x current table, measured: killed inside the tool, resumed."""
+    story = tool_story(stored, current)
+    ran_again = len(story.notes) == 2
+    return {"stored": stored, "current": current, "tool ran again": ran_again,
+            "notes.txt lines": len(story.notes), "result": story.result["status"],
+            "message": story.result.get("message") or story.result["result"]["content"]}
+
+
+def replay_table(cells: list[dict] | None = None):
+    """The 2x2 table: stored policy (rows) x current policy (columns), every cell measured."""
+    import pandas as pd
+
+    cells = cells or [replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
+    df = pd.DataFrame(cells)
+    df["cell"] = df.apply(lambda r: ("ran again: " if r["tool ran again"] else "not run: ")
+                          + f"{r['notes.txt lines']} line(s), {r['result']}", axis=1)
+    table = df.pivot(index="stored", columns="current", values="cell")
+    table.index.name, table.columns.name = "stored with the intent ↓", "declared now →"
+    return table
+
+
+def plot_replay(cells: list[dict], highlight: tuple | None = None):
+    """The 2x2 grid: a filled cell re-ran the tool (its effect doubled), an empty cell did not."""
+    fig, ax = new_figure(5.6, 3.6)
+    order = ("safe", "unsafe")
+    for c in cells:
+        x, y = order.index(c["current"]), order.index(c["stored"])
+        ran = c["tool ran again"]
+        fill = to_rgba(COLORS["orange"] if ran else COLORS["sky"], 0.9 if ran else 0.35)
+        ax.add_patch(Rectangle((x - 0.48, y - 0.48), 0.96, 0.96, facecolor=fill,
+                               hatch="//" if ran else "", edgecolor=COLORS["black"],
+                               linewidth=3 if highlight == (c["stored"], c["current"]) else 0))
+        ax.text(x, y, ("re-ran the tool\n" if ran else "not re-run:\n'interrupted'\n")
+                + f"notes.txt: {c['notes.txt lines']} line(s)", ha="center", va="center",
+                fontsize=9, bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"})
+    ax.set_xlim(-0.5, 1.5)
+    ax.set_ylim(1.5, -0.5)
+    ax.set_xticks([0, 1], order)
+    ax.set_yticks([0, 1], order)
+    ax.set_xlabel("replay declared by the tool now (after the restart)")
+    ax.set_ylabel("replay stored with the intent")
+    reran = [f"{c['stored']} × {c['current']}" for c in cells if c["tool ran again"]]
+    ax.set_title("Killed inside the tool: run again only in " + (", ".join(reran) or "no cell")
+                 if len(cells) == 4 else f"Killed inside the tool: {len(cells)} of 4 cells run")
+    return fig
+
+
+# --- a model request in flight -------------------------------------------------------------------
+
+def generation_story(mode: str = "crash", retries: int = 2) -> dict:
+    """One model request, stopped mid-stream (`crash`: SIGKILL once; `close`: a clean close;
+    `exhaust`: SIGKILL at every attempt), then resumed until the task ends."""
+    import pandas as pd
+
+    flag = {"crash": "--crash-mid-stream", "close": "--close-mid-stream",
+            "exhaust": "--crash-mid-stream"}[mode]
+    processes, tables = [], {}
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder, db = Path(tmp), Path(tmp) / DB
+        for start in range(1, retries + 4):
+            stop = start == 1 or mode == "exhaust"
+            run = durable(folder, "generate", "--retries", str(retries),
+                          *([flag] if stop else []))
+            task = read_only_task(db)
+            processes.append({"process": start, "ended": run.ended,
+                              "checkpoint after": json.dumps(task["state"]["checkpoint"]),
+                              "status after": task["state"]["status"]})
+            if start == 1:
+                tables["after the first process"] = tasks_table(db, ["id", "kind", "status",
+                                                                     "restarts", "phase"])
+            if run.code == 0 and task["state"]["status"] == "terminal":
+                break
+        bill = [json.loads(line) for line in (folder / "bill.jsonl").read_text().splitlines()]
+        outcome = task["state"]["outcome"]
+        reports = run.of("report")
+    requests = pd.DataFrame([{"request": b["request"], "messages sent": len(b["messages"]),
+                              "what the model was sent": b["messages"][-1]["content"],
+                              "digest": b["digest"]} for b in bill]).set_index("request")
+    return {"processes": pd.DataFrame(processes).set_index("process"), "requests": requests,
+            "outcome": outcome, "reports": reports, "tables": tables}
+
+
+def read_only_task(db: Path) -> dict:
+    with DurableStore(db, read_only=True) as store:
+        return store.all()[0]
+
+
+# --- one runtime per database --------------------------------------------------------------------
+
+def lock_story():
+    """A runtime holds c.db (paused after tick 1); a second is refused; a third waits (--wait)
+    and takes over the moment the first one is killed."""
+    import pandas as pd
+
+    def start(folder, *args):
+        return subprocess.Popen([sys.executable, "-m", "bughunt.durable", "count", "--db", DB,
+                                 "--to", "3", *args], cwd=folder, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def banner(proc, prefix):
+        for line in proc.stderr:
+            if line.startswith(prefix):
+                return line.strip()
+        raise RuntimeError(f"bughunt.durable ended before {prefix!r}")
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder = Path(tmp)
+        holder = start(folder, "--pause-after-tick", "1")
+        banner(holder, PAUSE_BANNER)
+        second = subprocess.run([sys.executable, "-m", "bughunt.durable", "count", "--db", DB,
+                                 "--to", "3"], cwd=folder, capture_output=True, text=True,
+                                timeout=60)
+        waiter = start(folder, "--wait")
+        waited = banner(waiter, WAIT_BANNER)
+        holder_out = holder.stdout.readline()
+        holder.kill()
+        holder.communicate()
+        waiter_out, waiter_err = waiter.communicate(timeout=60)
+        rows.append({"process": "1: holds c.db (paused after tick 1)", "printed": holder_out.strip(),
+                     "ended": "killed (SIGKILL) while holding it", "said": "—"})
+        rows.append({"process": "2: started while 1 holds it", "printed": second.stdout.strip()
+                     or "—", "ended": f"exit {second.returncode}",
+                     "said": second.stderr.strip().split(": ", 1)[1]})
+        rows.append({"process": "3: started with --wait", "printed": " / ".join(
+            waiter_out.split("\n")).strip(" /"), "ended": f"exit {waiter.returncode}",
+            "said": waited.split(": ", 1)[1]})
+    return pd.DataFrame(rows).set_index("process")
+
+
+def refusals():
+    """Bad inputs a hostile or careless user could give the CLI: each refused in one sentence,
+    every file left as it was."""
+    import hashlib
+    import sqlite3
+
+    import pandas as pd
+
+    def files(folder: Path) -> dict:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()
+                if p.is_file() and not p.name.endswith("-shm")}
+
+    def cli(folder, *args):
+        proc = subprocess.run([sys.executable, "-m", "bughunt.durable", *args], cwd=folder,
+                              capture_output=True, text=True, timeout=60)
+        return proc.returncode, proc.stderr.strip().split(": ", 1)[-1]
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
+        folder = Path(tmp)
+        other = sqlite3.connect(folder / "other_app.db")
+        other.execute("CREATE TABLE notes (text TEXT)")
+        other.commit()
+        other.close()
+        (folder / "notes.txt").write_text("not a database\n")
+        durable(folder, "tool-probe", "--crash-at", "in-execute")
+        cases = [("another program's database", ["count", "--db", "other_app.db"]),
+                 ("a text file", ["count", "--db", "notes.txt"]),
+                 ("a wake time of 1e308 ms", ["count", "--db", "new.db", "--sleep-ms", "1e308"]),
+                 ("a task of a kind count does not run", ["count", "--db", DB])]
+        for what, args in cases:
+            before = files(folder)
+            code, said = cli(folder, *args)
+            rows.append({"given": what, "exit": code, "the one sentence": said,
+                         "files unchanged": files(folder) == before})
+    return pd.DataFrame(rows).set_index("given")
+
+
+# --- peers ---------------------------------------------------------------------------------------
+
+#: Crash-loop policies of durable-execution peers, from their public documentation.
 PEERS = [
-    {"system": "Temporal", "policy": "activities: unlimited attempts by default; workflow tasks "
-     "retried indefinitely", "at the limit": "never stops by itself"},
-    {"system": "DBOS", "policy": "max_recovery_attempts = 100, counting every dispatch",
-     "at the limit": "MAX_RECOVERY_ATTEMPTS_EXCEEDED (dead letter); reset only by an explicit "
-                     "resume"},
-    {"system": "Restate", "policy": "max-attempts = 70 per invocation",
-     "at the limit": "paused until resumed by hand"},
+    {"system": "Temporal", "policy": "activities retry with unlimited attempts by default; "
+     "workflow tasks retry until the workflow times out (unlimited by default)",
+     "at the limit": "never stops by itself", "source": "docs.temporal.io/encyclopedia/"
+     "retry-policies"},
+    {"system": "DBOS", "policy": "max_recovery_attempts = 100, counting every attempt",
+     "at the limit": "status MAX_RECOVERY_ATTEMPTS_EXCEEDED; reset only by an explicit resume",
+     "source": "docs.dbos.dev/python/reference/decorators"},
+    {"system": "Restate", "policy": "unlimited retries by default; max attempts configurable",
+     "at the limit": "pause (resume by hand) or kill, as configured",
+     "source": "docs.restate.dev/services/configuration"},
     {"system": "Inngest", "policy": "4 retries per step (5 attempts)",
-     "at the limit": "the step fails"},
-    {"system": "this lesson (Pi, newer version)", "policy": "5 restarts in a row without progress; "
-     "progress resets the count", "at the limit": "faulted, reason restart_limit"},
+     "at the limit": "the step fails", "source": "inngest.com/docs/features/inngest-functions/"
+     "error-retries/retries"},
+    {"system": "this lesson's runtime (and the text's)", "policy": "5 restarts in a row without "
+     "progress; progress resets the count", "at the limit": "faulted, reason restart_limit "
+     "(built-in tasks: their own result)", "source": "bughunt/durable/runtime.py"},
 ]
 
 
@@ -244,40 +612,59 @@ def peers_table():
 # --- the panel -----------------------------------------------------------------------------------
 
 class DurablePanel:
-    """Crash tick, where it falls, replay policy, restart limit; Run re-runs all three stories."""
+    """Count (crash tick, where), the tool (stored x current replay, where it is killed), the
+    restart limit and the model request; Run re-runs the stories as real processes."""
 
     def __init__(self):
-        self.crash_tick = W.IntSlider(value=2, min=1, max=5, description="crash at tick",
+        self.crash_tick = W.IntSlider(value=2, min=1, max=5, description="stop at tick",
                                       continuous_update=False)
-        self.where = W.ToggleButtons(options=[("after the print", "after-print"),
-                                              ("between memo and print", "before-print")],
-                                     value="after-print")
-        self.replay = W.ToggleButtons(options=["unsafe", "safe"], value="unsafe",
-                                      description="tool replay")
+        self.where = W.ToggleButtons(options=[("killed after the print", "after-print"),
+                                              ("killed between memo and print", "before-print"),
+                                              ("clean close", "close")],
+                                     value="after-print", style={"button_width": "auto"})
+        self.stored = W.ToggleButtons(options=["safe", "unsafe"], value="unsafe",
+                                      description="stored")
+        self.current = W.ToggleButtons(options=["safe", "unsafe"], value="unsafe",
+                                       description="declared now")
+        self.tool_crash = W.Dropdown(options=list(TOOL_CRASH_POINTS), value="in-execute",
+                                     description="tool killed")
         self.limit = W.IntSlider(value=DEFAULT_RESTART_LIMIT, min=1, max=7,
                                  description="restart limit", continuous_update=False)
         self.unlimited = W.Checkbox(value=False, description="no limit")
+        self.generation = W.ToggleButtons(options=["crash", "close", "exhaust"], value="crash",
+                                          description="request")
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
         self.reset_button = W.Button(description="Reset", icon="undo")
-        self.progress = W.IntProgress(value=0, min=0, max=3)
+        self.progress = W.IntProgress(value=0, min=0, max=4)
         self.status = W.Label()
-        self.count_out, self.tool_out, self.loop_out = W.Output(), W.Output(), W.Output()
+        self.count_out, self.tool_out = W.Output(), W.Output()
+        self.loop_out, self.gen_out = W.Output(), W.Output()
         self.run_button.on_click(lambda _: self.run())
         self.reset_button.on_click(lambda _: self.reset())
         self.results: dict = {}
+        self._cells: dict = {}
 
     def run(self) -> dict:
         self.run_button.disabled = True
         self.progress.value = 0
         try:
             count = count_story(self.crash_tick.value, where=self.where.value)
-            self._show(self.count_out, count, f"count to 5, killed at tick {self.crash_tick.value} "
-                       f"({self.where.label}): first process printed {count.printed['first']}, "
-                       f"the resume printed {count.printed['resume']}")
+            self._show(self.count_out, count, f"count to 5, stopped at tick "
+                       f"{self.crash_tick.value} ({self.where.label}): the first process printed "
+                       f"{count.printed['first']}, the resume printed {count.printed['resume']}")
             self.progress.value = 1
-            tool = tool_story(self.replay.value)
-            self._show(self.tool_out, tool, f"tool probe, replay {self.replay.value}: "
-                       f"{tool.result['status']}; notes.txt has {len(tool.notes)} line(s)")
+            stored, current = self.stored.value, self.current.value
+            tool = tool_story(stored, current, self.tool_crash.value)
+            self._show(self.tool_out, tool, f"tool probe killed {self.tool_crash.value}, stored "
+                       f"{stored}, declared now {current}: {tool.result['status']}; notes.txt has "
+                       f"{len(tool.notes)} line(s); beforeTool ran "
+                       f"{len(tool.printed['beforeTool'])} time(s)")
+            if self.tool_crash.value == "in-execute":
+                self._cells[(stored, current)] = {
+                    "stored": stored, "current": current, "tool ran again": len(tool.notes) == 2,
+                    "notes.txt lines": len(tool.notes), "result": tool.result["status"]}
+                self.tool_out.append_display_data(Image(data=png(plot_replay(
+                    list(self._cells.values()), highlight=(stored, current))), format="png"))
             self.progress.value = 2
             limit = None if self.unlimited.value else self.limit.value
             loop = restart_limit_story(limit, runs=8)
@@ -287,7 +674,15 @@ class DurablePanel:
                 Image(data=png(plot_restart_limits({label: loop})), format="png"))
             self.loop_out.append_display_data(loop)
             self.progress.value = 3
-            self.results = {"count": count, "tool": tool, "loop": loop}
+            gen = generation_story(self.generation.value)
+            self.gen_out.outputs = ()
+            self.gen_out.append_display_data(HTML(
+                f"<b>model request, {html.escape(self.generation.value)}: "
+                f"{html.escape(gen['outcome']['status'])}</b>"))
+            self.gen_out.append_display_data(gen["processes"])
+            self.gen_out.append_display_data(gen["requests"])
+            self.progress.value = 4
+            self.results = {"count": count, "tool": tool, "loop": loop, "generation": gen}
             self.status.value = "Done: every table was read from the real SQLite file."
         finally:
             self.run_button.disabled = False
@@ -303,19 +698,23 @@ class DurablePanel:
 
     def reset(self) -> None:
         self.crash_tick.value, self.where.value = 2, "after-print"
-        self.replay.value, self.limit.value, self.unlimited.value = "unsafe", 5, False
-        for out in (self.count_out, self.tool_out, self.loop_out):
+        self.stored.value = self.current.value = "unsafe"
+        self.tool_crash.value = "in-execute"
+        self.limit.value, self.unlimited.value = DEFAULT_RESTART_LIMIT, False
+        self.generation.value = "crash"
+        for out in (self.count_out, self.tool_out, self.loop_out, self.gen_out):
             out.outputs = ()
         self.progress.value = 0
-        self.results = {}
+        self.results, self._cells = {}, {}
         self.status.value = "Reset."
 
     def widget(self) -> W.VBox:
-        tabs = W.Tab(children=[self.count_out, self.tool_out, self.loop_out])
-        for i, title in enumerate(["count to 5", "tool probe", "crash loop"]):
+        tabs = W.Tab(children=[self.count_out, self.tool_out, self.loop_out, self.gen_out])
+        for i, title in enumerate(["count to 5", "tool probe", "crash loop", "model request"]):
             tabs.set_title(i, title)
-        return W.VBox([W.HBox([self.crash_tick, self.where]), self.replay,
-                       W.HBox([self.limit, self.unlimited]),
+        return W.VBox([W.HBox([self.crash_tick, self.where]),
+                       W.HBox([self.stored, self.current, self.tool_crash]),
+                       W.HBox([self.limit, self.unlimited, self.generation]),
                        W.HBox([self.run_button, self.reset_button, self.progress]), self.status,
                        tabs])
 
@@ -328,10 +727,10 @@ def panel() -> DurablePanel:
     return DurablePanel()
 
 
-# --- exercises -----------------------------------------------------------------------------------
+# --- exercises: predict, then run ----------------------------------------------------------------
 
-@exercise("7.1", "Count to 5 is killed between tick 4's memo and its print. Which ticks are printed, "
-          "by both processes together? Answer with a list, e.g. [1, 2, 3].",
+@exercise("7.1", "Count to 5 is killed between tick 4's memo and its print, then resumed. Which "
+          "ticks are printed, by both processes together? Predict a list, e.g. [1, 2, 3].",
           "[1, 2, 3, 5]. The memo printed-4 is durable before the print, so the re-run of tick 4 "
           "sees it and skips the print: tick 4 is lost, never doubled (at most once).")
 def _ex_7_1(answer):
@@ -339,28 +738,69 @@ def _ex_7_1(answer):
     truth = story.printed["first"] + story.printed["resume"]
     if list(answer) == truth:
         return True, f"Measured just now: {truth}."
-    return False, "Which of memo and print comes first in the tick step?"
+    return False, (f"Measured just now: {truth}, you predicted {list(answer)}. Which of memo and "
+                   "print comes first in the tick step?")
 
 
-@exercise("7.2", "A tool declared replay 'safe' when it started is declared 'unsafe' after an "
-          "upgrade, then the process is killed inside the tool and restarted. Does the tool run "
-          "again? Answer True or False.",
-          "False. Recovery re-runs a tool only if the policy stored with the intent AND the current "
-          "declaration are both 'safe'; either one saying 'unsafe' means the result is "
-          "'interrupted and may have partially run'.")
+@exercise("7.2", "A tool was declared replay 'unsafe' when its intent was recorded; after an "
+          "upgrade it is declared 'safe'. The process was killed inside the tool. Does the tool "
+          "run again after the restart? Predict True or False.",
+          "False. Recovery re-runs a tool only if the policy stored with the intent AND the "
+          "current declaration are both 'safe': the old intent was recorded under a promise that "
+          "did not allow a re-run, and an upgrade cannot change what the old attempt already did.")
 def _ex_7_2(answer):
-    from ..durable.examples import append_tool
-    from ..durable.runtime import Runtime
-    with tempfile.TemporaryDirectory() as tmp:
-        notes = Path(tmp) / "notes.txt"
-        notes.write_text("hello\n")
-        store = DurableStore(Path(tmp) / "t.db")
-        args = {"path": str(notes), "text": "hello"}
-        store.create("tool", {"name": "append", "arguments": args},
-                     {"phase": "execute", "arguments": args, "replay": "safe"})
-        Runtime(store, [], [append_tool("unsafe", crash=False)]).run()
-        store.close()
-        truth = len(notes.read_text().splitlines()) == 2
+    cell = replay_cell("unsafe", "safe")
+    truth = cell["tool ran again"]
+    said = f"Measured just now: notes.txt has {cell['notes.txt lines']} line(s), {cell['result']}."
     if answer is truth:
-        return True, "Measured: the file still has one line."
-    return False, "Both the stored and the current policy must be 'safe' for a re-run."
+        return True, said
+    return False, said + " Both the stored and the current policy must be 'safe' for a re-run."
+
+
+@exercise("7.3", "With --restart-limit 3, a flaky task has 2 steps, and each step dies 3 times "
+          "before it gets through (flaky --dies 3 --steps 2). Does the task finish 'completed' "
+          "or end 'faulted'? Predict one of the two words.",
+          "'faulted'. The first step dies at restarts 0, 1 and 2; at the fourth start its count "
+          "in a row is 3, the limit, so the runtime ends the task instead of running the step. "
+          "Progress would have reset the count, but the step never got through.")
+def _ex_7_3(answer):
+    df = reset_story(dies=3, steps=2, limit=3)
+    truth = df.iloc[-1]["what happened"].split()[-1]
+    said = f"Measured just now: task {truth} after {df.iloc[-1]['cut-offs in total']} cut-offs."
+    if str(answer).strip().lower() == truth:
+        return True, said
+    return False, said + " Count the restarts in a row the first step reaches."
+
+
+@exercise("7.4", "A model request is killed mid-stream at every attempt, with 1 retry "
+          "(generate --retries 1 --crash-mid-stream, started until the task ends). How many "
+          "requests does the provider bill? Predict a number.",
+          "2. Attempt 1 is killed; the next process counts it as failed, keeps the half answer "
+          "as an aborted entry and sends attempt 2 after the backoff; attempt 2 is killed too; "
+          "the retries are used up, so the next process ends the task with runFailure (reason "
+          "interrupted) without sending a third request.")
+def _ex_7_4(answer):
+    gen = generation_story("exhaust", retries=1)
+    truth = len(gen["requests"])
+    said = (f"Measured just now: {truth} requests billed; the task ended "
+            f"{gen['outcome']['message']} ({gen['outcome']['reason']}).")
+    if answer == truth:
+        return True, said
+    return False, said + " Count attempts: the first one plus the retries."
+
+
+@exercise("7.5", "The tool probe (replay 'unsafe') is killed right after its intent {execute} "
+          "is committed, before the tool starts. After the restart, how many lines does "
+          "notes.txt have, and is the tool's result 'completed' or 'failed'? Predict a tuple, "
+          "e.g. (1, 'completed').",
+          "(0, 'failed'). The tool never ran, but recovery cannot know that: all it has is the "
+          "intent, which says the tool may have started. An unsafe tool is not re-run, so the "
+          "model is told it 'was interrupted and may have partially run' although nothing "
+          "happened: honest uncertainty.")
+def _ex_7_5(answer):
+    story = tool_story("unsafe", crash_at="after-intent")
+    truth = (len(story.notes), story.result["status"])
+    said = f"Measured just now: {truth}."
+    if tuple(answer) == truth:
+        return True, said
+    return False, said + " What does recovery know about a tool whose intent is recorded?"

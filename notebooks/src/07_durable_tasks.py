@@ -6,53 +6,101 @@
 # **The question.** The BugHunt worker is one loop with its own checkpoint store. A durable task
 # runtime generalises it: every piece of work is a task, a small state machine whose state is kept in
 # a database. When the process crashes (崩溃了怎么办), what does the runtime do with a task that was
-# half way through a step, with a step that crashes every time, and with a tool that may already have
-# done its effect?
+# half way through a step, with a step that crashes every time, with a tool that may already have
+# done its effect, and with a model request still streaming?
 #
 # **Recap of lesson 6.** Surviving `kill -9` only needs the data handed to the kernel; surviving power
 # loss needs fsync. Here the store is SQLite, and we choose its durability setting on purpose.
+
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - explain why a checkpoint records the *entry* of a step, and make a step safe to run again with
+#   a first-write-wins memo;
+# - tell a clean close from a crash in the tasks table, and read that table with SQL and pandas;
+# - say when a crash loop ends a task, and why progress resets the count;
+# - predict, for each of the four checkpoints of a tool call, what a crash there re-runs, and fill
+#   in the stored × current replay table;
+# - say what happens to a model request that was streaming when the process died.
+#
+# **Prerequisites.** Lessons 2 and 4 (checkpoints, the danger window, idempotency keys); basic SQL
+# and pandas. **Estimated time:** 40 minutes; the notebook runs in under a minute.
+
+# %% [markdown]
+# **Contents.**
+# [1 Counting to 5](#1.-Counting-to-5,-stopped-after-tick-2) ·
+# [2 The step entry](#2.-A-checkpoint-is-a-step's-entry) ·
+# [3 Memo](#3.-Memo:-first-write-wins) ·
+# [4 Close, crash, look](#4.-A-clean-close-is-not-a-crash) ·
+# [5 Crash loops](#5.-A-step-that-always-dies:-the-crash-loop-limit) ·
+# [6 Tools](#6.-Tools:-why-the-execute-record-exists) ·
+# [7 A model request in flight](#7.-A-model-request-in-flight) ·
+# [8 The store](#8.-The-store:-SQLite,-one-writer,-its-own-files-only) ·
+# [Try it](#Try-it) · [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
+# [Further reading](#Further-reading)
 #
 # The lesson text walks through a TypeScript runtime (Pi's `packages/durable`). This notebook uses
-# `bughunt.durable`, a small Python runtime on SQLite built the same way, and runs each of the
-# lesson's examples as a real process killed with SIGKILL: `python -m bughunt.durable --help`.
+# `bughunt.durable`, a small Python runtime on SQLite built the same way, and runs each example as
+# a real process, killed with a real SIGKILL: `python -m bughunt.durable --help` lists them.
 
 # %%
 # %matplotlib inline
 import pandas as pd
 
+from IPython.display import display
+
+from bughunt.durable import DurableStore, Step, runtime
 from bughunt.lab import durable_tasks as dt
 from bughunt.lab.exercises import check, solution
 
-pd.options.display.width = 120
+pd.options.display.width = 140
 pd.options.display.max_columns = 20
-pd.options.display.max_colwidth = 60
+pd.options.display.max_colwidth = 70
 
 # %% [markdown]
-# ## Counting to 5, killed after tick 2
+# ## 1. Counting to 5, stopped after tick 2
 #
-# The lesson's smallest example (示例 12) is a task that counts from 1 to 5. Each tick is one step:
+# The text's smallest example (示例 12) is a task that counts from 1 to 5. Each tick is one step:
 #
 # 1. look up the memo `printed-n`; if it is not set, set it, then print `tick n`;
 # 2. if n is 5, finish with "counted to 5"; otherwise commit the next checkpoint `{phase: tick,
-#    n: n+1}` together with a wake time 10 ms later (`sleep_until`), and sleep.
+#    n: n+1}` together with a wake time 10 ms later (`sleep_until`).
 #
-# We kill the process right after it prints tick 2, before the next checkpoint is committed, and read
-# the SQLite `tasks` table at each moment, the way the lesson's "storage in practice" (存储实况)
-# tables do. Each table is read with a read-only connection.
+# The text's example stops after tick 2 with a clean **close**, right after the print and before the
+# next checkpoint is committed, and then shows the SQLite `tasks` table with this query, its
+# "storage in practice" (存储实况). We run the same program and the same query, with pandas, on a
+# read-only connection:
+
+# %%
+print(dt.TEXT_QUERIES["example 12"])
+closed = dt.count_story(crash_tick=2, where="close")
+print("first process:", closed.printed["first"], "->", closed.exits["first"])
+closed.queries["after the close"]
+
+# %% [markdown]
+# This is the text's row: `pending`, n = 2, both memos, no restarts. A clean close put the task back
+# to `pending` itself. The resume prints the rest:
+
+# %%
+print("resumed process:", closed.printed["resume"], "->", closed.result)
+
+# %% [markdown]
+# Now the same moment with a real `kill -9` instead of a close. **Predict** what the query shows
+# right after the kill and after the next open, before you run the cell: the status, and
+# `restarts`.
 
 # %%
 count = dt.count_story(crash_tick=2)
-print("first process:", count.printed["first"], "then killed by signal", -count.exits["first"])
-count.moments["after the crash"]
+print("first process:", count.printed["first"], "->", count.exits["first"])
+count.queries["after the crash"]
 
 # %% [markdown]
-# The task is still `running`: nobody was left to say otherwise. Its checkpoint is the **entry** of
-# tick 2's step (n = 2), and both memos are there. Opening the store is recovery: every `running`
-# task was cut off mid-step, so it goes back to `pending`, keeps its checkpoint, and its `restarts`
-# grows by one.
+# Still `running`: nobody was left to say otherwise. Opening the store is recovery: every
+# `running` task was cut off mid-step, so it goes back to `pending`, keeps its checkpoint, and its
+# `restarts` grows by one (here a `recover` process only opens and closes the store):
 
 # %%
-count.moments["after open"]
+count.queries["after open"]
 
 # %%
 print("resumed process:", count.printed["resume"], "->", count.result)
@@ -60,58 +108,91 @@ count.moments["after the finish"]
 
 # %% [markdown]
 # Tick 2's step **ran again** (the checkpoint said n = 2), but it did **not print again**: the memo
-# `printed-2` was already set (重跑了，但没有重复做). At the end the task is `terminal`, and its memos and
+# `printed-2` was already set (重跑了，但没有重复做). At the end the task is `terminal`; its memos and
 # restart count are gone.
 #
-# ## A checkpoint is a step's entry, not its progress
+# ## 2. A checkpoint is a step's entry
 #
 # The checkpoint records which step to (re)enter, not how far inside the step the task got
-# (checkpoint 记的是这一步的入口). After a crash the whole step runs again from its start, so **every step
-# must be safe to run again**. The memo is the tool for that: a small first-writer-wins value stored
-# with the task, so a re-run step can ask "did I already do this?" and get the same answer each time.
-#
-# The order of memo and effect is a choice. Here the memo is written *before* the print: a kill
-# between the two loses that print (at most once), but can never print it twice. Let us kill exactly
-# there:
+# (checkpoint 记的是这一步的入口). After a crash the whole step runs again from its start, so **every
+# step must be safe to run again**. Here is the lab's commit that enters a step, read from the
+# package itself:
 
 # %%
-lost = dt.count_story(crash_tick=2, where="before-print")
-print("first process:", lost.printed["first"], "| resumed process:", lost.printed["resume"])
+dt.show_source(Step._commit)
 
 # %% [markdown]
-# Tick 2 is never printed. Writing the memo after the print would turn this into "at least once":
-# a kill between them prints tick 2 twice. Which one is right depends on the effect.
+# One transaction reads the task's record, replaces its state (a full replacement, as in the text's
+# runtime), drops the restart count when this is progress and the memos when the task ends, and
+# writes the record back with its checksum. `commit`, `sleep_until`, `wait_for`, `finish` and
+# `fail` all go through it. And this is recovery, which the text quotes from Pi's
+# `scheduler.ts:453` (`withState(record, {status: "pending", checkpoint})`, `restarts + 1`):
+
+# %%
+dt.show_source(DurableStore.recover)
+
+# %% [markdown]
+# The same rule: only `running` changes, the checkpoint is kept, `restarts` grows by one. Two
+# differences: here recovery is a method the runtime calls after checking that it can run every
+# live task (a task of a kind it does not know is refused before anything is written), and all
+# changes are one commit.
 #
-# `sleep_until` commits the next checkpoint and the wake time in one transaction, so a sleeping task
-# holds no process, and a crash while it sleeps changes nothing: only `running` tasks are turned back
-# by the next open.
+# ## 3. Memo: first write wins
 #
-# ## A clean close is not a crash
+# A memo is a small value kept with the task; for one name, only the first write counts (memo 的规则
+# 是同一个名字只认第一次写入). Reading the winner and offering a candidate are one commit, so a step
+# that runs twice gets the same answer both times. Two processes propose different values for one
+# memo; the first is killed right after its write:
+
+# %%
+dt.memo_story()
+
+# %% [markdown]
+# The order of memo and effect is a choice. Count writes the memo *before* the print: a kill
+# between the two loses that print (at most once) but can never print it twice.
+#
+# **Predict (exercise 7.1):** count to 5 is killed between tick 4's memo and its print, then
+# resumed. Which ticks do both processes print together? Set your prediction, then run the
+# experiment below it.
+
+# %%
+prediction_7_1 = None        # e.g. [1, 2, 3]
+
+# %%
+lost = dt.count_story(crash_tick=4, where="before-print")
+print("first process:", lost.printed["first"], "| resumed process:", lost.printed["resume"])
+check("7.1", prediction_7_1)
+
+# %% [markdown]
+# Writing the memo *after* the print would turn this into "at least once": a kill between them
+# prints the tick twice. Which one is right depends on the effect.
+#
+# ## 4. A clean close is not a crash
+#
+# The same count stopped after tick 2, once by a clean close and once by SIGKILL, then opened again:
 
 # %%
 dt.close_vs_crash()
 
 # %% [markdown]
-# Both end `pending` after the next open with the checkpoint kept; only the crash is counted as a
-# restart. The count matters for the next section.
+# Both end `pending` with the checkpoint kept; only the crash counts as a restart (真被切断才算).
+# The count matters for the next section.
 #
-# ## Looking without touching: a read-only open
-#
-# To inspect a crashed run without recovering it, open the store read-only. It sees the task as the
-# crash left it (still `running`), refuses any commit or resume, and changes no byte of the database
-# or its write-ahead log:
+# To inspect a crashed run without recovering it, open the store read-only. It sees the task as
+# the crash left it (still `running`), refuses any commit or resume, and changes no byte of the
+# database or its write-ahead log:
 
 # %%
 dt.read_only_proof()
 
 # %% [markdown]
-# ## A step that always dies: the crash-loop limit
+# ## 5. A step that always dies: the crash-loop limit
 #
-# Some steps crash every time they run: a poison input, a bug, memory that never suffices. Restarting
-# them forever burns the machine and hides the failure. The runtime counts restarts **in a row
-# without progress**; at the limit (5 by default, configurable, or unlimited) the task ends as
-# `faulted` with reason `restart_limit` instead of running again. Any progress, meaning a new
-# checkpoint, resets the count. Here a step that SIGKILLs itself is started again and again:
+# Some steps crash every time: a poison input, a bug, memory that never suffices. Restarting them
+# forever burns the machine and hides the failure. The runtime counts restarts **in a row without
+# progress**; at the limit (5 by default, configurable, or unlimited) the task ends as `faulted`
+# with reason `restart_limit` and the report `task_faulted`, instead of running again. A step that
+# SIGKILLs itself, started again and again:
 
 # %%
 loop5 = dt.restart_limit_story(5)
@@ -122,88 +203,172 @@ dt.plot_restart_limits({"limit 5 (default)": loop5, "limit 2": dt.restart_limit_
                         "no limit (8 starts shown)": dt.restart_limit_story(None, runs=8)})
 
 # %% [markdown]
-# Other durable-execution systems answer the same question differently:
+# **Progress resets the count** (取得进展后，计数清零). Three steps, each killed twice before it gets
+# through, with the limit at 3: the task is cut off six times in all, more than the limit, yet it
+# finishes, because each step's progress resets the count in a row.
+
+# %%
+reset = dt.reset_story(dies=2, steps=3, limit=3)
+dt.plot_reset(reset, limit=3)
+
+# %% [markdown]
+# A count that never resets (as DBOS counts every attempt, see below) would have ended this task at
+# its third cut-off, although it was moving on each time.
+#
+# **Built-in tasks** end with their own visible result instead of `faulted`, and report
+# `task_interrupted`: a tool writes a `restart_limit` error result, a model request (a generation)
+# ends with `runFailure`. Both, cut off at the same place until the limit (here 2) ends them:
+
+# %%
+pd.concat({"tool": dt.builtin_limit_story("tool"),
+           "generation": dt.builtin_limit_story("generation")}, names=["task", "start"])
+
+# %% [markdown]
+# Other durable-execution systems answer the same question differently (their public
+# documentation, see Further reading):
 
 # %%
 dt.peers_table()
 
 # %% [markdown]
-# DBOS counts every dispatch and only an explicit resume resets it; the lesson's runtime counts
-# consecutive cut-offs and lets progress reset them, so a long task that crashes now and then, but
-# moves on each time, is never stopped.
-#
-# ## Tools: record `execute`, then decide on recovery
+# ## 6. Tools: why the execute record exists
 #
 # A game save rewinds the whole world; reality does not. A line appended to a file stays appended.
-# Reading a file can be repeated harmlessly; appending a line or sending an email cannot. So tasks may
-# be re-run, but tools must not be re-run blindly.
+# Reading a file can be repeated harmlessly; appending a line or sending an email cannot. So tasks
+# may be re-run, but tools must not be re-run blindly.
 #
-# Before running a tool, its task commits `{phase: execute, arguments, replay}`: the intent, with the
-# tool's declared replay policy (`safe` or `unsafe`; undeclared means unsafe). Recovery that finds a
-# tool task in `execute` knows the tool may have started. It runs the tool again only if the policy
-# stored with the intent **and** the tool's current declaration are both `safe`; an unknown tool
-# counts as unsafe. Otherwise the result says the tool "was interrupted and may have partially run",
-# carrying whatever output the tool had persisted before the crash, and the model decides what to do.
-#
-# The lesson's probe: an `append` tool writes "working" as progress output, appends `hello` to
-# `notes.txt`, and is killed before its result is recorded. First with `unsafe`, the default:
+# One tool call passes four checkpoints: **①** the agent waits (`tools`) on a new tool task at
+# `call`; in `call` the runtime resolves the tool and runs the `beforeTool` hook; **②** it commits
+# the intent `{phase: execute, arguments, replay}` and runs the tool; **③** the tool's result is
+# committed; **④** the agent reads it and goes on. Our probe's `append` tool writes "working" as
+# progress output and appends `hello` to `notes.txt`; its `beforeTool` hook logs each run and takes
+# its decision from a memo. We kill the call right after each checkpoint (and once inside the tool),
+# resume, and measure:
 
 # %%
-unsafe = dt.tool_story("unsafe")
-unsafe.moments["after the crash"]
-
-# %%
-unsafe.moments["after open"]
-
-# %%
-print(unsafe.result["content"])
-print("notes.txt:", unsafe.notes)
-unsafe.moments["after the finish"]
+dt.tool_checkpoints("unsafe")
 
 # %% [markdown]
-# The agent task waited (`waiting`, phase `tools`) while its tool ran, like the lesson's
-# `pi.generation` row. The tool did not run again: `notes.txt` has one line, and the interrupted
-# result, partial output first, goes back to the agent like any tool result. Now the same probe
-# declared `safe`:
-
-# %%
-safe = dt.tool_story("safe")
-print(safe.result["status"], "->", safe.result["result"]["content"], "| notes.txt:", safe.notes)
+# - Killed in `call` (before ②): the call phase runs again, so **`beforeTool` runs twice**; its memo
+#   keeps the first decision, and the tool runs once. A hook must be safe to re-run.
+# - Killed after ②: recovery knows only "the tool may have started". An `unsafe` tool is not re-run;
+#   the result says it "was interrupted and may have partially run", even when it never ran.
+# - Killed after ③: only the agent's step runs again; it reads the durable result.
+#
+# Without the `execute` record, every crash after ① would re-run the whole call phase and then the
+# tool: a tool that had already acted would act twice. That is the answer to the text's question.
 
 # %% [markdown]
-# Declared safe, it **did** run again, and the file now has two lines. That is why an append must not
-# be declared safe: the declaration is a promise the runtime takes literally.
+# Recovery in `execute`, from the package:
+
+# %%
+dt.show_source(runtime._tool_execute)
+
+# %% [markdown]
+# The rule is the text's (`tool.ts:202`): re-run only if the policy stored with the intent **and**
+# the tool's current declaration are both `safe`; a tool missing from the registry counts as unsafe.
+# Differences: the text's `execute` checks the restart limit itself (`cutOffTooOften`); here the
+# runtime checks it for every kind before any step and calls the kind's own ending. Its
+# `settleFromSlot` is our `_tool_result` with the partial output in front of the `<harness>` error.
 #
-# ## The store: SQLite, one transaction per commit
+# **Predict (exercise 7.2):** the intent was stored `unsafe`; after an upgrade the tool is declared
+# `safe`; the process was killed inside the tool. Does the tool run again (True or False)?
+
+# %%
+prediction_7_2 = None        # True or False
+
+# %%
+cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
+check("7.2", prediction_7_2)
+dt.replay_table(cells)
+
+# %%
+dt.plot_replay(cells, highlight=("unsafe", "safe"))
+
+# %% [markdown]
+# All four cells measured live: only safe × safe re-ran the append, so `notes.txt` got a second
+# line. That is why an append must not be declared safe: the declaration is a promise the runtime
+# takes literally. The text's probe table, with its own query, before and after the open:
+
+# %%
+probe = dt.tool_story("unsafe")
+print(dt.TEXT_QUERIES["tool probe"])
+pd.concat({k: probe.queries[k] for k in ("after the crash", "after open")}, names=["moment", ""])
+
+# %%
+print(probe.result["content"])
+
+# %% [markdown]
+# The agent task waits (`waiting`, phase `tools`) while its tool runs, like the text's
+# `pi.generation` row. The interrupted result, partial output first, goes back to the agent like
+# any tool result, and the model decides what to do.
 #
-# `bughunt.durable` keeps one row per task: `id`, `kind`, `status`, and the full record as JSON. Each
-# commit replaces the record in one `BEGIN IMMEDIATE … COMMIT`, so a task is always before or after a
-# commit, never half way. The database runs in WAL mode with `synchronous=FULL`: each commit fsyncs
-# the write-ahead log, so a memo or checkpoint that was committed survives a power cut too.
-# `synchronous=NORMAL`, which the lesson's runtime uses, survives a killed process (all `kill -9`
-# can do) with fewer fsyncs, but may lose the newest commits on power loss; a lost memo would let a
-# re-run step repeat an effect it had ruled out (lesson 6).
+# ## 7. A model request in flight
 #
-# ## Where the published runtime differs from the lesson
+# A generation task records `{phase: stream, attempt}` before it sends a request, the same
+# intent-before-effect as a tool. If the process dies while the answer streams (模型请求正在飞), the
+# next process does not pretend nothing happened: the attempt counts as failed, the half answer is
+# kept as an `aborted` entry that is never sent to the model, and after a backoff the next attempt
+# sends the same messages. Killed once, mid-stream:
+
+# %%
+gen = dt.generation_story("crash")
+gen["processes"]
+
+# %%
+gen["requests"]
+
+# %% [markdown]
+# Two requests on the provider's bill, the same messages (the same digest): the model was never
+# told about the half answer. It is in the result as `aborted`:
+
+# %%
+gen["outcome"]
+
+# %% [markdown]
+# When every attempt is killed, the retries run out: the task ends with `runFailure`, reason
+# `interrupted`, the input is marked `unanswered`, and the report `task_interrupted` goes out. After
+# a **clean close** instead, the same attempt is simply sent again (close 之后重开仍会重发).
+
+# %%
+exhaust, close = dt.generation_story("exhaust"), dt.generation_story("close")
+print("killed at every attempt:", {k: exhaust["outcome"][k] for k in ("message", "reason",
+                                                                      "input")},
+      "| requests billed:", len(exhaust["requests"]), "| reports:", exhaust["reports"])
+print("closed mid-stream: answered at attempt", close["outcome"]["result"]["attempt"],
+      "| requests billed:", len(close["requests"]))
+
+# %%
+dt.show_source(runtime._generation_stream)
+
+# %% [markdown]
+# ## 8. The store: SQLite, one writer, its own files only
 #
-# The lesson describes a newer version of Pi's runtime than the public sources we could read
-# (`../shared/research/anchors-codex-pi.md`, section 2). In those sources:
+# `bughunt.durable` keeps one row per task: `id`, `kind`, `status`, the full record as JSON, and a
+# CRC of them (SQLite pages carry no checksum, so a flipped bit would otherwise be believed). Each
+# commit is one `BEGIN IMMEDIATE … COMMIT`: a task is always before or after a commit, never half
+# way. WAL mode with `synchronous=FULL`: each commit fsyncs the write-ahead log, so a committed
+# memo or checkpoint survives a power cut too. `NORMAL`, which the text's runtime uses, survives
+# `kill -9` with fewer fsyncs, but may lose the newest commits on power loss (lesson 6).
 #
-# - the example is `13-recovery.ts`, and it commits the next checkpoint and then calls
-#   `runtime.sleep(...)`; `sleepUntil` and a `sleeping` status do not exist yet, and the states
-#   include `completing`, which the lesson leaves out;
-# - the `restarts` counter, `restartLimit` (5), its reset on progress and the `restart_limit` fault
-#   are not in the code; the nearest rule faults a step that returns without changing its checkpoint
-#   ("no durable progress"), which `bughunt.durable` also applies;
-# - `close()` writes nothing, so a closed task stays `running` on disk until the next open; the
-#   lesson's `pending` after close matches a newer close;
-# - a `readOnly` open is not there, and the option the lesson calls `persistWithinMs` is named
-#   `progress.outputIntervalMs`;
-# - the tool replay rule (both policies `safe`, unknown tool unsafe, the "interrupted and may have
-#   partially run" text with the partial output) is exactly as the lesson says.
-#
-# `bughunt.durable` follows the lesson where the two differ.
-#
+# **One runtime per database.** Two runtimes on one database would both run the same steps. A
+# writable open takes an exclusive `flock` on `c.db.lock`; the kernel drops it when the holder dies.
+# A second runtime is refused at once (exit 75); with `--wait` it waits and takes over:
+
+# %%
+with pd.option_context("display.max_colwidth", 120):
+    display(dt.lock_story())
+
+# %% [markdown]
+# **Refuse, don't guess.** A database marks itself as the runtime's own (SQLite's
+# `application_id`), and every open checks the header, the schema, SQLite's integrity check and
+# every record's checksum before it writes anything. Anything else gets one sentence and no change:
+
+# %%
+with pd.option_context("display.max_colwidth", 140):
+    display(dt.refusals())
+
+# %% [markdown]
 # ## The same idea in the BugHunt worker
 #
 # | | durable task runtime (this lesson) | BugHunt worker (lessons 2–6) |
@@ -211,8 +376,9 @@ print(safe.result["status"], "->", safe.result["result"]["content"], "| notes.tx
 # | recovery point | a step's entry; the step re-runs | a page (or an operation); the page re-runs |
 # | "did I already do it?" | memo, first write wins | the event log's `intent` / `page_done` |
 # | before a side effect | `{phase: execute, arguments, replay}` | an `intent` event with an idempotency key |
-# | effect may have happened, not safe to repeat | "interrupted and may have partially run" | `--pending abort`: an `aborted` event (Codex's way): at most once |
-# | effect may have happened, safe to repeat | `replay: safe` on both sides: run again | `--pending redo` with the key: the tracker deduplicates: effectively once |
+# | may have happened, not safe to repeat | "interrupted and may have partially run" | `--pending abort`: at most once |
+# | may have happened, safe to repeat | `replay: safe` on both sides: run again | `--pending redo` with the key: effectively once |
+# | one writer | `flock` on `c.db.lock`, exit 75 | `flock` on `run.lock`, exit 75 |
 # | crash loop | `restart_limit` after 5 cut-offs without progress | not guarded (a lesson 8 topic) |
 #
 # The idempotency key is what makes "filing a report" safe to replay: the tracker, not the worker,
@@ -222,9 +388,10 @@ print(safe.result["status"], "->", safe.result["result"]["content"], "| notes.tx
 # %% [markdown]
 # ## Try it
 #
-# Choose the tick the count is killed at, and whether the kill falls after the print or between the
-# memo and the print; the tool's replay policy; and the restart limit. **Run** re-runs all three
-# stories as real processes and shows the tables at each moment.
+# Choose where the count stops (a kill after the print, a kill between memo and print, or a clean
+# close); the tool's stored and current replay policy and where the tool call is killed (with
+# `in-execute`, each Run fills one more cell of the 2×2 grid); the restart limit; and how the model
+# request is stopped. **Run** re-runs the stories as real processes.
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = dt.panel()
@@ -234,34 +401,62 @@ p.show()
 # ## What to remember
 #
 # - A checkpoint is the entry of a step, not progress inside it: after a crash the step runs again,
-#   so every step must be safe to run again. Memos (first write wins) make a re-run step skip what it
-#   already did; memo-before-effect means at most once.
+#   so every step, and every hook it calls, must be safe to run again. A memo (first write wins)
+#   makes a re-run step skip what it already did; memo-before-effect means at most once.
 # - Opening the store turns `running` tasks back to `pending` with their checkpoint and counts a
 #   restart; a clean close does not count. A read-only open changes nothing.
-# - A crash loop needs a limit: N restarts in a row without progress, then `faulted`.
-# - A tool records `execute` before it runs; on recovery it runs again only if the stored and the
-#   current replay policy are both `safe`. Otherwise it reports "interrupted and may have partially
-#   run" and lets the model decide.
-#
+# - A crash loop needs a limit: N restarts in a row without progress, then the task ends; progress
+#   resets the count. Built-in tasks end with their own result and report `task_interrupted`.
+# - A tool records `execute` before it runs; recovery re-runs it only if the stored and the current
+#   policy are both `safe`, and otherwise tells the model it "may have partially run".
+# - A model request in flight at a crash is a failed attempt: its half answer is kept as aborted,
+#   never sent, and the request is retried until the retries run out (`runFailure`).
+# - One runtime per database, its own databases only, and a refusal rather than a guess.
+
+# %% [markdown]
 # ## Exercises
 #
-# **7.1** Count to 5 is killed between tick 4's memo and its print. Which ticks are printed, by both
-# processes together?
+# Predict first, then run the cell below your prediction: it runs the experiment and compares.
+#
+# **7.3** With `--restart-limit 3`, a flaky task has 2 steps, and each step dies 3 times before it
+# gets through (`flaky --dies 3 --steps 2`). Does it end `"completed"` or `"faulted"`?
 
 # %%
-answer_7_1 = None
-check("7.1", answer_7_1)
+prediction_7_3 = None
+check("7.3", prediction_7_3)
 
 # %% [markdown]
-# **7.2** A tool declared `safe` when it started is declared `unsafe` after an upgrade; the process is
-# killed inside the tool and restarted. Does the tool run again (True or False)?
+# **7.4** A model request is killed mid-stream at every attempt, with 1 retry (`generate --retries 1
+# --crash-mid-stream`, started until the task ends). How many requests does the provider bill?
 
 # %%
-answer_7_2 = None
-check("7.2", answer_7_2)
+prediction_7_4 = None
+check("7.4", prediction_7_4)
 
 # %% [markdown]
-# Stuck? `solution("7.1")` prints a worked answer.
+# **7.5** The tool probe (`unsafe`) is killed right after its intent is committed, before the tool
+# starts. After the restart: how many lines in `notes.txt`, and is the result `"completed"` or
+# `"failed"`? Answer a tuple, e.g. `(1, "completed")`.
+
+# %%
+prediction_7_5 = None
+check("7.5", prediction_7_5)
+
+# %% [markdown]
+# Stuck? `solution("7.3")` prints a worked answer.
+#
+# ## Further reading
+#
+# - Pi's durable runtime, the text's subject: [earendil-works/pi, `packages/durable`](https://github.com/earendil-works/pi/tree/main/packages/durable)
+# - SQLite: [`PRAGMA application_id`, `user_version`, `integrity_check`](https://www.sqlite.org/pragma.html),
+#   [write-ahead logging](https://www.sqlite.org/wal.html),
+#   [the file format, WAL checksums](https://www.sqlite.org/fileformat.html#the_write_ahead_log),
+#   [`->>` and `json_extract`](https://www.sqlite.org/json1.html)
+# - [flock(2)](https://man7.org/linux/man-pages/man2/flock.2.html): the one-writer lock
+# - Crash-loop limits: [Temporal retry policies](https://docs.temporal.io/encyclopedia/retry-policies),
+#   [DBOS `max_recovery_attempts`](https://docs.dbos.dev/python/reference/decorators),
+#   [Restate retries](https://docs.restate.dev/services/configuration),
+#   [Inngest retries](https://www.inngest.com/docs/features/inngest-functions/error-retries/retries)
 #
 # ---
 # [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 8: beyond the lesson →](08_beyond.ipynb)
