@@ -19,6 +19,14 @@ COLORS = {
     "grey": "#999999",
 }
 SERIES = [COLORS[c] for c in ("blue", "orange", "green", "red", "purple", "sky", "yellow")]
+#: The word prose uses for each colour, so that a word names the colour a reader sees: the palette's
+#: "red" is Okabe-Ito's vermillion, a red-orange easily taken for orange, and its "purple" is a
+#: reddish purple that reads as pink. Notebooks say "vermillion" and "pink", never "red" or "purple"
+#: (tests/test_notebooks.py checks every notebook's colour words against this table).
+COLOR_WORDS = {
+    "black": "black", "orange": "orange", "sky": "sky blue", "green": "green",
+    "yellow": "yellow", "blue": "blue", "red": "vermillion", "purple": "pink", "grey": "grey",
+}
 LESSON_STYLE = {"color": COLORS["grey"], "linestyle": "--", "linewidth": 1.5}
 
 #: Verdicts of a crash run, their colours and hatches (so they read in grey print too).
