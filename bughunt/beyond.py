@@ -494,7 +494,7 @@ PLANTED = [
     PlantedBug("no-fsync", "power loss: snapshot, atomic, fsync always",
                "the fsync calls are dropped"),
     PlantedBug("no-dir-fsync", "power loss: snapshot, atomic, fsync always",
-               "the directory is not fsynced after a rename"),
+               "the directory is never fsynced (after a rename or a new file)"),
     PlantedBug("submit-before-intent", "crash sweep: at most once (intents, pending abort, no key)",
                "the report is filed before its intent is recorded"),
     PlantedBug("no-key", "crash sweep: the safe configuration",

@@ -352,4 +352,4 @@ def test_storage_says_unknown_where_the_machine_does_not_tell(tmp_path):
 
 
 def test_what_was_measured_reports_this_machines_storage(lat):
-    assert D.what_was_measured(lat) == f"The writes above went to {lat.attrs['storage'].describe()}."
+    assert D.what_was_measured(lat) == f"The timed writes went to {lat.attrs['storage'].describe()}."

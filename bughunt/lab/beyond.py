@@ -214,9 +214,9 @@ def fault_summary(**sweeps):
                     range(ks[0], ks[-1] + 1)) else ", ".join(map(str, ks)),
                 "runs": len(d),
                 "stopped with exit 74": int((d["exit"] == 74).sum()),
-                "acknowledged reports kept": int(d["acknowledged_kept"].sum()),
-                "retried after a failed fsync": (int(d["retried"].sum()) if "retried" in d
-                                                 else "-"),
+                "kept every acknowledged report": int(d["acknowledged_kept"].sum()),
+                "fsynced again after the failure": (int(d["retried"].sum()) if "retried" in d
+                                                    else "-"),
                 "correct after resume": int(d["correct_after_resume"].sum())})
     return pd.DataFrame(rows).set_index(["failure", "failing file"])
 

@@ -360,7 +360,7 @@ def source_sentence() -> str:
 def what_was_measured(lat) -> str:
     """What the timed writes went to, in one sentence (changes from machine to machine)."""
     where: Storage = lat.attrs["storage"]
-    return f"The writes above went to {where.describe()}."
+    return f"The timed writes went to {where.describe()}."
 
 
 def us(value: float) -> str:

@@ -32,15 +32,16 @@ class SourceFigure:
     rerun: float | None      # the source text's second run, when it gives one
     machine: str
     sentence: str            # the source text's words (Chinese)
-    says: str                # the same sentence in English
+    says: str                # the same sentence in English ("this machine" is the author's)
 
 
 _MEDIANS = ("本机（macOS）每次写入的中位耗时（一次运行）：快照（临时文件 + fsync + rename）0.228 ms，"
             "日志追加一行 0.0020 ms，追加 + fsync 0.033 ms；复跑一次是 0.300 / 0.0025 / 0.037 ms，"
             "量级相同。")
-_MEDIANS_EN = ("Median time per write on this machine (macOS, one run): snapshot (temp file + "
-               "fsync + rename) 0.228 ms, appending one log line 0.0020 ms, append + fsync "
-               "0.033 ms; a rerun gave 0.300 / 0.0025 / 0.037 ms, the same order of magnitude.")
+_MEDIANS_EN = ("Median time per write on the author's machine (macOS, one run): snapshot "
+               "(temp file + fsync + rename) 0.228 ms, appending one log line 0.0020 ms, "
+               "append + fsync 0.033 ms; a rerun gave 0.300 / 0.0025 / 0.037 ms, the same order "
+               "of magnitude.")
 
 #: The source text's median time per write, in ms, by kind of write (macOS, no F_FULLFSYNC).
 WRITE_MEDIANS_MS: dict[str, SourceFigure] = {
@@ -52,8 +53,8 @@ WRITE_MEDIANS_MS: dict[str, SourceFigure] = {
 _BUFFER = ("Python 的 open() 有用户态缓冲区：f.write() 之后没 flush() 就被 kill -9，这行数据就没了"
            "（本机实测：没 flush 的文件 0 字节，flush 过的 12 字节）。")
 _BUFFER_EN = ("Python's open() has a user-space buffer: killed by kill -9 after f.write() without "
-              "flush(), the line is gone (measured here: the unflushed file 0 bytes, the flushed "
-              "one 12 bytes).")
+              "flush(), the line is gone (measured on the author's machine: the unflushed file "
+              "0 bytes, the flushed one 12 bytes).")
 
 #: Bytes the source text found on disk after kill -9, by how its 12-byte line was written.
 BUFFER_BYTES: dict[str, SourceFigure] = {

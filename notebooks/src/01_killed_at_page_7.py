@@ -5,8 +5,9 @@
 #
 # **The question.** The BugHunt agent explores 12 pages. On each page it asks the model what to do
 # next, visits the page, and files a bug report when it finds one (pages 3, 7 and 10 hide injected
-# bugs). At page 7 the process disappears: the OOM killer picked it, a rolling deploy restarted it,
-# someone typed `kill -9`. What does it cost to run the task again, and what goes wrong?
+# bugs). At page 7 the process disappears: the kernel's out-of-memory (OOM) killer picked it, a
+# rolling deploy restarted it, someone typed `kill -9`. What does it cost to run the task again,
+# and what goes wrong?
 #
 # **Recap of the start page.** The worker is a real process; its model calls go on a bill it cannot
 # rewrite, and its reports go into a real SQLite tracker.

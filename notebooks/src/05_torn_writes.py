@@ -43,9 +43,9 @@ pd.options.display.max_colwidth = 100
 # record that straddles a page boundary can be cut at the boundary: its first part is in the file,
 # the rest never arrives. For a log of 80-byte records about one record in fifty straddles a
 # boundary, and the kill must arrive during the fraction of a microsecond the kernel spends on the
-# first part: rare, not impossible. A large write (a
-# snapshot of megabytes) crosses many page boundaries and can be cut at any of them. Tears in
-# practice come mostly from records split over several writes, which is what `torn` mode does.
+# first part: rare, not impossible. A large write (a snapshot of megabytes) crosses many page
+# boundaries and can be cut at any of them. Tears in practice come mostly from records split over
+# several writes, which is what `torn` mode does.
 #
 # Three write modes of the event log (intents and idempotency key on, as in the source text's
 # table):
@@ -180,10 +180,10 @@ nonl = df[df.write_mode == "no-newline"]
 ours = nonl[nonl.verdict == "rebuild fails"]
 refused = ours.disk_error.notna().sum()
 lenient = (nonl.lesson_reader_ok == False).sum()  # noqa: E712
-print(f"torn mid-commit points:         {(nonl.torn_lines_skipped > 0).sum()}")
-print(f"our reader, rebuild fails:      {len(ours)} ({refused} refused with file and line, "
+print(f"torn mid-commit points:       {(nonl.torn_lines_skipped > 0).sum()}")
+print(f"our reader, rebuild fails:    {len(ours)} ({refused} refused with file and line, "
       f"{len(ours) - refused} accepted but short of memory)")
-print(f"source text's reader, wrong:   {lenient} "
+print(f"source text's reader, wrong:  {lenient} "
       f"(bug pages where it agrees: {sorted(fails[fails.source_text_reader != 'WRONG'].page)})")
 
 # %% [markdown]
@@ -195,9 +195,8 @@ print(f"source text's reader, wrong:   {lenient} "
 #   is a `page_done`, with its tokens, and its state is silently wrong.
 # - **Our reader** checks sequence numbers. A skipped torn fragment is fine (the resumed worker
 #   writes that record again, with the same number), but a later record whose number jumps means a
-#   record is missing: it refuses the
-#   log, names file and line, and changes nothing. That includes the bug pages the source text called
-#   fine: a missing intent is still a hole in the history.
+#   record is missing: it refuses the log, names file and line, and changes nothing. That includes
+#   the bug pages the source text called fine: a missing intent is still a hole in the history.
 #
 # One case escapes our reader's refusal: on the last page nothing follows the glued line, so the
 # log simply looks one event short, as if the kill had come before it. Only the comparison of the
@@ -236,9 +235,10 @@ snaps = torn.snapshot_tears()
 torn.snapshot_table(snaps)
 
 # %% [markdown]
-# One caveat about the source text's own `atomic_write`: it fsyncs the temp file and calls `os.replace`,
-# but does not fsync the directory afterwards. Against `kill -9` that is enough (the rename is in
-# the kernel). Against a power cut the new name itself may be lost. Codex's rollout migration does
+# One caveat about the source text's own `atomic_write`: it fsyncs the temp file (`fsync` asks the
+# kernel to write a file's data to the disk and waits until it has; lesson 6) and calls
+# `os.replace`, but does not fsync the directory afterwards. Against `kill -9` that is enough (the
+# rename is in the kernel). Against a power cut the new name itself may be lost. Codex's rollout migration does
 # fsync the parent directory after its rename; the lab's `Door.write_atomic` does too when the fsync
 # policy is `always`. Lesson 6 is about that difference.
 

@@ -48,9 +48,9 @@ pd.options.display.max_colwidth = 70
 # ## 1. kill -9 at every crash point, with and without fsync
 #
 # The source text's log mode (event log, intents, idempotency key) never calls fsync, and all 54
-# kill -9 runs recovered correctly. We repeat that sweep live, and then the same sweep with fsync after every
-# checkpoint write (and a directory fsync after every rename). Each of the 108 crash points below is
-# a real worker killed with SIGKILL and a second worker resuming it.
+# kill -9 runs recovered correctly. We repeat that sweep live, and then the same sweep with fsync
+# after every checkpoint write (and a directory fsync after every rename or new file). Each of the
+# 108 crash points below is a real worker killed with SIGKILL and a second worker resuming it.
 
 # %%
 df = durability.kill9_sweeps()
@@ -186,8 +186,8 @@ durability.plot_latencies(lat)
 #   whole cache, and answers when done) or mark a write *Force Unit Access* (FUA: that one write
 #   is reported complete only once it is on the medium). On Linux, when a device declares a
 #   volatile write cache, fsync does one of the two after writing the file's data; a device that
-#   declares none is trusted as it is. The line above the table says what this machine's device
-#   declares. The fsync timing therefore includes a flush when the device asks for one, and never
+#   declares none is trusted as it is. The line printed above the table says what this machine's
+#   device declares. The fsync timing therefore includes a flush when the device asks for one, and never
 #   proves more than the device's answer.
 # - **macOS fsync does not flush the drive's cache.** Apple's fsync(2): "while fsync() will flush
 #   all data from the host to the drive (i.e. the "permanent storage device"), the drive itself may
@@ -195,7 +195,7 @@ durability.plot_latencies(lat)
 #   asks the drive to flush all buffered data to permanent storage". The source text timed plain
 #   fsync on a Mac (it says so itself), so its fsync rows leave out the wait that a flush of the
 #   drive's cache would add.
-# - **On a virtual disk**, which the line above names when it finds one, the device is emulated by a
+# - **On a virtual disk**, which that line names when it finds one, the device is emulated by a
 #   hypervisor: the guest's flush goes to the hypervisor, and what happens to it there is the
 #   hypervisor's setting. Firecracker's default block cache mode, for example, advertises flush to
 #   the guest but "will just acknowledge the request without actually performing any flushing on
@@ -238,8 +238,8 @@ durability.survival_table(buffers, df)
 # The method behind every number in this lab:
 #
 # - **Exhaustive crash points, not random kills.** The worker is killed at every crash point of the
-#   source text's scheme (54 here), each one deterministic, so a narrow danger window cannot be missed by
-#   bad luck (lesson 4).
+#   source text's scheme (54 here), each one deterministic, so a narrow danger window cannot be
+#   missed by bad luck (lesson 4).
 # - **The three-way check** (三方一致): the tracker's reports (the outside world), the resumed
 #   worker's result in memory, and a fresh rebuild from disk by code that did not run the worker must
 #   agree. The rebuild catches what is right now and wrong at the next recovery (lesson 5).
@@ -273,9 +273,9 @@ df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 #
 # **Follow-up questions (追问).**
 #
-# 1. *Why not kill it at random a few dozen times?* The danger window is narrow. In the source text, 40
-#    random kills (39 landed) hit one duplicate report, by luck; the exhaustive sweep of 51 points
-#    finds all 6 every time. Zero failures in n random kills only bound the failure rate below about
+# 1. *Why not kill it at random a few dozen times?* The danger window is narrow. In the source
+#    text, 40 random kills (39 landed) hit one duplicate report, by luck; the exhaustive sweep of
+#    51 points finds all 6 every time. Zero failures in n random kills only bound the failure rate below about
 #    3/n (the rule of three: 3/39 ≈ 7.7%).
 # 2. *How do you judge that a recovery is correct?* Three witnesses must agree: the tracker (no report
 #    duplicated, none missing), the resumed run's in-memory result, and a fresh rebuild from disk. The

@@ -3,8 +3,8 @@
 #
 # [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
 #
-# **The question.** The first source text ends by listing what its experiment did not cover (还有什么没覆盖):
-# a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
+# **The question.** The first source text ends by listing what its experiment did not cover
+# (还有什么没覆盖): a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
 # disk (磁盘满). It also says that surviving `kill -9` needs no fsync while surviving a power cut
 # does, without showing it. Here each one is run for real and counted, plus two more: damaged files,
 # and bugs planted on purpose to see whether the lab's own tests would catch them.
@@ -49,8 +49,9 @@ beyond.chain_table(chain)
 beyond.plot_chain(chain)
 
 # %% [markdown]
-# Squares are pairs where the second kill really happened; circles are points the resume never
-# reached (it had already passed them), so that resume simply finished. Recovery here is nothing but
+# Squares are pairs where the second kill really happened: all of them here, since the second
+# crash is chosen among the points the resume reaches. A circle would mark a point the resume never
+# reached, a resume that simply finished. Recovery here is nothing but
 # the normal start-up path (read, repair the tail, append), which is why a crash inside it is no
 # different from any other crash: the design has no recovery-only state that a second crash could
 # leave half done.
@@ -60,8 +61,8 @@ beyond.plot_chain(chain)
 # Two workers are started on the same crashed run together. Each stops at the first crash point a
 # resume reaches, so the one that got in holds the run while the other tries; then both are let go.
 # No sleep decides who wins. With the run lock (an exclusive `flock` on `run.lock`, which the kernel
-# drops when its holder dies, even by SIGKILL), exactly one proceeds and the other exits 75, "run is
-# busy". For this experiment only, a worker can be told to skip the lock (`--no-lock`):
+# releases when no process has the lock file open any more, so also when its holder dies by
+# SIGKILL), exactly one proceeds and the other exits 75, "run is busy". For this experiment only, a worker can be told to skip the lock (`--no-lock`):
 
 # %%
 races = beyond.races()
