@@ -186,7 +186,8 @@ def test_us_reads_as_a_plain_number_of_microseconds():
     assert D.us(0.5643) == "0.564 µs"
     assert D.us(1.3421) == "1.34 µs"
     assert D.us(33.04) == "33 µs"
-    assert D.us(4612.7) == "4,613 µs"
+    assert D.us(4612.7) == "4,610 µs"
+    assert D.us(999.6) == "1,000 µs"
 
 
 def test_source_figures_sit_only_on_rows_of_the_kind_they_measured(lat):
@@ -353,3 +354,12 @@ def test_storage_says_unknown_where_the_machine_does_not_tell(tmp_path):
 
 def test_what_was_measured_reports_this_machines_storage(lat):
     assert D.what_was_measured(lat) == f"The timed writes went to {lat.attrs['storage'].describe()}."
+
+
+def test_doctor_says_what_its_rename_and_fsync_checks_tried_not_just_works(tmp_path):
+    from bughunt.doctor import check_folder
+    checks = {c.name: c for c in check_folder(tmp_path)}
+    rename = checks["rename over an existing file (os.replace)"]
+    assert rename.ok and "atomic" not in rename.name
+    assert "not tested here" in rename.detail and rename.detail != "works"
+    assert all(c.detail != "works" for c in checks.values())

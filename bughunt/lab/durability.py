@@ -365,9 +365,8 @@ def what_was_measured(lat) -> str:
 
 def us(value: float) -> str:
     """A duration in µs, three significant digits, no scientific notation: 1.32 µs, 4,610 µs."""
-    if value >= 1000:
-        return f"{value:,.0f} µs"
-    return f"{float(f'{value:.3g}'):g} µs"
+    rounded = float(f"{value:.3g}")
+    return f"{rounded:,.0f} µs" if rounded >= 1000 else f"{rounded:g} µs"
 
 
 def latency_table(lat):
