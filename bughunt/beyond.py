@@ -4,7 +4,7 @@
   inside recovery itself), resume once more; and check that resuming twice ends where resuming once
   does, down to the bytes of the checkpoint files.
 - `two_resumers`: two processes resume one run at the same moment; with the run lock exactly one
-  proceeds, without it (opt-in, for the lesson) both do, and the log forks.
+  proceeds, without it (opt-in, for this experiment) both do, and the log forks.
 - `paused_holder` / `inherited_lock`: what the run lock (a `flock`) does when its holder is paused
   (it still excludes everyone) and when its holder dies while a forked child still holds the
   descriptor (the lock outlives the holder until the child ends too).
@@ -40,7 +40,7 @@ from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Tracker, read_reports
 from .worker import RECOVERY_POINTS
 
-#: The lesson's safe configuration: event log, intents, idempotency key, atomic writes.
+#: The source text's safe configuration: event log, intents, idempotency key, atomic writes.
 SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
 CHECKPOINT_FILES = (CONFIG_FILE, LOG_FILE, SNAPSHOT_FILE)
 

@@ -1,4 +1,5 @@
-"""Lesson 8, beyond the lesson: tables and figures for each failure the first lesson left untested.
+"""Lesson 8, beyond the source text: tables and figures for each failure the first source text
+left untested.
 
 The experiments live in `bughunt.beyond`; this module turns their records into DataFrames with no
 machine paths in them, draws them, and offers a panel to re-run any of them with other settings.

@@ -22,7 +22,7 @@ from .panel import CrashPanel
 from .plots import describe_config, plot_points
 from .style import COLORS, new_figure
 
-#: The lesson's first scene: no checkpoint, no idempotency key, no intents.
+#: The source text's first scene: no checkpoint, no idempotency key, no intents.
 NO_CHECKPOINT = RunConfig(store="none", intent=False, idempotency_key=False)
 
 
@@ -58,7 +58,7 @@ class Story:
         return pd.DataFrame(rows).set_index("run")
 
     def losses(self) -> dict:
-        """What the crash cost: calls paid twice (split as the lesson counts them) and duplicates."""
+        """What the crash cost: calls paid twice (split as the source text counts them) and duplicates."""
         counts = self.reports.page.value_counts()
         done_before = set(self.trace[(self.trace.run == 1)
                                      & (self.trace.label == "after_commit")].page)
@@ -102,7 +102,7 @@ def killed_at(point: str, config: RunConfig = NO_CHECKPOINT) -> Story:
 
 
 def page_7(config: RunConfig = NO_CHECKPOINT) -> Story:
-    """The lesson's scene: killed on page 7, right after its model call."""
+    """The source text's scene: killed on page 7, right after its model call."""
     return killed_at("p7.after_model_call", config)
 
 

@@ -1,4 +1,4 @@
-"""How the lab's figures look: one palette, one way to make a figure, one way to mark the lesson.
+"""How the lab's figures look: one palette, one way to make a figure, one way to mark the source text's figure.
 
 Figures are built with `matplotlib.figure.Figure`, never pyplot, so nothing is drawn twice and no
 global state leaks between cells or widget callbacks. A notebook cell that ends with a Figure shows
@@ -48,7 +48,7 @@ def new_figure(width: float = 9, height: float = 3.6, nrows: int = 1, ncols: int
 
 
 def lesson_line(ax, y: float, label: str, *, axis: str = "h") -> None:
-    """The lesson's own figure as a dashed reference line, labelled in the legend."""
+    """The source text's own figure as a dashed reference line, labelled in the legend."""
     if axis == "h":
         ax.axhline(y, label=label, **LESSON_STYLE)
     else:
