@@ -4,7 +4,10 @@
   inside recovery itself), resume once more; and check that resuming twice ends where resuming once
   does, down to the bytes of the checkpoint files.
 - `two_resumers`: two processes resume one run at the same moment; with the run lock exactly one
-  proceeds, without it (opt-in, for the lesson) both do, and the log forks.
+  proceeds, without it (opt-in, for this experiment) both do, and the log forks.
+- `paused_holder` / `inherited_lock`: what the run lock (a `flock`) does when its holder is paused
+  (it still excludes everyone) and when its holder dies while a forked child still holds the
+  descriptor (the lock outlives the holder until the child ends too).
 - `disk_full_sweep` / `fsync_failure_sweep`: the k-th write (or fsync) fails, for every k; the worker
   must stop with a clear message, lose nothing the tracker acknowledged, and finish on the next
   resume.
@@ -22,6 +25,7 @@ import random
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,14 +33,14 @@ from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (crash_and_resume, crash_points, default_workers, outcome,
-                         run_crash_jobs, run_worker, work_dir, worker_command)
+from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers,
+                         outcome, run_crash_jobs, run_worker, work_dir, worker_command)
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Tracker, read_reports
 from .worker import RECOVERY_POINTS
 
-#: The lesson's safe configuration: event log, intents, idempotency key, atomic writes.
+#: The source text's safe configuration: event log, intents, idempotency key, atomic writes.
 SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
 CHECKPOINT_FILES = (CONFIG_FILE, LOG_FILE, SNAPSHOT_FILE)
 
@@ -245,6 +249,92 @@ def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, l
     return out
 
 
+# --- what the run lock does, and does not do ------------------------------------------------------
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def paused_holder(config: RunConfig = SAFE, run_dir: Path | None = None,
+                  pause_at: str = "p2.after_visit") -> dict:
+    """A worker holding the run is stopped with SIGSTOP (as a long GC pause or a frozen VM would stop
+    it); a second worker tries the run. A flock belongs to the open file, not to a running thread:
+    a stopped process still holds it, so the second worker is refused. Then the holder is let go.
+    """
+    with work_dir(run_dir) as base:
+        d = Path(base) / "paused"
+        holder = PausedWorker(d, config, pause_at=pause_at)
+        try:
+            holder.proc.send_signal(signal.SIGSTOP)
+            second = run_worker(d, config)
+            holder.proc.send_signal(signal.SIGCONT)
+            report = holder.release()
+        finally:
+            if holder.proc.poll() is None:
+                holder.proc.send_signal(signal.SIGCONT)
+                holder.kill()
+    return {"holder": f"stopped with SIGSTOP at {pause_at}",
+            "second worker exit": second.returncode,
+            "second worker says": _last_line(second.stderr),
+            "holder, after SIGCONT": f"exit 0, {report['state']['next_page'] - 1} pages done"}
+
+
+#: A process that takes the run lock the worker's way, forks a child that inherits the descriptor
+#: (as `os.fork`, or `multiprocessing` with the fork start method, does), reports the child's pid on
+#: stdout, and waits. The child lives until its stdin closes.
+LOCK_HOLDER = """\
+import os, sys
+from pathlib import Path
+from bughunt.worker import acquire_run_lock
+fd = acquire_run_lock(Path(sys.argv[1]))
+child = os.fork()
+if child == 0:
+    sys.stdin.read()
+    os._exit(0)
+print(child, flush=True)
+sys.stdin.read()
+"""
+
+
+def inherited_lock(config: RunConfig = SAFE, run_dir: Path | None = None) -> dict:
+    """The lock's holder forks a child, then dies by SIGKILL; a worker tries the run while the child
+    lives, and again once it has ended.
+
+    flock(2): the lock belongs to the open file description, which fork shares with the child, and
+    "is released either by an explicit LOCK_UN operation on any of these duplicate file
+    descriptors, or when all such file descriptors have been closed". So the holder's death alone
+    does not free the run. (Python's `subprocess` closes the descriptor in the program it starts,
+    since descriptors are non-inheritable by default; a plain fork keeps it.)
+    """
+    with work_dir(run_dir) as base:
+        d = Path(base) / "inherited"
+        d.mkdir(parents=True)
+        holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(d)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            line = holder.stdout.readline()       # the lock is held and the child forked
+            if not line.strip().isdigit():
+                raise RuntimeError(f"the lock holder did not start: {holder.stderr.read()}")
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+            while_child = run_worker(d, config)
+            holder.stdin.close()                  # the child reads EOF and ends...
+            holder.stdout.read()                  # ...and its end closes the last copy of stdout
+            after_child = run_worker(d, config)
+        finally:
+            if holder.stdin and not holder.stdin.closed:
+                holder.stdin.close()
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+    return {"holder": f"killed by signal {-holder.returncode} after forking a child",
+            "worker while the child lives: exit": while_child.returncode,
+            "it says": _last_line(while_child.stderr),
+            "worker after the child ended: exit": after_child.returncode}
+
+
 # --- disk full, failed fsync ---------------------------------------------------------------------
 
 def _io_counts(config: RunConfig) -> dict:
@@ -404,7 +494,7 @@ PLANTED = [
     PlantedBug("no-fsync", "power loss: snapshot, atomic, fsync always",
                "the fsync calls are dropped"),
     PlantedBug("no-dir-fsync", "power loss: snapshot, atomic, fsync always",
-               "the directory is not fsynced after a rename"),
+               "the directory is never fsynced (after a rename or a new file)"),
     PlantedBug("submit-before-intent", "crash sweep: at most once (intents, pending abort, no key)",
                "the report is filed before its intent is recorded"),
     PlantedBug("no-key", "crash sweep: the safe configuration",

@@ -187,10 +187,15 @@ class Door:
         """Append `data` to the file behind `fd`.
 
         Not torn: one `write()` of the whole record, and the mid-commit point fires before it, so a
-        kill there leaves no byte of the record on disk. (SIGKILL cannot split a small write into a
-        regular file: the kernel copies it into the page cache before the signal is acted on.)
+        kill there leaves no byte of the record on disk. One `write()` is not atomic against
+        SIGKILL, though: Linux copies a buffered write into the page cache one memory page (4 KiB)
+        at a time and stops between pages when a fatal signal is pending (`generic_perform_write`
+        in mm/filemap.c, the loop ext4 uses), so a record that straddles a page boundary of the
+        file can, rarely, be cut there and leave its first part on disk.
+
         Torn: the first half is written, the mid-commit point fires, then the rest, which is how a
-        record split across several writes by a buffer looks after a kill.
+        record split across several writes by a buffer, or cut at a page boundary, looks after a
+        kill.
         """
         t0 = self._clock()
         if torn:
