@@ -13,13 +13,15 @@
   resume.
 - `power_loss_sweep`: the disk states a power cut may leave (`bughunt.powerloss`), each recovered
   and checked three ways.
-- `planted_bugs`: a worker built with one known bug at a time; does the right sweep catch it?
+- `planted_bugs`: the worker's own code with one known bug at a time (a mutant: one line changed in
+  a copy of the source); does the right sweep catch it, and what does the conformance suite say?
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import random
 import selectors
@@ -33,8 +35,9 @@ from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers,
-                         outcome, run_crash_jobs, run_worker, work_dir, worker_command)
+from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers, forget,
+                         outcome, run_crash_jobs, run_worker, spawn, work_dir, worker_command)
+from .instruments import mutants
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Tracker, read_reports
@@ -76,18 +79,18 @@ def chain_pairs(config: RunConfig) -> list[tuple[CrashPoint, str]]:
 
 
 def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Path, *,
-                 extra: tuple[str, ...] = ()) -> dict:
+                 code: Path | None = None) -> dict:
     """Crash at `first`, crash the resume at `second`, resume again, then once more for nothing."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     flag = (["--crash-in-recovery", second] if second in RECOVERY_POINTS
             else ["--crash-at", second])
-    r1 = run_worker(run_dir, config, crash_at=first, extra=extra)
-    r2 = run_worker(run_dir, config, extra=(*extra, *flag))
-    r3 = run_worker(run_dir, config, extra=extra)
+    r1 = run_worker(run_dir, config, crash_at=first, code=code)
+    r2 = run_worker(run_dir, config, extra=tuple(flag), code=code)
+    r3 = run_worker(run_dir, config, code=code)
     report = json.loads(r3.stdout) if r3.returncode == 0 else None
     before = checkpoint_digest(run_dir)
-    r4 = run_worker(run_dir, config, extra=extra)          # resuming a finished run: a no-op
+    r4 = run_worker(run_dir, config, code=code)          # resuming a finished run: a no-op
     record = {"first": first.index, "first_point": first.name, "first_page": first.page,
               "first_label": first.label,
               "second": second, "second_killed": r2.returncode == -signal.SIGKILL,
@@ -101,7 +104,7 @@ def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Pat
 
 
 def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = None,
-                progress=None, extra: tuple[str, ...] = ()) -> list[dict]:
+                progress=None, code: Path | None = None) -> list[dict]:
     """Every (first crash, second crash) pair, plus the single-crash reference for each first point.
 
     `same_as_single` compares the final state with a single crash+resume at the same first point.
@@ -118,9 +121,9 @@ def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = N
 
     with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         singles = {p.index: pool.submit(crash_and_resume, config, p, base / f"single-{p.index:03d}",
-                                        extra=extra) for p in firsts}
+                                        code=code) for p in firsts}
         chains = [pool.submit(chain_record, config, p, j, base / f"chain-{p.index:03d}-{j}",
-                              extra=extra) for p, j in pairs]
+                              code=code) for p, j in pairs]
         for f in [*singles.values(), *chains]:
             f.add_done_callback(lambda _: tick())
         reference = {i: f.result()["final_state"] for i, f in singles.items()}
@@ -153,11 +156,11 @@ def chain_summary(records: list[dict]) -> dict:
 
 # --- two resumers --------------------------------------------------------------------------------
 
-def _start_paused(run_dir: Path, config: RunConfig, pause_at: str, extra) -> subprocess.Popen:
-    return subprocess.Popen(worker_command(run_dir, config, "--json", "--pause-at", pause_at,
-                                           *extra),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def _start_paused(run_dir: Path, config: RunConfig, pause_at: str,
+                  code: Path | None) -> subprocess.Popen:
+    return spawn(worker_command(run_dir, config, "--json", "--pause-at", pause_at),
+                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                 env=None if code is None else mutants.env(code))
 
 
 def _wait_paused_or_exited(procs: list[subprocess.Popen], timeout: float = 60) -> dict:
@@ -183,17 +186,21 @@ def _wait_paused_or_exited(procs: list[subprocess.Popen], timeout: float = 60) -
 
 
 def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, lock: bool = True,
-                       extra: tuple[str, ...] = ()) -> dict:
-    """Crash a run at `first`; start two resumers at the same moment; let them race; judge."""
+                       code: Path | None = None) -> dict:
+    """Crash a run at `first`; start two resumers at the same moment; let them race; judge.
+
+    Without the lock (`lock=False`) the resumers run the no-lock mutant: the worker's own code
+    with the one line that takes the run lock removed (`instruments.mutants`)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    run_worker(run_dir, config, crash_at=first, extra=extra)
+    if not lock:
+        code = mutants.code_dir("no-lock")
+    run_worker(run_dir, config, crash_at=first, code=code)
     # Both pause at the first point a resume reaches, so that the winner holds the run while the
     # other tries to take it: no sleep decides the outcome.
     next_page = rebuild_from_disk(run_dir, config).state["next_page"]
     pause = next(p.name for p in crash_points(config) if p.page == next_page)
-    flags = (*extra, *(() if lock else ("--no-lock",)))
-    procs = [_start_paused(run_dir, config, pause, flags) for _ in range(2)]
+    procs = [_start_paused(run_dir, config, pause, code) for _ in range(2)]
     try:
         seen = _wait_paused_or_exited(procs)
         outs = []
@@ -209,6 +216,7 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            forget(p)
     codes = [c for c, _ in outs]
     states = [json.loads(o)["state"] for c, o in outs if c == 0 and o.strip()]
     lines = (run_dir / LOG_FILE).read_bytes().splitlines() if (run_dir / LOG_FILE).exists() else []
@@ -231,7 +239,7 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
 
 
 def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, lock: bool = True,
-                 workers: int | None = None, progress=None, extra: tuple[str, ...] = ()):
+                 workers: int | None = None, progress=None, code: Path | None = None):
     """`trials` races, each after a crash at a seeded random point (pause points differ with it)."""
     rng = random.Random(seed)
     # the resume must have work left: no first crash after the last page's commit
@@ -241,7 +249,7 @@ def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, l
     out = []
     with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         futures = [pool.submit(two_resumers_trial, config, f, base / f"race-{i:03d}", lock=lock,
-                               extra=extra) for i, f in enumerate(firsts)]
+                               code=code) for i, f in enumerate(firsts)]
         for i, f in enumerate(futures, 1):
             out.append({"trial": i, **f.result()})
             if progress:
@@ -406,18 +414,18 @@ class Variant:
 
     name: str
     config: RunConfig
-    bugs: tuple[str, ...] = ()
+    mutant: str | None = None          # run a planted bug (instruments.mutants), not the real code
 
     @property
-    def extra(self) -> tuple[str, ...]:
-        return tuple(x for b in self.bugs for x in ("--plant-bug", b))
+    def code(self) -> Path | None:
+        return None if self.mutant is None else mutants.code_dir(self.mutant)
 
 
 POWER_VARIANTS = [
     Variant("snapshot, atomic, fsync always (+ dir fsync)",
             RunConfig(store="snapshot", intent=False, fsync="always", pages=6)),
     Variant("snapshot, atomic, fsync always, no dir fsync",
-            RunConfig(store="snapshot", intent=False, fsync="always", pages=6), ("no-dir-fsync",)),
+            RunConfig(store="snapshot", intent=False, fsync="always", pages=6), "no-dir-fsync"),
     Variant("snapshot, atomic, fsync never",
             RunConfig(store="snapshot", intent=False, fsync="never", pages=6)),
     Variant("snapshot, torn (in place), fsync always",
@@ -441,7 +449,7 @@ def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
         refused = None
     except StoreDamage as e:
         done, refused = 0, str(e).split(": ", 1)[-1]
-    resumed = run_worker(run_dir, variant.config, extra=variant.extra)
+    resumed = run_worker(run_dir, variant.config, code=variant.code)
     report = json.loads(resumed.stdout) if resumed.returncode == 0 else None
     final = outcome(run_dir, variant.config, report)
     return {"cut": state.cut, "choice": state.choice, "committed_pages": committed,
@@ -456,7 +464,8 @@ def power_loss_sweep(variant: Variant, *, samples_per_cut: int = 3, seed: int = 
                      workers: int | None = None, progress=None) -> list[dict]:
     """Journal one clean run of `variant`, build every power-cut state, recover and check each."""
     with work_dir() as base:
-        proc = run_worker(base / "journaled", variant.config, extra=(*variant.extra, "--io-trace"))
+        proc = run_worker(base / "journaled", variant.config, extra=("--io-trace",),
+                          code=variant.code)
         if proc.returncode != 0:
             raise RuntimeError(f"journaled run failed: {proc.stderr.strip()}")
         journal = read_journal(base / "journaled" / "io.jsonl")
@@ -483,38 +492,23 @@ def power_summary(records: list[dict]) -> dict:
 
 # --- planted bugs --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PlantedBug:
-    bug: str
-    sweep: str            # which of the lab's checks should catch it
-    description: str
-
-
-PLANTED = [
-    PlantedBug("no-fsync", "power loss: snapshot, atomic, fsync always",
-               "the fsync calls are dropped"),
-    PlantedBug("no-dir-fsync", "power loss: snapshot, atomic, fsync always",
-               "the directory is never fsynced (after a rename or a new file)"),
-    PlantedBug("submit-before-intent", "crash sweep: at most once (intents, pending abort, no key)",
-               "the report is filed before its intent is recorded"),
-    PlantedBug("no-key", "crash sweep: the safe configuration",
-               "reports are filed without the idempotency key"),
-    PlantedBug("repair-not-idempotent", "resume twice: torn log, crash in the commit",
-               "the newline repair appends even when the log already ends with a newline"),
-    PlantedBug("no-lock", "two resumers at once", "the run lock is not taken"),
-]
-
-
-def _bug_flags(bug: str | None) -> tuple[str, ...]:
-    return ("--plant-bug", bug) if bug else ()
+#: Which of the lab's checks each planted bug (`instruments.mutants`) is meant to meet.
+CHECKS = {
+    "no-fsync": "power loss: snapshot, atomic, fsync always",
+    "no-dir-fsync": "power loss: snapshot, atomic, fsync always",
+    "submit-before-intent": "crash sweep: at most once (intents, pending abort, no key)",
+    "no-key": "crash sweep: the safe configuration",
+    "repair-not-idempotent": "resume twice: torn log, crash in the commit",
+    "no-lock": "two resumers at once",
+}
 
 
 def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
-    """Run the check that targets `bug` (None: the correct worker); return the failures it finds."""
-    extra = _bug_flags(bug)
+    """Run the check that targets `bug` (None: the real code); return the failures it finds."""
+    code = None if bug is None else mutants.code_dir(bug)
     if check.startswith("power loss"):
         cfg = RunConfig(store="snapshot", intent=False, fsync="always", pages=pages)
-        recs = power_loss_sweep(Variant("check", cfg, (bug,) if bug else ()), samples_per_cut=1)
+        recs = power_loss_sweep(Variant("check", cfg, bug), samples_per_cut=1)
         return sum(r["committed_pages_lost"] > 0 for r in recs)
     if check.startswith("crash sweep: at most once"):
         cfg = RunConfig(store="log", intent=True, idempotency_key=False, pending="abort",
@@ -524,29 +518,44 @@ def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
     if check.startswith("crash sweep"):
         with work_dir() as base:
             recs = run_crash_jobs([("bug", cfg, p) for p in crash_points(cfg)], base,
-                                  measure=functools.partial(crash_and_resume, extra=extra))
+                                  measure=functools.partial(crash_and_resume, code=code))
         return sum(r["duplicate_reports"] > 0 for r in recs)
     if check.startswith("resume twice"):
         cfg = SAFE.replace(write_mode="torn", pages=pages)
         pairs = [(p, "after_repair") for p in crash_points(cfg) if p.label == "mid_commit"]
-        recs = chain_sweep(cfg, pairs=pairs, extra=extra)
+        recs = chain_sweep(cfg, pairs=pairs, code=code)
         return sum(r["noop_resume_changed_files"] for r in recs)
     if check.startswith("two resumers"):
-        recs = two_resumers(SAFE.replace(pages=pages), trials=4, extra=extra)
+        recs = two_resumers(SAFE.replace(pages=pages), trials=4, code=code)
         return sum(not r["exactly_one"] for r in recs)
     raise ValueError(f"unknown check {check!r}")
 
 
+def suite_verdict(bug: str | None) -> str:
+    """What the conformance suite says about the code with `bug`: the store rules it breaks, or
+    that it is not a store bug (then only a sweep of real processes can catch it)."""
+    package = importlib.import_module("bughunt") if bug is None else mutants.load(bug)
+    suite = importlib.import_module(package.__name__ + ".conformance")
+    config = importlib.import_module(package.__name__ + ".config").RunConfig
+    broken = []
+    for store in ("snapshot", "log"):
+        broken += [r for r in suite.conform(config(store=store, fsync="always")).broken()
+                   if r not in broken]
+    return ", ".join(broken) if broken else "no store rule broken"
+
+
 def planted_bugs(*, pages: int = 4, progress=None) -> list[dict]:
-    """Each planted bug against the check meant to catch it, and the correct worker as a control."""
+    """Each planted bug against the check meant to catch it, and the real code as a control;
+    beside it, the conformance suite's verdict on the same code."""
     out = []
-    for i, pb in enumerate(PLANTED, 1):
-        control = detect(pb.sweep, None, pages=pages)
-        with_bug = detect(pb.sweep, pb.bug, pages=pages)
-        out.append({"bug": pb.bug, "what it does": pb.description, "caught by": pb.sweep,
+    for i, (bug, check) in enumerate(CHECKS.items(), 1):
+        control = detect(check, None, pages=pages)
+        with_bug = detect(check, bug, pages=pages)
+        out.append({"bug": bug, "what it does": mutants.MUTANTS[bug].bug, "caught by": check,
                     "failures, correct worker": control, "failures, with the bug": with_bug,
-                    "caught": control == 0 and with_bug > 0})
+                    "caught": control == 0 and with_bug > 0,
+                    "conformance suite": suite_verdict(bug)})
         if progress:
-            progress(i, len(PLANTED))
+            progress(i, len(CHECKS))
     return out
 

@@ -135,9 +135,9 @@ def test_directory_fsync_off_plants_the_missing_dir_fsync_and_run_lock_does_not(
     p = beyond.panel()
     p.experiment.value = "power loss"
     p.knobs["dir_fsync"].value = False
-    assert p.plan()[2] == {"bugs": ("no-dir-fsync",)}
+    assert p.plan()[2] == {"mutant": "no-dir-fsync"}
     p.knobs["dir_fsync"].value, p.knobs["lock"].value = True, False
-    assert p.plan()[2] == {"bugs": ()}
+    assert p.plan()[2] == {"mutant": None}
 
 
 def test_failed_fsync_always_fsyncs_whatever_the_other_experiments_chose():
@@ -172,7 +172,7 @@ def test_panel_says_why_settings_cannot_run_and_swallows_nothing(monkeypatch):
     p.experiment.value = "disk full"
 
     def refuse():
-        raise ConfigError("--pages must be at least 1")
+        raise ConfigError("pages", "must be at least 1")
     monkeypatch.setattr(p, "plan", refuse)
     p.run_button.click()
     assert p.status.value == "These settings cannot run. The 'pages' setting must be at least 1."

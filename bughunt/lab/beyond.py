@@ -371,8 +371,7 @@ FIXED = {
 #: The widgets' words for the worker's flags, so an error names what the learner moved.
 WIDGET_WORDS = {
     "--store log": "the log store", "--store snapshot": "the snapshot store",
-    "--granularity op": "per-operation checkpoints", "--no-lock": "'run lock: none'",
-    "--plant-bug no-dir-fsync": "'directory fsync: off'",
+    "--granularity op": "per-operation checkpoints",
     **{f"--{flag}": f"the '{word}' setting" for flag, word in (
         ("store", "store"), ("write-mode", "write mode"), ("fsync", "fsync"),
         ("idempotency-key", "idempotency key"), ("intent", "intent"),
@@ -384,6 +383,7 @@ WIDGET_WORDS = {
 def in_widget_words(message: str) -> str:
     """A message from the configuration or the worker, with its command-line flags replaced by the
     panel's words, as one sentence: "The 'pages' setting must be at least 1."."""
+    message = re.sub(r"^(--[\w-]+): ", r"\1 ", message)     # "--pages: must be" -> "... must be"
     for flag in sorted(WIDGET_WORDS, key=len, reverse=True):
         message = message.replace(flag, WIDGET_WORDS[flag])
     message = tidy(message).strip()
@@ -482,7 +482,7 @@ class BeyondPanel:
         if what == "two resumers":
             options["lock"] = knob("lock", True)
         if what == "power loss":
-            options["bugs"] = () if knob("dir_fsync", True) else ("no-dir-fsync",)
+            options["mutant"] = None if knob("dir_fsync", True) else "no-dir-fsync"
         return what, config, options
 
     # --- running ----------------------------------------------------------------------------------
@@ -509,8 +509,8 @@ class BeyondPanel:
         if what == "failed fsync":
             df = fsync_failures(config)
             return df, fault_table(df), None
-        v = B.Variant(describe(config) + (", no dir fsync" if options["bugs"] else ""), config,
-                      options["bugs"])
+        v = B.Variant(describe(config) + (", no dir fsync" if options["mutant"] else ""), config,
+                      options["mutant"])
         df = power_loss([v], progress=self._tick)
         return df, power_table(df), plot_power(df)
 
@@ -537,7 +537,7 @@ class BeyondPanel:
             self.status.value = f"Done: {len(df)} runs."
         except ConfigError as e:
             self.error, self.df = e, None
-            self.status.value = "These settings cannot run. " + in_widget_words(str(e))
+            self.status.value = "These settings cannot run. " + in_widget_words(e.as_flag())
         except (RuntimeError, OSError, StoreDamage) as e:
             self.error, self.df = e, None
             self.status.value = "The experiment stopped. " + in_widget_words(str(e))

@@ -62,7 +62,9 @@ beyond.plot_chain(chain)
 # resume reaches, so the one that got in holds the run while the other tries; then both are let go.
 # No sleep decides who wins. With the run lock (an exclusive `flock` on `run.lock`, which the kernel
 # releases when no process has the lock file open any more, so also when its holder dies by
-# SIGKILL), exactly one proceeds and the other exits 75, "run is busy". For this experiment only, a worker can be told to skip the lock (`--no-lock`):
+# SIGKILL), exactly one proceeds and the other exits 75, "run is busy". To see what the lock
+# prevents, the second row runs the worker's own code with the one line that takes the lock
+# removed (a mutant, as in section 6):
 
 # %%
 races = beyond.races()
@@ -192,9 +194,19 @@ beyond.damage_demo()
 #
 # ## 6. Planted bugs: would the lab catch them?
 #
-# A test suite is only as good as the bugs it catches. Each row below builds the worker with one
-# known bug, runs the check meant to catch it, and runs the same check on the correct worker as a
-# control.
+# A test suite is only as good as the bugs it catches. Each row below takes a copy of the lab's own
+# source with one line changed (a **mutant**, in the words of mutation testing), runs the check
+# meant to catch it, and runs the same check on the real code as a control. The real code has no
+# switch for any of these bugs: the patch is applied to a temporary copy. Beside each, the
+# conformance suite's verdict (`python -m bughunt.conformance`: every crash state of a run, in
+# this process, one rule per check) on the same code. This is one mutant, as its diff:
+
+# %%
+from bughunt.instruments import mutants
+print(mutants.diff("no-dir-fsync"))
+
+# %% [markdown]
+# And all six, each against its check:
 
 # %%
 planted = beyond.bugs()
