@@ -120,7 +120,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 SWEEP_COLUMNS = ["crash_point", "index", "redone_model_calls", "replayed_events",
-                 "duplicate_reports", "lost_reports", "three_way_ok"]
+                 "duplicate_reports", "lost_reports", "three_way_check"]
 
 
 def cmd_sweep(parser, args) -> int:
@@ -151,11 +151,12 @@ def cmd_sweep(parser, args) -> int:
     summary = summarize(records)
     if args.json:
         json.dump({"summary": summary,
-                   "points": [{c: r[c] for c in SWEEP_COLUMNS} | {"error": r["error"]}
+                   "points": [{c: getattr(r, c) for c in SWEEP_COLUMNS} | {"error": r.error}
                               for r in records]}, sys.stdout)
         print()
     else:
-        print(_table(records, SWEEP_COLUMNS))
+        print(_table([{c: getattr(r, c) for c in SWEEP_COLUMNS} for r in records],
+                     SWEEP_COLUMNS))
         print()
         for k, v in summary.items():
             print(f"{k}: {v}")
@@ -216,8 +217,7 @@ def cmd_lesson(parser, args) -> int:
     print()
     print(f"no-newline log sweep ({nn['crash_points']} points): the resumed run is right in "
           f"{nn['resume_correct']}; the rebuild from disk fails in {nn['rebuild_failures']}, at "
-          f"the mid-commit points of pages "
-          f"{', '.join(str(p[1]) for p in nn['rebuild_failure_points'])}.")
+          f"the mid-commit points {', '.join(nn['rebuild_failure_points'])}.")
     print(f"  The lesson's reader (skip what does not parse, no sequence numbers) fails in "
           f"{nn['lesson_reader_failures']}: on the 3 bug pages the record lost to the glued line "
           f"is a repeated intent, so it happens to rebuild right; sequence numbers catch all "

@@ -108,7 +108,7 @@ def race_table(df):
                     "trials with repeated events": ("duplicate_events",
                                                     lambda s: int((s > 0).sum())),
                     "rebuild refused": ("rebuild_refused", "sum"),
-                    "three-way failures": ("three_way_ok", lambda s: int((~s).sum()))})
+                    "three-way failures": ("three_way_check", lambda s: int((~s).sum()))})
 
 
 def plot_races(df):
