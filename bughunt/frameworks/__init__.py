@@ -13,9 +13,9 @@
 """
 
 from .contract import ADAPTERS, Adapter, AdapterError, World, WorldSettings, final_state
-from .sweep import (CleanRun, CrashRun, SweepSettings, summarize, sweep, sweep_many, to_frame,
+from .sweep import (CleanRun, CrashRun, SweepSettings, summarize, sweep_many, to_frame,
                     varying_points)
 
 __all__ = ["ADAPTERS", "Adapter", "AdapterError", "World", "WorldSettings", "final_state",
-           "CleanRun", "CrashRun", "SweepSettings", "summarize", "sweep", "sweep_many",
+           "CleanRun", "CrashRun", "SweepSettings", "summarize", "sweep_many",
            "to_frame", "varying_points"]

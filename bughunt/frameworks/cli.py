@@ -48,7 +48,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="sweep every point N times and list the points whose verdict varies")
     p.add_argument("--points", metavar="P[,P]",
                    help="only these points: user, framework, all, or patterns such as "
-                        "'ask_model.after#*' or 'framework.put.*' (default: all)")
+                        "'ask_model.after#*' or 'framework.put.*', each optionally limited to "
+                        "pages, as in 'user@p1-4' (default: all)")
     p.add_argument("--pages", type=_count, default=12, metavar="N", help="site size (default 12)")
     p.add_argument("--workers", type=_count, metavar="N", help="parallel crash runs "
                                                                 "(default: CPU cores)")

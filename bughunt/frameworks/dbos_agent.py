@@ -3,13 +3,12 @@ writes it: one workflow, one step per external call.
 
 DBOS records each step's output in the system database when the step returns; a workflow that
 was cut off is re-run from its start, and every step whose output is recorded returns that output
-instead of running again (https://docs.dbos.dev/architecture). A step that ran but whose output
-was not recorded runs again: steps are at least once
-(https://docs.dbos.dev/python/tutorials/step-tutorial). A workflow ID makes a start idempotent: a
-second start with the same ID does not run the workflow twice, it waits for the one there is
-(https://docs.dbos.dev/python/tutorials/workflow-tutorial#workflow-ids-and-idempotency).
-`DBOS.launch()` recovers every workflow this executor left PENDING
-(https://docs.dbos.dev/production/self-hosting/workflow-recovery).
+instead of running again (https://docs.dbos.dev/explanations/how-workflows-work). A step that ran
+but whose output was not recorded runs again: steps are at least once
+(https://docs.dbos.dev/explanations/concurrent-executions). A workflow ID makes a start
+idempotent: a second start with the same ID does not run the workflow twice
+(https://docs.dbos.dev/python/tutorials/idempotency-tutorial). Restarting the process recovers
+every workflow it left PENDING (https://docs.dbos.dev/self-hosting).
 
 Three ways to resume after SIGKILL, each in a new process that launches DBOS again:
 
@@ -37,6 +36,8 @@ not yet committed. Every such point is named `framework.*` and labelled private 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -179,31 +180,47 @@ class DBOSAgent:
 
     def rebuild(self, run_dir: Path) -> dict | None:
         """The final state from the steps DBOS recorded, read by DBOS's public reader
-        (`DBOSClient.list_workflow_steps`) over a read-only SQLite connection."""
-        from dbos import DBOSClient
+        (`DBOSClient.list_workflow_steps`), without changing a byte of the run directory.
 
+        The system database keeps SQLite's rollback journal. A process that ended inside a
+        transaction leaves a hot journal, which the next opener must roll back first, and a
+        read-only connection cannot: then the database and its journal are read from a copy.
+        """
         path = Path(run_dir) / DB_FILE
         if not path.exists():
             return None
-        client = DBOSClient(system_database_url=f"sqlite:///file:{path}?mode=ro&uri=true")
-        try:
-            # The agent's workflow: the fixed ID, or (the new_id mistake) the newest one.
-            ids = [w.workflow_id for w in client.list_workflows(
-                sort_desc=True, load_input=False, load_output=False)]
-            if not ids:
-                return None
-            steps = client.list_workflow_steps(WORKFLOW_ID if WORKFLOW_ID in ids else ids[0])
-        except Exception as e:                 # no schema yet: DBOS never got that far
-            if "no such table" in str(e):
-                return None
-            raise
-        finally:
-            client.destroy()
-        named = [(s["function_name"].rsplit(".", 1)[-1], s["output"]) for s in steps]
-        tokens = sum(o["tokens"] for n, o in named if n == "ask_model")
-        findings = [o["page"] for n, o in named if n == "submit"]
-        bugs = {o["page"]: o["bug"] for n, o in named if n == "visit"}
-        done = 0            # pages whose last step is recorded
-        while done + 1 in bugs and (not bugs[done + 1] or done + 1 in findings):
-            done += 1
-        return final_state(findings, tokens, done)
+        journal = path.with_name(DB_FILE + "-journal")
+        if journal.exists() and journal.stat().st_size > 0:
+            with tempfile.TemporaryDirectory(prefix="bughunt-dbos-") as tmp:
+                shutil.copy2(path, Path(tmp) / DB_FILE)
+                shutil.copy2(journal, Path(tmp) / journal.name)
+                return read_final_state(f"sqlite:///{Path(tmp) / DB_FILE}")
+        return read_final_state(f"sqlite:///file:{path}?mode=ro&uri=true")
+
+
+def read_final_state(url: str) -> dict | None:
+    """The agent's final state from the steps recorded in the system database at `url`."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=url)
+    try:
+        # The agent's workflow: the fixed ID, or (the new_id mistake) the newest one.
+        ids = [w.workflow_id for w in client.list_workflows(
+            sort_desc=True, load_input=False, load_output=False)]
+        if not ids:
+            return None
+        steps = client.list_workflow_steps(WORKFLOW_ID if WORKFLOW_ID in ids else ids[0])
+    except Exception as e:                 # no schema yet: DBOS never got that far
+        if "no such table" in str(e):
+            return None
+        raise
+    finally:
+        client.destroy()
+    named = [(s["function_name"].rsplit(".", 1)[-1], s["output"]) for s in steps]
+    tokens = sum(o["tokens"] for n, o in named if n == "ask_model")
+    findings = [o["page"] for n, o in named if n == "submit"]
+    bugs = {o["page"]: o["bug"] for n, o in named if n == "visit"}
+    done = 0            # pages whose last step is recorded
+    while done + 1 in bugs and (not bugs[done + 1] or done + 1 in findings):
+        done += 1
+    return final_state(findings, tokens, done)

@@ -3,8 +3,9 @@
 It keeps one JSON checkpoint (`fake.json`, written to a temp file and renamed) and resumes from it.
 Modes: `page` checkpoints after every page; `never` only at the end (a crash restarts from
 scratch); `flaky` checkpoints a page only when a coin says so, with a fresh random coin in every
-process: deliberately nondeterministic, so that `repeat` has something to find; `hang` never
-returns from a resume, as a framework stuck on a lock would (for the sweep's timeout).
+process: deliberately nondeterministic, so that `repeat` has something to find.
+`HangingFramework` never returns from a resume, as a framework stuck on a lock would (for the
+sweep's timeout).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ CHECKPOINT = "fake.json"
 
 class FakeFramework:
     name = "fake"
-    modes = ("page", "never", "flaky", "hang")
+    modes = ("page", "never", "flaky")
     resume_styles = ("load",)
 
     def __init__(self, mode: str = "page", resume: str = "load"):
@@ -40,8 +41,6 @@ class FakeFramework:
 
     def run(self, run_dir: Path, world: World, reach: Reach) -> dict:
         state = self.rebuild(run_dir) or final_state([], 0, 0)
-        if self.mode == "hang" and (run_dir / "bill.jsonl").exists():
-            threading.Event().wait()                 # a resume that never returns
         coin = random.Random(os.urandom(8))
         for page in range(state["pages_done"] + 1, world.pages + 1):
             _reply, tokens = world.ask(page)
@@ -58,3 +57,14 @@ class FakeFramework:
     def rebuild(self, run_dir: Path) -> dict | None:
         path = Path(run_dir) / CHECKPOINT
         return json.loads(path.read_text()) if path.exists() else None
+
+
+class HangingFramework(FakeFramework):
+    """The fake framework, but a resume never returns (swept as `fake:HangingFramework`)."""
+
+    name = "fake-hang"
+
+    def run(self, run_dir: Path, world: World, reach: Reach) -> dict:
+        if (Path(run_dir) / "bill.jsonl").exists():
+            threading.Event().wait()
+        return super().run(run_dir, world, reach)

@@ -367,14 +367,32 @@ def _patterns(patterns: str | Iterable[str]) -> list[str]:
 
 
 def _matches(point: Point, pattern: str) -> bool:
+    """`pattern` is `user`, `framework`, `all` or a shell pattern on the point's name, optionally
+    followed by `@pA-B` (or `@pA`): only points on pages A to B."""
+    pattern, _, pages = pattern.partition("@")
+    if pages:
+        low, high = _page_range(pages)
+        if not low <= point.page <= high:
+            return False
     return pattern in ("all", point.kind) or fnmatch.fnmatchcase(point.point, pattern)
+
+
+def _page_range(text: str) -> tuple[int, int]:
+    first, _, last = text.removeprefix("p").partition("-")
+    try:
+        low, high = int(first), int(last or first)
+    except ValueError:
+        raise ValueError(f"--points: '@{text}' is not a page range (write @p3 or @p1-4)") from None
+    if not 1 <= low <= high:
+        raise ValueError(f"--points: '@{text}' is not a page range (write @p3 or @p1-4)")
+    return low, high
 
 
 def select_points(points: list[Point], patterns: str | Iterable[str] | None, *,
                   strict: bool = True) -> list[Point]:
     """The points matching any pattern: `user`, `framework`, `all`, or a shell pattern on the
-    point's name (`ask_model.after#*`, `framework.put.*`). With `strict`, ValueError names a
-    pattern that matches nothing."""
+    point's name (`ask_model.after#*`, `framework.put.*`), each optionally limited to some pages
+    (`user@p1-4`). With `strict`, ValueError names a pattern that matches nothing."""
     if patterns is None:
         return list(points)
     patterns = _patterns(patterns)
@@ -405,30 +423,39 @@ def select_for_all(cleans: list[CleanRun], patterns) -> list[list[Point]]:
 
 def crash_run(settings: SweepSettings, clean: CleanRun, point: Point, run_dir: Path,
               children: Children, repeat: int = 0) -> CrashRun:
-    """Kill a fresh run at `point`, resume it, rebuild from the store, and read the witnesses."""
+    """Kill a fresh run at `point`, resume it, rebuild from the store, and read the witnesses.
+
+    Whatever goes wrong in one crash run (a child that fails or hangs, a fork server that dies)
+    is written into its record as `error`; only Ctrl-C stops the sweep."""
     run_dir.mkdir(parents=True)
     rec = CrashRun(settings.framework, settings.mode, settings.resume, settings.idempotency_key,
                    settings.latency_ms, repeat, point.point, point.name, point.occurrence,
                    point.order, point.page, point.kind)
-    first = children.run(job(settings, run_dir, "crash", point.point))
-    rec.crash_s = first.seconds
-    if first.status == -signal.SIGKILL:
-        rec.killed = True
-    elif first.status != 0 or first.out is None:
-        rec.error = _child_error("the crash run", settings, first, children.timeout)
-        return rec
-    resumed = children.run(job(settings, run_dir, "resume"))
-    rec.resume_s = resumed.seconds
-    if resumed.status != 0 or resumed.out is None:
-        rec.error = _child_error("the resume", settings, resumed, children.timeout)
-    else:
-        rec.memory_state = resumed.out["final"]
-    rebuilt = children.run(job(settings, run_dir, "rebuild"))
-    if rebuilt.status != 0 or rebuilt.out is None:
-        rec.error = rec.error or _child_error("the rebuild", settings, rebuilt, children.timeout)
-    else:
-        rec.disk_state = rebuilt.out["rebuilt"]
-    witness(rec, clean, run_dir, settings.pages)
+    try:
+        first = children.run(job(settings, run_dir, "crash", point.point))
+        rec.crash_s = first.seconds
+        if first.status == -signal.SIGKILL:
+            rec.killed = True
+        elif first.status != 0 or first.out is None:
+            rec.error = _child_error("the crash run", settings, first, children.timeout)
+            return rec
+        resumed = children.run(job(settings, run_dir, "resume"))
+        rec.resume_s = resumed.seconds
+        if resumed.status != 0 or resumed.out is None:
+            rec.error = _child_error("the resume", settings, resumed, children.timeout)
+        else:
+            rec.memory_state = resumed.out["final"]
+        rebuilt = children.run(job(settings, run_dir, "rebuild"))
+        if rebuilt.status != 0 or rebuilt.out is None:
+            rec.error = rec.error or _child_error("the rebuild", settings, rebuilt,
+                                                  children.timeout)
+        else:
+            rec.disk_state = rebuilt.out["rebuilt"]
+        witness(rec, clean, run_dir, settings.pages)
+    except Cancelled:
+        raise
+    except Exception as e:
+        rec.error = rec.error or f"crash run at {point.point} of {settings.label()} failed: {e}"
     return rec
 
 
