@@ -233,16 +233,23 @@ def test_json_output_holds_typed_records_and_summaries(capsys):
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
 def test_ctrl_c_stops_at_once_leaving_no_process_and_no_temp_dir(tmp_path):
+    # A framework whose resume hangs: Ctrl-C comes while a child is stuck, and only killing it
+    # can end the sweep in time (its timeout is 30 s).
     mark = f"bughunt-ctrl-c-{os.getpid()}"
     env = {**os.environ, "TMPDIR": str(tmp_path), "BUGHUNT_TEST_MARK": mark}
-    proc = subprocess.Popen([sys.executable, "-m", "bughunt.frameworks", "--framework", "fake",
-                             "--mode", "all", "--key", "both"],
+    proc = subprocess.Popen([sys.executable, "-m", "bughunt.frameworks", "--framework",
+                             "bughunt.frameworks.fake:HangingFramework", "--mode", "page",
+                             "--timeout", "30"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     assert "crash runs" in proc.stderr.readline()       # discovery done, crash runs starting
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("bughunt-fw-*/s0/*/hanging")):   # a resume is stuck now
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     rest = proc.stderr.read()
-    proc.wait(timeout=10)
+    proc.wait(timeout=60)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 130 and "interrupted" in rest and "Traceback" not in rest
     assert elapsed < 3, f"took {elapsed:.1f} s to stop"

@@ -66,5 +66,6 @@ class HangingFramework(FakeFramework):
 
     def run(self, run_dir: Path, world: World, reach: Reach) -> dict:
         if (Path(run_dir) / "bill.jsonl").exists():
+            (Path(run_dir) / "hanging").touch()      # tells a watcher it is stuck now
             threading.Event().wait()
         return super().run(run_dir, world, reach)
