@@ -7,9 +7,10 @@
    the end (its final state is the *memory* witness), a third that only reads the framework's
    store back (`rebuild`, the *disk* witness). Each has a timeout: a framework that hangs is
    killed and named in the record, never waited for.
-3. **The witnesses.** The bill says how many model calls were paid again (billed minus the clean
-   run's calls); the tracker says which reports were filed twice or never; memory and disk are
-   compared with the clean run's final state and with the tracker.
+3. **The witnesses.** The bill says how many model calls were paid again (calls beyond what the
+   clean run paid for each page) and which pages were never asked about; the tracker says which
+   reports were filed twice or never; memory and disk are compared with the clean run's final
+   state and with the tracker.
 
 `repeat=N` runs every point N times: frameworks with background writers (LangGraph's default) are
 not deterministic point by point, and `varying_points` lists the points whose verdict changed.

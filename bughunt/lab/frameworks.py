@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import HTML, Image
+from IPython.display import Image
 from matplotlib.patches import Patch
 
 from ..config import RunConfig

@@ -183,9 +183,10 @@ fw.danger_summary(window)
 # Until the commit, the framework cannot know the report was filed, so it runs the node or step
 # again: at least once (至少一次). A kill inside the commit leaves nothing of it: SQLite rolls back a
 # transaction whose commit never completed ([atomic commit](https://www.sqlite.org/atomiccommit.html)).
-# For DBOS that kill is a duplicate every time. For LangGraph it usually is, but not always: the
-# step's checkpoint, written by another thread, sometimes commits first and already holds the
-# report's node as done. With the deterministic key the tracker ignores any second filing, and every
+# So both frameworks file the report again after a kill inside that commit, as after a kill before
+# it. (For LangGraph the table above is not checked all the same: the step's checkpoint is written
+# by another thread than the node's results, so LangGraph does not promise which commits first.)
+# With the deterministic key the tracker ignores any second filing, and every
 # one of these crashes is effectively once. Neither framework can close this window for you, and
 # both say so: LangGraph asks for idempotent side effects
 # ([determinism and consistent replay](https://docs.langchain.com/oss/python/langgraph/durable-execution#determinism-and-consistent-replay)),
