@@ -14,8 +14,8 @@ import pytest
 
 from bughunt.forkserver import ForkServer
 from bughunt.frameworks import cli
-from bughunt.frameworks.sweep import (Children, Point, SweepSettings, crash_run, discover,
-                                      preload_for, select_points, summarize, sweep, to_frame,
+from bughunt.frameworks.sweep import (Point, SweepSettings, crash_run, discover, preload_for,
+                                      select_points, shared_children, summarize, sweep, to_frame,
                                       varying_points)
 from bughunt.world import read_bill
 
@@ -23,15 +23,12 @@ from bughunt.world import read_bill
 def run_points(settings: SweepSettings, tmp_path: Path, choose) -> tuple:
     """Discover `settings`' points, then crash at the ones `choose(points)` returns (by name)."""
     settings = settings.resolved()
-    children = Children(preload_for(settings), timeout=60)
-    try:
-        clean = discover(settings, children, tmp_path / "sweep")
-        wanted = choose(clean.points)
-        by_name = {p.point: p for p in clean.points}
-        records = {name: crash_run(settings, clean, by_name[name], tmp_path / f"run{i}", children)
-                   for i, name in enumerate(wanted)}
-    finally:
-        children.close()
+    children = shared_children(preload_for(settings))      # fork servers kept between tests
+    clean = discover(settings, children, tmp_path / "sweep")
+    wanted = choose(clean.points)
+    by_name = {p.point: p for p in clean.points}
+    records = {name: crash_run(settings, clean, by_name[name], tmp_path / f"run{i}", children)
+               for i, name in enumerate(wanted)}
     return clean, records
 
 
@@ -70,13 +67,10 @@ def test_a_kill_at_a_named_point_really_kills_that_process_there(tmp_path):
 
 def test_a_point_the_run_never_reaches_is_reported_not_reached(tmp_path):
     settings = SweepSettings("fake", "page").resolved()
-    children = Children(preload_for(settings))
-    try:
-        clean = discover(settings, children, tmp_path / "s")
-        ghost = Point("ask_model.after#99", "ask_model.after", 99, 999, 12, "user")
-        rec = crash_run(settings, clean, ghost, tmp_path / "r", children)
-    finally:
-        children.close()
+    children = shared_children(preload_for(settings))
+    clean = discover(settings, children, tmp_path / "s")
+    ghost = Point("ask_model.after#99", "ask_model.after", 99, 999, 12, "user")
+    rec = crash_run(settings, clean, ghost, tmp_path / "r", children)
     assert not rec.killed and rec.verdict == "not reached" and rec.error is None
 
 

@@ -20,6 +20,7 @@ threads are built only in the child.
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import json
 import os
@@ -205,9 +206,8 @@ class Children:
     """Starts sweep children (forked from pre-importing servers, or fresh interpreters), each
     with a timeout, and can kill every one of them at once (Ctrl-C)."""
 
-    def __init__(self, preload: tuple[str, ...] = (), timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, preload: tuple[str, ...] = ()):
         self.preload = tuple(preload)
-        self.timeout = timeout
         self.fork = forkserver.enabled()
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         self._servers: list[forkserver.ForkServer] = []
@@ -215,10 +215,9 @@ class Children:
         self._lock = threading.Lock()
         self.cancelled = threading.Event()
 
-    def run(self, job: dict, timeout: float | None = None) -> ChildResult:
+    def run(self, job: dict, timeout: float = DEFAULT_TIMEOUT) -> ChildResult:
         if self.cancelled.is_set():
             raise Cancelled
-        timeout = timeout or self.timeout
         argv = [json.dumps(job)]
         t0 = time.perf_counter()
         if self.fork:
@@ -315,11 +314,40 @@ class Children:
                 pass
 
 
+#: The lab's two frameworks, imported by every shared fork server once (a second each).
+FRAMEWORK_MODULES = ("bughunt.frameworks.child", "bughunt.frameworks.langgraph_agent",
+                     "bughunt.frameworks.dbos_agent")
+
+
 def preload_for(settings: SweepSettings) -> tuple[str, ...]:
-    """What a fork server should import once: the child and the adapter's module (with its
-    framework); an adapter may name more in a `preload` attribute."""
+    """What a fork server should import once: the child, the lab's frameworks, and the adapter's
+    module (a learner's adapter may name more in a `preload` attribute)."""
     cls = adapter_class(settings.framework)
-    return ("bughunt.frameworks.child", cls.__module__, *getattr(cls, "preload", ()))
+    return tuple(dict.fromkeys((*FRAMEWORK_MODULES, cls.__module__,
+                                *getattr(cls, "preload", ()))))
+
+
+_SHARED: dict[tuple, Children] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_children(preload: tuple[str, ...]) -> Children:
+    """Fork servers kept for the life of this process (a notebook kernel runs many sweeps: each
+    would otherwise import the frameworks again); a pool that Ctrl-C killed is replaced."""
+    with _SHARED_LOCK:
+        children = _SHARED.get(preload)
+        if children is None or children.cancelled.is_set():
+            children = _SHARED[preload] = Children(preload)
+        return children
+
+
+@atexit.register
+def close_shared() -> None:
+    with _SHARED_LOCK:
+        pools = list(_SHARED.values())
+        _SHARED.clear()
+    for children in pools:
+        children.close()
 
 
 # --- discovery -----------------------------------------------------------------------------------
@@ -342,13 +370,14 @@ def _child_error(what: str, settings: SweepSettings, res: ChildResult, timeout: 
     return f"{what} of {settings.label()} exited {res.status}: {tail[0][-300:]}"
 
 
-def discover(settings: SweepSettings, children: Children, base: Path) -> CleanRun:
+def discover(settings: SweepSettings, children: Children, base: Path,
+             timeout: float = DEFAULT_TIMEOUT) -> CleanRun:
     """Trace one clean run: its crash points, its final state, its bill and tracker."""
     run_dir = base / "clean"
     run_dir.mkdir(parents=True)
-    res = children.run(job(settings, run_dir, "trace"))
+    res = children.run(job(settings, run_dir, "trace"), timeout)
     if res.status != 0 or res.out is None:
-        raise SweepError(_child_error("the clean run", settings, res, children.timeout))
+        raise SweepError(_child_error("the clean run", settings, res, timeout))
     points, writes = [], {}
     for order, e in enumerate(res.out["trace"], 1):
         name, _, occ = e["point"].rpartition("#")
@@ -423,7 +452,7 @@ def select_for_all(cleans: list[CleanRun], patterns) -> list[list[Point]]:
 # --- one crash run -------------------------------------------------------------------------------
 
 def crash_run(settings: SweepSettings, clean: CleanRun, point: Point, run_dir: Path,
-              children: Children, repeat: int = 0) -> CrashRun:
+              children: Children, repeat: int = 0, timeout: float = DEFAULT_TIMEOUT) -> CrashRun:
     """Kill a fresh run at `point`, resume it, rebuild from the store, and read the witnesses.
 
     Whatever goes wrong in one crash run (a child that fails or hangs, a fork server that dies)
@@ -433,23 +462,22 @@ def crash_run(settings: SweepSettings, clean: CleanRun, point: Point, run_dir: P
                    settings.latency_ms, repeat, point.point, point.name, point.occurrence,
                    point.order, point.page, point.kind)
     try:
-        first = children.run(job(settings, run_dir, "crash", point.point))
+        first = children.run(job(settings, run_dir, "crash", point.point), timeout)
         rec.crash_s = first.seconds
         if first.status == -signal.SIGKILL:
             rec.killed = True
         elif first.status != 0 or first.out is None:
-            rec.error = _child_error("the crash run", settings, first, children.timeout)
+            rec.error = _child_error("the crash run", settings, first, timeout)
             return rec
-        resumed = children.run(job(settings, run_dir, "resume"))
+        resumed = children.run(job(settings, run_dir, "resume"), timeout)
         rec.resume_s = resumed.seconds
         if resumed.status != 0 or resumed.out is None:
-            rec.error = _child_error("the resume", settings, resumed, children.timeout)
+            rec.error = _child_error("the resume", settings, resumed, timeout)
         else:
             rec.memory_state = resumed.out["final"]
-        rebuilt = children.run(job(settings, run_dir, "rebuild"))
+        rebuilt = children.run(job(settings, run_dir, "rebuild"), timeout)
         if rebuilt.status != 0 or rebuilt.out is None:
-            rec.error = rec.error or _child_error("the rebuild", settings, rebuilt,
-                                                  children.timeout)
+            rec.error = rec.error or _child_error("the rebuild", settings, rebuilt, timeout)
         else:
             rec.disk_state = rebuilt.out["rebuilt"]
         witness(rec, clean, run_dir, settings.pages)
@@ -526,12 +554,12 @@ def sweep_many(all_settings: list[SweepSettings], *, points=None, repeat: int = 
         raise AdapterError(f"--repeat {repeat!r}: must be 1 or more")
     all_settings = [s.resolved() for s in all_settings]
     preload = tuple(dict.fromkeys(m for s in all_settings for m in preload_for(s)))
-    children = Children(preload, timeout)
+    children = shared_children(preload)
     base = Path(tempfile.mkdtemp(prefix="bughunt-fw-", dir=base_dir))
     pool = ThreadPoolExecutor(max_workers=workers or default_workers())
     t0 = time.perf_counter()
     try:
-        cleans = list(_wait_all(pool, [pool.submit(discover, s, children, base / f"s{i}")
+        cleans = list(_wait_all(pool, [pool.submit(discover, s, children, base / f"s{i}", timeout)
                                        for i, s in enumerate(all_settings)]))
         chosen = select_for_all(cleans, points)
         jobs = [(i, r, p) for r in range(repeat) for i in range(len(all_settings))
@@ -539,18 +567,19 @@ def sweep_many(all_settings: list[SweepSettings], *, points=None, repeat: int = 
         if progress:
             progress(0, len(jobs))
         futures = [pool.submit(crash_run, all_settings[i], cleans[i], p,
-                               base / f"s{i}" / f"r{r}-{p.order:04d}", children, r)
+                               base / f"s{i}" / f"r{r}-{p.order:04d}", children, r, timeout)
                    for i, r, p in jobs]
         records = list(_wait_all(pool, futures, progress))
         seconds = time.perf_counter() - t0
         return [SweepResult(s, cleans[i], [rec for (j, _, _), rec in zip(jobs, records) if j == i],
                             seconds) for i, s in enumerate(all_settings)]
     except BaseException:
-        children.kill_all()
+        children.kill_all()          # the shared pool is replaced at the next sweep
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        children.close()
+        if children.cancelled.is_set():
+            children.close()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -28,8 +28,8 @@ from ..config import RunConfig
 from ..experiment import (clean_run, crash_and_resume, crash_points, run_crash_jobs,
                           summarize as lab_summarize, verdict as lab_verdict)
 from ..frameworks.contract import adapter_class
-from ..frameworks.sweep import (SweepResult, SweepSettings, select_points, summarize,
-                                sweep_many, to_frame, varying_points)
+from ..frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
+                                summarize, sweep_many, to_frame, varying_points)
 from .exercises import exercise
 from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
 
@@ -279,7 +279,7 @@ def plot_costs(cmp: Comparison):
                             textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks(range(len(designs)), designs)
     ax.invert_yaxis()
-    ax.set_xlabel("redone model calls per crash (calls): average, max in brackets")
+    ax.set_xlabel("redone model calls per crash\n(calls; average, max in brackets)")
     ax.set_title("What a crash costs", fontsize=10)
     ax.set_xlim(0, max(1.0, float(df["avg redone calls"].max())) * 1.55)
     ax.legend(fontsize=7, loc="lower right")
@@ -293,7 +293,7 @@ def plot_costs(cmp: Comparison):
         for yi, v in zip(y, totals[col]):
             bx.annotate(str(int(v)), (v, yi), xytext=(2, 0), textcoords="offset points",
                         va="center", fontsize=7)
-    bx.set_xlabel("crash points with that outcome (points; writes: the first nine of each kind)")
+    bx.set_xlabel("crash points with that outcome\n(points; writes: the first nine of each kind)")
     bx.set_title("What a crash breaks", fontsize=10)
     bx.set_xlim(0, max(4, int(totals.values.max())) * 1.2)
     bx.legend(fontsize=7, loc="lower right")
@@ -487,7 +487,9 @@ def plot_resume_styles(results: dict[str, SweepResult]):
         for b, c in zip(bars, counts):
             if c:
                 ax.annotate(str(c), (b.get_x() + b.get_width() / 2, b.get_y() + b.get_height() / 2),
-                            ha="center", va="center", fontsize=7)
+                            ha="center", va="center", fontsize=7,
+                            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                                  "edgecolor": "none", "alpha": 0.85})
         left = [a + c for a, c in zip(left, counts)]
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.invert_yaxis()
@@ -530,9 +532,16 @@ def async_table(results: dict[float, SweepResult]):
     return pd.DataFrame(rows).set_index("latency per call (ms)")
 
 
-def plot_async(results: dict[float, SweepResult]):
-    """Redone calls at each point, once per repeat, for each latency of the world's calls."""
+def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = None):
+    """Redone calls at each point, once per repeat, for each latency of the world's calls; with
+    `sync` (a sweep in sync mode), what sync mode paid at the same points, as a dashed line."""
     fig, axes = new_figure(11, 3.4, ncols=len(results), sharey=True, squeeze=False)
+    reference = None
+    if sync is not None:
+        at = {r.point: r.redone_model_calls for r in sync.records}
+        points = {r.point for res in results.values() for r in res.records}
+        if points <= set(at):
+            reference = statistics.mean(at[p] for p in points)
     markers = ["o", "x", "s", "^"]
     for ax, (lat, res) in zip(axes[0], results.items()):
         df = to_frame(res.records).sort_values("order")
@@ -544,6 +553,9 @@ def plot_async(results: dict[float, SweepResult]):
         ax.set_xticks(range(len(names)), [f"p{n.rsplit('#', 1)[1]}" for n in names], fontsize=7)
         ax.set_title(f"{lat:g} ms per call", fontsize=9)
         ax.set_xlabel("crash point: right after the model call of page N (every other page)")
+        if reference is not None:
+            ax.axhline(reference, color=COLORS["grey"], linestyle="--", linewidth=1.2,
+                       label=f"sync mode, same points: {reference:g}")
         ax.legend(fontsize=7, loc="upper left")
     axes[0][0].set_ylabel("redone model calls (calls)")
     fig.suptitle("LangGraph async (the default): the same point, swept twice", fontsize=10)
@@ -580,7 +592,8 @@ def plot_timing(cmp: Comparison):
     bx.set_xscale("symlog", linthresh=100)
     bx.set_xlabel("one durable write, median in a clean run (µs, log scale)")
     bx.set_title("One checkpoint write", fontsize=10)
-    fig.suptitle("What the sweep costs in time on this machine (2 runs in parallel)", fontsize=10)
+    fig.suptitle(f"What the sweep costs in time on this machine ({default_workers()} crash runs "
+                 "in parallel)", fontsize=10)
     return fig
 
 

@@ -247,7 +247,7 @@ repeats = fw.async_repeats()
 fw.async_table(repeats)
 
 # %%
-fw.plot_async(repeats)
+fw.plot_async(repeats, sync=cmp.frameworks["LangGraph sync"])
 
 # %% [markdown]
 # With instant calls the same point costs a different number of redone calls from one sweep to the
