@@ -204,6 +204,7 @@ def test_the_fork_server_runs_an_entry_function_after_preloading(tmp_path):
     (["--latency-ms", "-1"], "--latency-ms"),
     (["--repeat", "0"], "--repeat"),
     (["--key", "maybe"], "--key"),
+    (["--timeout", "0"], "--timeout"),
     (["--framework", "fake", "--points", "nothing#1"], "--points"),
 ])
 def test_bad_flags_are_refused_in_one_sentence_naming_the_flag(argv, flag, capsys, tmp_path,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 
@@ -53,7 +54,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--pages", type=_count, default=12, metavar="N", help="site size (default 12)")
     p.add_argument("--workers", type=_count, metavar="N", help="parallel crash runs "
                                                                 "(default: CPU cores)")
-    p.add_argument("--timeout", type=_number, default=DEFAULT_TIMEOUT, metavar="S",
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"kill a child that runs longer than S seconds (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--json", action="store_true", help="print every record as JSON")
     return p
@@ -64,8 +65,15 @@ def _number(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
+    if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a number 0 or more, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = _number(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0, got '0'")
     return value
 
 

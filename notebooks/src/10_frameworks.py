@@ -233,6 +233,14 @@ fw.plot_resume_styles(styles)
 #   **A new workflow ID** runs the whole task again next to the recovered one: many redone calls,
 #   and without the key, duplicates.
 #
+# Two waits are shortened for these sweeps, or every DBOS resume would cost a second or more.
+# Recovery puts a pending workflow on DBOS's internal queue, which is polled once a second
+# (`DEFAULT_QUEUE_POLLING_INTERVAL_SEC` in
+# [`dbos/_queue.py`](https://github.com/dbos-inc/dbos-transact-py/blob/main/dbos/_queue.py)); DBOS
+# 3.4 has no setting for that queue, so the adapter sets a private attribute to 10 ms before launch.
+# Waiting for a workflow's result polls once a second too, unless `get_result(polling_interval_sec=...)`
+# says otherwise (public). Neither changes what is durable, only how soon the resume notices.
+#
 # ## 6. LangGraph's default: checkpoints in the background
 #
 # In `async` mode, "changes are persisted asynchronously while the next step executes"
