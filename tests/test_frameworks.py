@@ -32,12 +32,6 @@ def run_points(settings: SweepSettings, tmp_path: Path, choose) -> tuple:
     return clean, records
 
 
-def next_after(points, point: str, name: str) -> str:
-    """The first point called `name` after `point` in the clean run's order."""
-    order = next(p.order for p in points if p.point == point)
-    return next(p.point for p in points if p.order > order and p.name == name)
-
-
 # --- the contract, with the fake framework -------------------------------------------------------
 
 def test_points_are_discovered_from_a_traced_clean_run_by_name_and_occurrence(tmp_path):
@@ -123,42 +117,40 @@ def test_the_lab_worker_fits_the_contract_and_reproduces_the_lesson():
 # --- LangGraph -----------------------------------------------------------------------------------
 
 def test_langgraph_sync_redoes_only_the_node_whose_writes_were_not_saved(tmp_path):
-    def choose(pts):
-        return ["ask_model.after#2", next_after(pts, "ask_model.after#2", "framework.put_writes.committed"),
-                "submit.after#1", next_after(pts, "submit.after#1", "framework.put_writes.uncommitted"),
-                next_after(pts, "submit.after#1", "framework.put_writes.committed")]
+    # Named per node, a point is the same moment whichever background thread commits first.
+    points = ["ask_model.after#2", "framework.put_writes.ask_model.committed#2",
+              "submit.after#1", "framework.put_writes.submit.committed#1"]
+    _, recs = run_points(SweepSettings("langgraph", "sync", idempotency_key=False), tmp_path,
+                         lambda pts: points)
 
-    clean, recs = run_points(SweepSettings("langgraph", "sync", idempotency_key=False),
-                             tmp_path, choose)
-    asked, saved_ask, submitted, uncommitted, saved_submit = (recs[n] for n in choose(clean.points))
-    assert asked.redone_model_calls == 1 and saved_ask.redone_model_calls == 0
-    # the report is filed, the node's writes are not saved: the node runs again
+    def calls_for(name, page):
+        i = points.index(name)
+        return sum(c["page"] == page for c in read_bill(tmp_path / f"run{i}"))
+
+    asked, saved_ask, submitted, saved_submit = (recs[n] for n in points)
+    assert asked.redone_model_calls == 1 and calls_for("ask_model.after#2", 2) == 2
+    # ask_model's results were saved: LangGraph does not run it again (pending writes)
+    assert calls_for("framework.put_writes.ask_model.committed#2", 2) == 1
+    # the report is filed, the submit node's results are not saved: the node runs again
     assert submitted.verdict == "duplicate" and submitted.tracker_pages == [3, 3, 7, 10]
-    # rows inserted but not committed: SQLite rolls them back, as if the write never began
-    assert uncommitted.verdict == "duplicate"
-    # the node's writes are saved: LangGraph does not run it again (pending writes)
-    assert saved_submit.verdict == "correct" and saved_submit.redone_model_calls == 0
+    assert saved_submit.verdict == "correct" and saved_submit.tracker_pages == [3, 7, 10]
     assert all(r.killed and r.memory_ok and r.disk_ok for r in recs.values())
 
 
 def test_langgraph_resume_mistakes_lose_reports_or_double_count(tmp_path):
-    def choose(pts):
-        return [next_after(pts, "visit.after#1", "framework.put_writes.committed"),
-                "ask_model.after#4"]
-
-    clean, done_too_soon = run_points(
-        SweepSettings("langgraph", "sync", "next_empty_is_done"), tmp_path / "a", choose)
-    writes_saved, asked_4 = choose(clean.points)
-    # after visit's writes are saved, before the step's checkpoint: .next is empty
-    early = done_too_soon[writes_saved]
-    assert early.verdict == "lost" and early.skipped_pages == 11 and early.lost_reports == 3
-    assert early.memory_state["pages_done"] == 1
-    _, documented = run_points(SweepSettings("langgraph", "sync", "documented"), tmp_path / "b",
-                               lambda pts: [writes_saved])
-    assert documented[writes_saved].verdict == "correct"
-    _, again = run_points(SweepSettings("langgraph", "sync", "reinvoke_input"), tmp_path / "c",
-                          lambda pts: [asked_4])
-    rec = again[asked_4]
+    # Between a node's saved results and the step's checkpoint, .next is empty mid-run. Both are
+    # written by background threads, so each point is swept twice and one "lost" is enough.
+    saved = "framework.put_writes.*.committed#1"
+    early = sweep(SweepSettings("langgraph", "sync", "next_empty_is_done"), points=saved,
+                  repeat=2).records
+    lost = [r for r in early if r.verdict == "lost"]
+    # the resume returns at once: every report not filed yet is lost, every later page skipped
+    assert lost and all(r.lost_reports >= 2 and r.skipped_pages >= 9 for r in lost)
+    documented = sweep(SweepSettings("langgraph", "sync", "documented"), points=saved).records
+    assert {r.verdict for r in documented} == {"correct"}
+    _, again = run_points(SweepSettings("langgraph", "sync", "reinvoke_input"), tmp_path,
+                          lambda pts: ["ask_model.after#4"])
+    rec = again["ask_model.after#4"]
     # a new run from START on top of the saved state: page 3's finding is added again
     assert rec.verdict == "wrong state" and rec.memory_state["findings"] == [3, 3, 7, 10]
     assert rec.redone_model_calls == 4 and rec.duplicate_reports == 0     # the key held
@@ -167,13 +159,13 @@ def test_langgraph_resume_mistakes_lose_reports_or_double_count(tmp_path):
 # --- DBOS ----------------------------------------------------------------------------------------
 
 def test_dbos_steps_are_at_least_once_and_recorded_steps_never_rerun(tmp_path):
-    def choose(pts):
-        return ["submit.after#1", next_after(pts, "submit.after#1", "framework.step_output.committed")]
-
-    clean, recs = run_points(SweepSettings("dbos", resume="workflow_id", idempotency_key=False),
-                             tmp_path / "a", choose)
-    in_step, recorded = (recs[n] for n in choose(clean.points))
+    window = ["submit.after#1", "framework.step_output.submit.uncommitted#1",
+              "framework.step_output.submit.committed#1"]
+    _, recs = run_points(SweepSettings("dbos", resume="workflow_id", idempotency_key=False),
+                         tmp_path / "a", lambda pts: window)
+    in_step, in_commit, recorded = (recs[n] for n in window)
     assert in_step.verdict == "duplicate" and in_step.redone_model_calls == 0
+    assert in_commit.verdict == "duplicate"       # a kill inside the commit: rolled back
     assert recorded.verdict == "correct" and recorded.tracker_pages == [3, 7, 10]
     _, recovered = run_points(SweepSettings("dbos", resume="recovery"), tmp_path / "b",
                               lambda pts: ["ask_model.after#2"])

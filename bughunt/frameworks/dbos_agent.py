@@ -31,7 +31,8 @@ Crash points in DBOS's own writes exist only through PRIVATE API: we wrap the `S
 methods that record a step's output (`record_operation_result`), create the workflow's row
 (`init_workflow`) and record its outcome (`update_workflow_outcome`); inside their transactions a
 SQLAlchemy `commit` event listener (public SQLAlchemy API) marks the moment rows are written but
-not yet committed. Every such point is named `framework.*` and labelled private in the lesson.
+not yet committed. Every such point is named `framework.*` (a step's output after its step:
+`framework.step_output.submit.committed#1`) and labelled private in the lesson.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def watch_writes(sys_db, reach: Reach) -> None:
         original = getattr(sys_db, method)
 
         def watched(*args, _original=original, _what=what, **kwargs):
+            if _what == "step_output":          # named after the step: step_output.submit
+                _what += "." + args[0]["function_name"].rsplit(".", 1)[-1]
             local.what = _what
             t0 = time.perf_counter_ns()
             try:

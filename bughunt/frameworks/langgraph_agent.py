@@ -26,12 +26,17 @@ The crash points in user code come from the world (after the model call, the vis
 The framework's own writes are reached through public extension points only: a `SqliteSaver`
 subclass that wraps `put` (a step's checkpoint) and `put_writes` (a finished node's writes), and a
 `sqlite3.Connection` subclass (the `factory=` of `sqlite3.connect`) whose `commit` is where rows are
-inserted but not yet committed. No private LangGraph API is used.
+inserted but not yet committed. No private LangGraph API is used. A node's writes are named after
+the node (`framework.put_writes.submit.committed#1`: the first time `submit`'s results were saved),
+read from the `task_path` argument LangGraph passes to `put_writes` (its text, "~__pregel_pull,
+submit", is LangGraph's own format): commits from background threads may come in either order, and
+a name per node stays the same moment in every run.
 """
 
 from __future__ import annotations
 
 import operator
+import re
 import sqlite3
 import threading
 import time
@@ -172,8 +177,15 @@ class WatchedSqliteSaver(SqliteSaver):
             config, checkpoint, metadata, new_versions))
 
     def put_writes(self, config, writes, task_id, task_path=""):
-        return self._watched("put_writes", lambda: super(WatchedSqliteSaver, self).put_writes(
-            config, writes, task_id, task_path))
+        return self._watched(f"put_writes.{node_of(task_path)}",
+                             lambda: super(WatchedSqliteSaver, self).put_writes(
+                                 config, writes, task_id, task_path))
+
+
+def node_of(task_path: str) -> str:
+    """The node a `put_writes` call saves, from its task path ("~__pregel_pull, visit")."""
+    name = task_path.rsplit(",", 1)[-1].strip() if task_path else ""
+    return re.sub(r"[^A-Za-z0-9_]", "", name) or "node"
 
 
 # --- the adapter ---------------------------------------------------------------------------------

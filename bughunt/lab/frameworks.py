@@ -36,10 +36,10 @@ from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
 #: Every point in the agent's code, and every framework write once it is committed.
 POINTS = "user,framework.*.committed*"
 #: What the notebook's comparison sweeps, to stay within a minute: every point in the agent's code,
-#: and the first nine committed writes of each kind (pages 1 to 4, bug page 3 included).
-#: `python -m bughunt.frameworks` sweeps them all.
-COMPARE_POINTS = {"langgraph": "user,framework.*.committed#[1-9]",
-                  "dbos": "user,framework.*.committed#[1-9]"}
+#: and the first four committed writes of each kind (each node's or step's results, LangGraph's
+#: step checkpoints): pages 1 to 4, and every report. `python -m bughunt.frameworks` sweeps all.
+COMPARE_POINTS = {"langgraph": "user,framework.*.committed#[1-4]",
+                  "dbos": "user,framework.*.committed#[1-4]"}
 PAGES = 12
 
 #: The frameworks as a user first meets them: each mode, the documented resume, no key.
@@ -70,9 +70,9 @@ RESUMES = {
     "DBOS: new workflow ID": SweepSettings("dbos", "sqlite", "new_id", False),
 }
 #: Where the resume styles are compared, on pages 1 to 4 (bug page 3 included): every model call
-#: and the report, and (LangGraph) the first nine nodes' saved writes, where `.next` goes empty.
+#: and the report, and (LangGraph) each node's saved writes, where `.next` goes empty.
 RESUME_POINTS = {"langgraph": "ask_model.after#[1-4],submit.after#1,"
-                              "framework.put_writes.committed#[1-9]",
+                              "framework.put_writes.*.committed#[1-4]",
                  "dbos": "ask_model.after#[1-4],submit.after#1"}
 
 #: The (design, kind) rows whose sweep gives the same outcome every time. Not LangGraph's async
@@ -267,7 +267,7 @@ def plot_costs(cmp: Comparison):
     designs = list(dict.fromkeys(df["design"]))
     fig, (ax, bx) = new_figure(11, 0.55 * len(designs) + 1.6, ncols=2, sharey=True)
     kinds = {"user": (COLORS["blue"], "", "agent's own code"),
-             "framework": (COLORS["orange"], "//", "framework's writes, committed (first nine)")}
+             "framework": (COLORS["orange"], "//", "framework's writes, committed (first four)")}
     for j, (kind, (color, hatch, label)) in enumerate(kinds.items()):
         d = df[df["kind"] == kind].set_index("design").reindex(designs)
         y = [i + (j - 0.5) * 0.38 for i in range(len(designs))]
@@ -293,7 +293,7 @@ def plot_costs(cmp: Comparison):
         for yi, v in zip(y, totals[col]):
             bx.annotate(str(int(v)), (v, yi), xytext=(2, 0), textcoords="offset points",
                         va="center", fontsize=7)
-    bx.set_xlabel("crash points with that outcome\n(points; writes: the first nine of each kind)")
+    bx.set_xlabel("crash points with that outcome\n(points; writes: the first four of each kind)")
     bx.set_title("What a crash breaks", fontsize=10)
     bx.set_xlim(0, max(4, int(totals.values.max())) * 1.2)
     bx.legend(fontsize=7, loc="lower right")
@@ -372,35 +372,24 @@ def plot_verdicts(cmp: Comparison):
 
 # --- the danger window, key off and on -----------------------------------------------------------
 
-WINDOW = {"langgraph": ["submit.after#1", "framework.put_writes.uncommitted#*",
-                        "framework.put_writes.committed#*"],
-          "dbos": ["submit.after#1", "framework.step_output.uncommitted#*",
-                   "framework.step_output.committed#*"]}
-
-
-def _window(res: SweepResult) -> list[str]:
-    """Page 3's danger window in this run: the report is filed, then its framework write
-    (uncommitted, committed): the points from `submit.after#1` to the first committed write."""
-    order = next(p.order for p in res.clean.points if p.point == "submit.after#1")
-    after = [p for p in res.clean.points if p.order > order]
-    committed = next(p for p in after if p.name.startswith("framework.")
-                     and p.name.endswith(".committed") and ("put_writes" in p.name
-                                                            or "step_output" in p.name))
-    inside = [p.point for p in after if p.order < committed.order and p.kind == "framework"]
-    return ["submit.after#1", *inside, committed.point]
+#: Page 3's danger window: the report is filed, then the framework writes the node's results
+#: (LangGraph) or the step's output (DBOS): rows written but not committed, then committed.
+WINDOW = {kind: ["submit.after#1", f"framework.{write}.submit.uncommitted#1",
+                 f"framework.{write}.submit.committed#1"]
+          for kind, write in (("langgraph", "put_writes"), ("dbos", "step_output"))}
 
 
 def danger_window(cmp: Comparison, progress=None):
     """Page 3's report is filed; is it filed again after a kill here? Key off, then on.
 
-    The window's points come from the comparison's traced clean runs (which list every point,
-    inside the writes too); only those points are swept here."""
+    The points after the report and at its commit that the comparison already swept are reused;
+    only the others are swept here."""
     import pandas as pd
 
     rows = []
     for name in ("LangGraph sync", "DBOS (workflow ID)"):
         res = cmp.frameworks[name]
-        pattern = ",".join(_window(res))
+        pattern = ",".join(WINDOW[res.settings.framework])
         for key in (False, True):
             s = SweepSettings(res.settings.framework, res.settings.mode, res.settings.resume, key)
             (got,) = run_sweeps({name: s}, points=pattern, progress=progress).values()
@@ -599,7 +588,7 @@ def plot_timing(cmp: Comparison):
 
 # --- the panel -----------------------------------------------------------------------------------
 
-POINT_CHOICES = [("user points + first nine committed writes of each kind",
+POINT_CHOICES = [("user points + first four committed writes of each kind",
                   COMPARE_POINTS["langgraph"]),
                  ("user points + every committed write", POINTS),
                  ("user points only", "user"), ("framework writes only", "framework"),
@@ -791,9 +780,7 @@ def _ex_10_1(answer):
 def _ex_10_2(answer):
     probe = run_sweeps({"probe": RESUMES["LangGraph: empty .next = done"]},
                        points=RESUME_POINTS["langgraph"])["probe"]
-    order = next(p.order for p in probe.clean.points if p.point == "visit.after#1")
-    point = next(p.point for p in probe.clean.points
-                 if p.order > order and p.name == "framework.put_writes.committed")
+    point = "framework.put_writes.visit.committed#1"
     (rec,) = [r for r in probe.records if r.point == point]
     if answer == rec.lost_reports:
         return True, f"Measured at {point}: {rec.lost_reports} reports lost, tracker {rec.tracker_pages}."

@@ -88,11 +88,13 @@ fw.point_counts(cmp)
 
 # %% [markdown]
 # LangGraph's `async` and `sync` write the same things: a checkpoint per step (29: the input, then
-# one per node) and the results of each finished node (28). In `exit` mode nothing is written until
-# the graph exits. To stay within a minute, this notebook sweeps every point in the agent's code and
-# the first nine committed writes of each kind (pages 1 to 4, bug page 3 included); a kill *inside*
-# a commit is shown in section 4. The full sweep, every write and every point inside every write, is
-# a command: `python -m bughunt.frameworks --framework all --mode all`.
+# one per node) and the results of each node as soon as it finishes (the input's, then 12 + 12 + 3),
+# named after the node. In `exit` mode nothing is written until the graph exits. DBOS writes the
+# workflow's row, each step's output (named after the step) and the outcome. To stay within a
+# minute, this notebook sweeps every point in the agent's code and the first four committed writes
+# of each kind (pages 1 to 4, and every report); a kill *inside* a commit is shown in section 4.
+# The full sweep, every write and every point inside every write, is a command:
+# `python -m bughunt.frameworks --framework all --mode all`.
 #
 # ## 3. Every framework and mode, beside the lab's stores
 #
