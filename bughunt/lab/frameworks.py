@@ -13,6 +13,7 @@ The full sweeps, with every point inside every write, are a CLI command:
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import statistics
 import tempfile
@@ -25,11 +26,13 @@ from IPython.display import Image
 from matplotlib.patches import Patch
 
 from ..config import RunConfig
-from ..experiment import (clean_run, crash_and_resume, crash_points, run_crash_jobs,
-                          summarize as lab_summarize, verdict as lab_verdict)
+from ..experiment import CrashRun as LabRun
+from ..experiment import clean_run, crash_and_resume, crash_points, run_crash_jobs
+from ..experiment import summarize as lab_summarize
 from ..frameworks.contract import adapter_class
 from ..frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
                                 summarize, sweep_many, to_frame, varying_points)
+from . import results
 from .exercises import exercise
 from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
 
@@ -86,7 +89,7 @@ DETERMINISTIC = [(d, k) for d in LAB for k in ("user", "framework")] + [
 
 # --- cached sweeps -------------------------------------------------------------------------------
 
-_CACHE: dict[tuple, SweepResult] = {}
+_CACHE: dict[tuple, SweepResult] = results.table("lesson 10: framework sweeps")
 
 
 def _key(settings: SweepSettings, points, repeat: int) -> tuple:
@@ -141,13 +144,20 @@ def run_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: int = 
     return {n: _CACHE.get(_key(s, pts(s), repeat)) or plans[n][0] for n, s in named.items()}
 
 
-_LAB: dict[RunConfig, tuple[list[dict], dict]] = {}
+_LAB: dict[RunConfig, tuple[list, dict]] = results.table("lesson 10: the lab's stores")
 
 
-def _timed_crash_and_resume(config, point, run_dir):
+@dataclass(frozen=True, kw_only=True)
+class TimedRun(LabRun):
+    """A crash run of the lab's own worker, with the wall time of its two processes."""
+
+    pair_s: float
+
+
+def _timed_crash_and_resume(config, point, run_dir) -> TimedRun:
     t0 = time.perf_counter()
     record = crash_and_resume(config, point, run_dir)
-    return {**record, "pair_s": time.perf_counter() - t0}
+    return TimedRun(**dataclasses.asdict(record), pair_s=time.perf_counter() - t0)
 
 
 def lab_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
@@ -160,13 +170,13 @@ def lab_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, 
             records = run_crash_jobs(jobs, Path(tmp), progress=progress,
                                      measure=_timed_crash_and_resume)
         for n, c in todo.items():
-            _LAB[c] = ([r for r in records if r["sweep"] == n], clean_run(c))
+            _LAB[c] = ([r for r in records if r.sweep == n], clean_run(c))
     return {n: _LAB[c] for n, c in configs.items()}
 
 
 def clear_caches() -> None:
-    _CACHE.clear()
-    _LAB.clear()
+    """Forget every result (this lesson's and every other: the lab has one cache)."""
+    results.reset()
 
 
 # --- the default experiment: each framework and mode beside the lab's stores ---------------------
@@ -188,22 +198,22 @@ def _lab_state(state: dict) -> dict:
             "pages_done": state["next_page"] - 1}
 
 
-def _lab_rows(name: str, records: list[dict], clean: dict) -> list[dict]:
+def _lab_rows(name: str, records: list, clean: dict) -> list[dict]:
     writes = [ns for v in clean["checkpoint_writes"]["latencies_ns"].values() for ns in v]
     truth = _lab_state(clean["state"])
     rows = []
     for kind in ("user", "framework"):
-        recs = [r for r in records if LAB_KIND.get(r["label"]) == kind]
+        recs = [r for r in records if LAB_KIND.get(r.label) == kind]
         s = lab_summarize(recs)
         rows.append({
             "design": name, "kind": kind, "crash points": s["crash_points"],
             "avg redone calls": round(s["avg_redone_model_calls"], 2),
             "max redone calls": s["max_redone_model_calls"],
             "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
-            "wrong memory": sum(r["final_state"] is None or _lab_state(r["final_state"]) != truth
+            "wrong memory": sum(r.final_state is None or _lab_state(r.final_state) != truth
                                 for r in recs),
             "wrong disk": s["rebuild_failures"],
-            "pair ms": round(statistics.median(r["pair_s"] for r in recs) * 1000, 1),
+            "pair ms": round(statistics.median(r.pair_s for r in recs) * 1000, 1),
             "write µs": round(statistics.median(writes) / 1000, 1) if writes else None})
     return rows
 
@@ -329,8 +339,7 @@ def strip_rows(cmp: Comparison) -> list[tuple[str, list[tuple[int, str, str]]]]:
     rows = []
     for name, (records, _) in cmp.lab.items():
         for kind in ("user", "framework"):
-            pts = [(r["page"], kind, lab_verdict(r)) for r in records
-                   if LAB_KIND.get(r["label"]) == kind]
+            pts = [(r.page, kind, r.verdict) for r in records if LAB_KIND.get(r.label) == kind]
             rows.append((f"{name} · {kind}", pts))
     for name, res in cmp.frameworks.items():
         recs = sorted(res.records, key=lambda r: r.order)
@@ -558,7 +567,7 @@ def plot_timing(cmp: Comparison):
     median time of one durable write in a clean run."""
     df = comparison_table(cmp).reset_index()
     designs = list(dict.fromkeys(df["design"]))
-    pairs = {n: [r["pair_s"] * 1000 for r in recs] for n, (recs, _) in cmp.lab.items()}
+    pairs = {n: [r.pair_s * 1000 for r in recs] for n, (recs, _) in cmp.lab.items()}
     pairs.update({n: [(r.crash_s + r.resume_s) * 1000 for r in res.records
                       if r.resume_s is not None] for n, res in cmp.frameworks.items()})
     writes = df.groupby("design", sort=False)["write µs"].first().reindex(designs)

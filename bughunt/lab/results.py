@@ -30,7 +30,18 @@ _LOCK = threading.RLock()
 def reset() -> None:
     """Forget every result: the next call of anything here runs for real again."""
     with _LOCK:
-        _STORE.clear()
+        for key in list(_STORE):
+            if key[0] == "table":
+                _STORE[key].clear()        # a module holds it: empty it, keep the object
+            else:
+                del _STORE[key]
+
+
+def table(name: str) -> dict:
+    """A dict of results a lesson module keeps its own way (by its own keys), emptied by
+    `reset()` like everything else here."""
+    with _LOCK:
+        return _STORE.setdefault(("table", name), {})
 
 
 def remember(key, compute):
