@@ -14,6 +14,7 @@ JupyterLab, Voila, headless execution, nbval and plain pytest (where `.value = .
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from dataclasses import dataclass
@@ -60,7 +61,26 @@ def _apply_checkpoint(c: RunConfig, v: str) -> RunConfig:
 
 ON_OFF = [("on", True), ("off", False)]
 
+
+def field_knob(f: dataclasses.Field) -> Knob:
+    """The widget for one RunConfig field, as its `setting` describes it: a toggle for a choice
+    or on/off, a slider for a count."""
+    name, label = f.name, f.metadata["label"]
+    if f.metadata["choices"]:
+        make = (lambda c: _toggle(list(f.metadata["choices"]), getattr(c, name)))
+    elif f.type in (bool, "bool"):
+        make = (lambda c: _toggle(ON_OFF, getattr(c, name)))
+    else:
+        make = (lambda c: W.IntSlider(value=getattr(c, name), min=0, max=c.pages,
+                                      continuous_update=False, description_allow_html=False))
+    return Knob(label, make, lambda c, v: c.replace(**{name: v}))
+
+
+#: Every setting a panel can offer: one per field of RunConfig, and two that set several fields
+#: at once (the checkpoint design of lessons 1 and 2, the store and what it implies).
 KNOBS: dict[str, Knob] = {
+    **{f.name: field_knob(f) for f in dataclasses.fields(RunConfig)
+       if not f.metadata["hidden"] and f.name not in ("store", "pages")},
     "checkpoint": Knob(
         "checkpoint",
         lambda c: _toggle([("none", "none"), ("per page", "page"), ("per operation", "op")],
@@ -69,22 +89,6 @@ KNOBS: dict[str, Knob] = {
     "store": Knob("store", lambda c: _toggle(["none", "snapshot", "log"], c.store),
                   lambda c, v: c.replace(store=v, snapshot_every=c.snapshot_every if v == "log"
                                          else 0, granularity="page")),
-    "snapshot_every": Knob(
-        "snapshot every",
-        lambda c: W.IntSlider(value=c.snapshot_every, min=0, max=c.pages,
-                              continuous_update=False, description_allow_html=False),
-        lambda c, v: c.replace(snapshot_every=v)),
-    "write_mode": Knob("write mode", lambda c: _toggle(["atomic", "torn", "no-newline"],
-                                                        c.write_mode),
-                       lambda c, v: c.replace(write_mode=v)),
-    "fsync": Knob("fsync", lambda c: _toggle(["never", "always"], c.fsync),
-                  lambda c, v: c.replace(fsync=v)),
-    "idempotency_key": Knob("idempotency key", lambda c: _toggle(ON_OFF, c.idempotency_key),
-                            lambda c, v: c.replace(idempotency_key=v)),
-    "intent": Knob("intent", lambda c: _toggle(ON_OFF, c.intent),
-                   lambda c, v: c.replace(intent=v)),
-    "pending": Knob("pending intent", lambda c: _toggle(["redo", "abort"], c.pending),
-                    lambda c, v: c.replace(pending=v)),
 }
 
 
@@ -126,9 +130,8 @@ def summary_table(df):
 
 def slug(config: RunConfig) -> str:
     """A file-name-safe summary of a configuration, for exported CSVs."""
-    d = config.to_json()
-    parts = [f"{k}-{d[k]}" for k in ("store", "snapshot_every", "granularity", "write_mode",
-                                      "fsync", "idempotency_key", "intent", "pending", "pages")]
+    parts = [f"{f.name}-{getattr(config, f.name)}" for f in dataclasses.fields(config)
+             if not f.metadata["hidden"]]
     return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts))
 
 
