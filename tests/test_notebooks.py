@@ -61,7 +61,7 @@ def test_stored_outputs_hold_no_paths_errors_or_stale_widgets(nb):
 def test_each_lesson_ends_with_what_to_remember_and_an_exercise_check(nb):
     sources = ["".join(c["source"]) for c in cells(nb)]
     assert any("## What to remember" in s for s in sources)
-    assert any(re.search(r'^check\("\d\.\d"', s, re.M) for s in sources)
+    assert any(re.search(r'^check\("\d+\.\d+"', s, re.M) for s in sources)
     assert any("Start here" in s or "00_start_here" in s for s in sources)
 
 
