@@ -4,24 +4,30 @@
   inside recovery itself), resume once more; and check that resuming twice ends where resuming once
   does, down to the bytes of the checkpoint files.
 - `two_resumers`: two processes resume one run at the same moment; with the run lock exactly one
-  proceeds, without it (opt-in, for the lesson) both do, and the log forks.
+  proceeds, without it (opt-in, for this experiment) both do, and the log forks.
+- `paused_holder` / `inherited_lock`: what the run lock (a `flock`) does when its holder is paused
+  (it still excludes everyone) and when its holder dies while a forked child still holds the
+  descriptor (the lock outlives the holder until the child ends too).
 - `disk_full_sweep` / `fsync_failure_sweep`: the k-th write (or fsync) fails, for every k; the worker
   must stop with a clear message, lose nothing the tracker acknowledged, and finish on the next
   resume.
 - `power_loss_sweep`: the disk states a power cut may leave (`bughunt.powerloss`), each recovered
   and checked three ways.
-- `planted_bugs`: a worker built with one known bug at a time; does the right sweep catch it?
+- `planted_bugs`: the worker's own code with one known bug at a time (a mutant: one line changed in
+  a copy of the source); does the right sweep catch it, and what does the conformance suite say?
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import random
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,14 +35,15 @@ from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (crash_and_resume, crash_points, default_workers, outcome,
-                         run_crash_jobs, run_worker, work_dir, worker_command)
+from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers, forget,
+                         outcome, run_crash_jobs, run_worker, spawn, work_dir, worker_command)
+from .instruments import mutants
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Tracker, read_reports
 from .worker import RECOVERY_POINTS
 
-#: The lesson's safe configuration: event log, intents, idempotency key, atomic writes.
+#: The source text's safe configuration: event log, intents, idempotency key, atomic writes.
 SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
 CHECKPOINT_FILES = (CONFIG_FILE, LOG_FILE, SNAPSHOT_FILE)
 
@@ -72,18 +79,18 @@ def chain_pairs(config: RunConfig) -> list[tuple[CrashPoint, str]]:
 
 
 def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Path, *,
-                 extra: tuple[str, ...] = ()) -> dict:
+                 code: Path | None = None) -> dict:
     """Crash at `first`, crash the resume at `second`, resume again, then once more for nothing."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     flag = (["--crash-in-recovery", second] if second in RECOVERY_POINTS
             else ["--crash-at", second])
-    r1 = run_worker(run_dir, config, crash_at=first, extra=extra)
-    r2 = run_worker(run_dir, config, extra=(*extra, *flag))
-    r3 = run_worker(run_dir, config, extra=extra)
+    r1 = run_worker(run_dir, config, crash_at=first, code=code)
+    r2 = run_worker(run_dir, config, extra=tuple(flag), code=code)
+    r3 = run_worker(run_dir, config, code=code)
     report = json.loads(r3.stdout) if r3.returncode == 0 else None
     before = checkpoint_digest(run_dir)
-    r4 = run_worker(run_dir, config, extra=extra)          # resuming a finished run: a no-op
+    r4 = run_worker(run_dir, config, code=code)          # resuming a finished run: a no-op
     record = {"first": first.index, "first_point": first.name, "first_page": first.page,
               "first_label": first.label,
               "second": second, "second_killed": r2.returncode == -signal.SIGKILL,
@@ -97,7 +104,7 @@ def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Pat
 
 
 def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = None,
-                progress=None, extra: tuple[str, ...] = ()) -> list[dict]:
+                progress=None, code: Path | None = None) -> list[dict]:
     """Every (first crash, second crash) pair, plus the single-crash reference for each first point.
 
     `same_as_single` compares the final state with a single crash+resume at the same first point.
@@ -114,9 +121,9 @@ def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = N
 
     with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         singles = {p.index: pool.submit(crash_and_resume, config, p, base / f"single-{p.index:03d}",
-                                        extra=extra) for p in firsts}
+                                        code=code) for p in firsts}
         chains = [pool.submit(chain_record, config, p, j, base / f"chain-{p.index:03d}-{j}",
-                              extra=extra) for p, j in pairs]
+                              code=code) for p, j in pairs]
         for f in [*singles.values(), *chains]:
             f.add_done_callback(lambda _: tick())
         reference = {i: f.result()["final_state"] for i, f in singles.items()}
@@ -149,11 +156,11 @@ def chain_summary(records: list[dict]) -> dict:
 
 # --- two resumers --------------------------------------------------------------------------------
 
-def _start_paused(run_dir: Path, config: RunConfig, pause_at: str, extra) -> subprocess.Popen:
-    return subprocess.Popen(worker_command(run_dir, config, "--json", "--pause-at", pause_at,
-                                           *extra),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def _start_paused(run_dir: Path, config: RunConfig, pause_at: str,
+                  code: Path | None) -> subprocess.Popen:
+    return spawn(worker_command(run_dir, config, "--json", "--pause-at", pause_at),
+                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                 env=None if code is None else mutants.env(code))
 
 
 def _wait_paused_or_exited(procs: list[subprocess.Popen], timeout: float = 60) -> dict:
@@ -179,17 +186,21 @@ def _wait_paused_or_exited(procs: list[subprocess.Popen], timeout: float = 60) -
 
 
 def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, lock: bool = True,
-                       extra: tuple[str, ...] = ()) -> dict:
-    """Crash a run at `first`; start two resumers at the same moment; let them race; judge."""
+                       code: Path | None = None) -> dict:
+    """Crash a run at `first`; start two resumers at the same moment; let them race; judge.
+
+    Without the lock (`lock=False`) the resumers run the no-lock mutant: the worker's own code
+    with the one line that takes the run lock removed (`instruments.mutants`)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    run_worker(run_dir, config, crash_at=first, extra=extra)
+    if not lock:
+        code = mutants.code_dir("no-lock")
+    run_worker(run_dir, config, crash_at=first, code=code)
     # Both pause at the first point a resume reaches, so that the winner holds the run while the
     # other tries to take it: no sleep decides the outcome.
     next_page = rebuild_from_disk(run_dir, config).state["next_page"]
     pause = next(p.name for p in crash_points(config) if p.page == next_page)
-    flags = (*extra, *(() if lock else ("--no-lock",)))
-    procs = [_start_paused(run_dir, config, pause, flags) for _ in range(2)]
+    procs = [_start_paused(run_dir, config, pause, code) for _ in range(2)]
     try:
         seen = _wait_paused_or_exited(procs)
         outs = []
@@ -205,6 +216,7 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            forget(p)
     codes = [c for c, _ in outs]
     states = [json.loads(o)["state"] for c, o in outs if c == 0 and o.strip()]
     lines = (run_dir / LOG_FILE).read_bytes().splitlines() if (run_dir / LOG_FILE).exists() else []
@@ -227,7 +239,7 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
 
 
 def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, lock: bool = True,
-                 workers: int | None = None, progress=None, extra: tuple[str, ...] = ()):
+                 workers: int | None = None, progress=None, code: Path | None = None):
     """`trials` races, each after a crash at a seeded random point (pause points differ with it)."""
     rng = random.Random(seed)
     # the resume must have work left: no first crash after the last page's commit
@@ -237,12 +249,98 @@ def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, l
     out = []
     with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         futures = [pool.submit(two_resumers_trial, config, f, base / f"race-{i:03d}", lock=lock,
-                               extra=extra) for i, f in enumerate(firsts)]
+                               code=code) for i, f in enumerate(firsts)]
         for i, f in enumerate(futures, 1):
             out.append({"trial": i, **f.result()})
             if progress:
                 progress(i, trials)
     return out
+
+
+# --- what the run lock does, and does not do ------------------------------------------------------
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def paused_holder(config: RunConfig = SAFE, run_dir: Path | None = None,
+                  pause_at: str = "p2.after_visit") -> dict:
+    """A worker holding the run is stopped with SIGSTOP (as a long GC pause or a frozen VM would stop
+    it); a second worker tries the run. A flock belongs to the open file, not to a running thread:
+    a stopped process still holds it, so the second worker is refused. Then the holder is let go.
+    """
+    with work_dir(run_dir) as base:
+        d = Path(base) / "paused"
+        holder = PausedWorker(d, config, pause_at=pause_at)
+        try:
+            holder.proc.send_signal(signal.SIGSTOP)
+            second = run_worker(d, config)
+            holder.proc.send_signal(signal.SIGCONT)
+            report = holder.release()
+        finally:
+            if holder.proc.poll() is None:
+                holder.proc.send_signal(signal.SIGCONT)
+                holder.kill()
+    return {"holder": f"stopped with SIGSTOP at {pause_at}",
+            "second worker exit": second.returncode,
+            "second worker says": _last_line(second.stderr),
+            "holder, after SIGCONT": f"exit 0, {report['state']['next_page'] - 1} pages done"}
+
+
+#: A process that takes the run lock the worker's way, forks a child that inherits the descriptor
+#: (as `os.fork`, or `multiprocessing` with the fork start method, does), reports the child's pid on
+#: stdout, and waits. The child lives until its stdin closes.
+LOCK_HOLDER = """\
+import os, sys
+from pathlib import Path
+from bughunt.worker import acquire_run_lock
+fd = acquire_run_lock(Path(sys.argv[1]))
+child = os.fork()
+if child == 0:
+    sys.stdin.read()
+    os._exit(0)
+print(child, flush=True)
+sys.stdin.read()
+"""
+
+
+def inherited_lock(config: RunConfig = SAFE, run_dir: Path | None = None) -> dict:
+    """The lock's holder forks a child, then dies by SIGKILL; a worker tries the run while the child
+    lives, and again once it has ended.
+
+    flock(2): the lock belongs to the open file description, which fork shares with the child, and
+    "is released either by an explicit LOCK_UN operation on any of these duplicate file
+    descriptors, or when all such file descriptors have been closed". So the holder's death alone
+    does not free the run. (Python's `subprocess` closes the descriptor in the program it starts,
+    since descriptors are non-inheritable by default; a plain fork keeps it.)
+    """
+    with work_dir(run_dir) as base:
+        d = Path(base) / "inherited"
+        d.mkdir(parents=True)
+        holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(d)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            line = holder.stdout.readline()       # the lock is held and the child forked
+            if not line.strip().isdigit():
+                raise RuntimeError(f"the lock holder did not start: {holder.stderr.read()}")
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+            while_child = run_worker(d, config)
+            holder.stdin.close()                  # the child reads EOF and ends...
+            holder.stdout.read()                  # ...and its end closes the last copy of stdout
+            after_child = run_worker(d, config)
+        finally:
+            if holder.stdin and not holder.stdin.closed:
+                holder.stdin.close()
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+    return {"holder": f"killed by signal {-holder.returncode} after forking a child",
+            "worker while the child lives: exit": while_child.returncode,
+            "it says": _last_line(while_child.stderr),
+            "worker after the child ended: exit": after_child.returncode}
 
 
 # --- disk full, failed fsync ---------------------------------------------------------------------
@@ -316,18 +414,18 @@ class Variant:
 
     name: str
     config: RunConfig
-    bugs: tuple[str, ...] = ()
+    mutant: str | None = None          # run a planted bug (instruments.mutants), not the real code
 
     @property
-    def extra(self) -> tuple[str, ...]:
-        return tuple(x for b in self.bugs for x in ("--plant-bug", b))
+    def code(self) -> Path | None:
+        return None if self.mutant is None else mutants.code_dir(self.mutant)
 
 
 POWER_VARIANTS = [
     Variant("snapshot, atomic, fsync always (+ dir fsync)",
             RunConfig(store="snapshot", intent=False, fsync="always", pages=6)),
     Variant("snapshot, atomic, fsync always, no dir fsync",
-            RunConfig(store="snapshot", intent=False, fsync="always", pages=6), ("no-dir-fsync",)),
+            RunConfig(store="snapshot", intent=False, fsync="always", pages=6), "no-dir-fsync"),
     Variant("snapshot, atomic, fsync never",
             RunConfig(store="snapshot", intent=False, fsync="never", pages=6)),
     Variant("snapshot, torn (in place), fsync always",
@@ -351,7 +449,7 @@ def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
         refused = None
     except StoreDamage as e:
         done, refused = 0, str(e).split(": ", 1)[-1]
-    resumed = run_worker(run_dir, variant.config, extra=variant.extra)
+    resumed = run_worker(run_dir, variant.config, code=variant.code)
     report = json.loads(resumed.stdout) if resumed.returncode == 0 else None
     final = outcome(run_dir, variant.config, report)
     return {"cut": state.cut, "choice": state.choice, "committed_pages": committed,
@@ -366,7 +464,8 @@ def power_loss_sweep(variant: Variant, *, samples_per_cut: int = 3, seed: int = 
                      workers: int | None = None, progress=None) -> list[dict]:
     """Journal one clean run of `variant`, build every power-cut state, recover and check each."""
     with work_dir() as base:
-        proc = run_worker(base / "journaled", variant.config, extra=(*variant.extra, "--io-trace"))
+        proc = run_worker(base / "journaled", variant.config, extra=("--io-trace",),
+                          code=variant.code)
         if proc.returncode != 0:
             raise RuntimeError(f"journaled run failed: {proc.stderr.strip()}")
         journal = read_journal(base / "journaled" / "io.jsonl")
@@ -393,38 +492,23 @@ def power_summary(records: list[dict]) -> dict:
 
 # --- planted bugs --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PlantedBug:
-    bug: str
-    sweep: str            # which of the lab's checks should catch it
-    description: str
-
-
-PLANTED = [
-    PlantedBug("no-fsync", "power loss: snapshot, atomic, fsync always",
-               "the fsync calls are dropped"),
-    PlantedBug("no-dir-fsync", "power loss: snapshot, atomic, fsync always",
-               "the directory is not fsynced after a rename"),
-    PlantedBug("submit-before-intent", "crash sweep: at most once (intents, pending abort, no key)",
-               "the report is filed before its intent is recorded"),
-    PlantedBug("no-key", "crash sweep: the safe configuration",
-               "reports are filed without the idempotency key"),
-    PlantedBug("repair-not-idempotent", "resume twice: torn log, crash in the commit",
-               "the newline repair appends even when the log already ends with a newline"),
-    PlantedBug("no-lock", "two resumers at once", "the run lock is not taken"),
-]
-
-
-def _bug_flags(bug: str | None) -> tuple[str, ...]:
-    return ("--plant-bug", bug) if bug else ()
+#: Which of the lab's checks each planted bug (`instruments.mutants`) is meant to meet.
+CHECKS = {
+    "no-fsync": "power loss: snapshot, atomic, fsync always",
+    "no-dir-fsync": "power loss: snapshot, atomic, fsync always",
+    "submit-before-intent": "crash sweep: at most once (intents, pending abort, no key)",
+    "no-key": "crash sweep: the safe configuration",
+    "repair-not-idempotent": "resume twice: torn log, crash in the commit",
+    "no-lock": "two resumers at once",
+}
 
 
 def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
-    """Run the check that targets `bug` (None: the correct worker); return the failures it finds."""
-    extra = _bug_flags(bug)
+    """Run the check that targets `bug` (None: the real code); return the failures it finds."""
+    code = None if bug is None else mutants.code_dir(bug)
     if check.startswith("power loss"):
         cfg = RunConfig(store="snapshot", intent=False, fsync="always", pages=pages)
-        recs = power_loss_sweep(Variant("check", cfg, (bug,) if bug else ()), samples_per_cut=1)
+        recs = power_loss_sweep(Variant("check", cfg, bug), samples_per_cut=1)
         return sum(r["committed_pages_lost"] > 0 for r in recs)
     if check.startswith("crash sweep: at most once"):
         cfg = RunConfig(store="log", intent=True, idempotency_key=False, pending="abort",
@@ -434,29 +518,44 @@ def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
     if check.startswith("crash sweep"):
         with work_dir() as base:
             recs = run_crash_jobs([("bug", cfg, p) for p in crash_points(cfg)], base,
-                                  measure=functools.partial(crash_and_resume, extra=extra))
+                                  measure=functools.partial(crash_and_resume, code=code))
         return sum(r["duplicate_reports"] > 0 for r in recs)
     if check.startswith("resume twice"):
         cfg = SAFE.replace(write_mode="torn", pages=pages)
         pairs = [(p, "after_repair") for p in crash_points(cfg) if p.label == "mid_commit"]
-        recs = chain_sweep(cfg, pairs=pairs, extra=extra)
+        recs = chain_sweep(cfg, pairs=pairs, code=code)
         return sum(r["noop_resume_changed_files"] for r in recs)
     if check.startswith("two resumers"):
-        recs = two_resumers(SAFE.replace(pages=pages), trials=4, extra=extra)
+        recs = two_resumers(SAFE.replace(pages=pages), trials=4, code=code)
         return sum(not r["exactly_one"] for r in recs)
     raise ValueError(f"unknown check {check!r}")
 
 
+def suite_verdict(bug: str | None) -> str:
+    """What the conformance suite says about the code with `bug`: the store rules it breaks, or
+    that it is not a store bug (then only a sweep of real processes can catch it)."""
+    package = importlib.import_module("bughunt") if bug is None else mutants.load(bug)
+    suite = importlib.import_module(package.__name__ + ".conformance")
+    config = importlib.import_module(package.__name__ + ".config").RunConfig
+    broken = []
+    for store in ("snapshot", "log"):
+        broken += [r for r in suite.conform(config(store=store, fsync="always")).broken()
+                   if r not in broken]
+    return ", ".join(broken) if broken else "no store rule broken"
+
+
 def planted_bugs(*, pages: int = 4, progress=None) -> list[dict]:
-    """Each planted bug against the check meant to catch it, and the correct worker as a control."""
+    """Each planted bug against the check meant to catch it, and the real code as a control;
+    beside it, the conformance suite's verdict on the same code."""
     out = []
-    for i, pb in enumerate(PLANTED, 1):
-        control = detect(pb.sweep, None, pages=pages)
-        with_bug = detect(pb.sweep, pb.bug, pages=pages)
-        out.append({"bug": pb.bug, "what it does": pb.description, "caught by": pb.sweep,
+    for i, (bug, check) in enumerate(CHECKS.items(), 1):
+        control = detect(check, None, pages=pages)
+        with_bug = detect(check, bug, pages=pages)
+        out.append({"bug": bug, "what it does": mutants.MUTANTS[bug].bug, "caught by": check,
                     "failures, correct worker": control, "failures, with the bug": with_bug,
-                    "caught": control == 0 and with_bug > 0})
+                    "caught": control == 0 and with_bug > 0,
+                    "conformance suite": suite_verdict(bug)})
         if progress:
-            progress(i, len(PLANTED))
+            progress(i, len(CHECKS))
     return out
 

@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 
-LINE = b"page 7 done\n"          # 12 bytes, the lesson's measured line length
+LINE = b"page 7 done\n"          # 12 bytes, the source text's measured line length
 HOWS = ("write", "flush", "fsync", "os-write")
 
 
@@ -39,7 +39,7 @@ def write_then_die(path: str, how: str = "write", lines: int = 1) -> None:
         for _ in range(lines):
             os.write(fd, LINE)
     else:
-        # Python's buffered text file, as the lesson used. The buffer size is fixed at the usual
+        # Python's buffered text file, as the source text used. The buffer size is fixed at the usual
         # default (8 KiB) instead of following the file system's block size, so that what a kill
         # leaves behind is the same on every machine.
         f = open(path, "w", encoding="ascii", buffering=8192)

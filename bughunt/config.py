@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,12 @@ CONFIG_FILE = "config.json"
 
 
 MAX_PAGES = 1_000_000          # a bound, so that a typo cannot ask for a billion pages
+_STORE_FILE = re.compile(r"^.+\.py:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_store_file(spec: str) -> bool:
+    """A learner's store: `path/to/module.py:ClassName`."""
+    return bool(_STORE_FILE.match(spec))
 
 
 class ConfigError(ValueError):
@@ -39,8 +46,6 @@ class ConfigError(ValueError):
 
 def reason_as_flags(text: str) -> str:
     """A reason that mentions other fields (`store`), said with their flags (`--store`)."""
-    import re
-
     names = "|".join(f.name for f in dataclasses.fields(RunConfig))
     return re.sub(rf"`({names})`", lambda m: "--" + m.group(1).replace("_", "-"), text)
 
@@ -69,8 +74,12 @@ class RunConfig:
             ok = type(value) is int and low <= value <= high
             return field, ok, f"must be a whole number from {low} to {high}, not {value!r}"
 
+        custom = isinstance(self.store, str) and is_store_file(self.store)
         checks = [
-            one_of("store", STORES), one_of("granularity", GRANULARITIES),
+            ("store", self.store in STORES or custom,
+             f"must be one of {', '.join(STORES)}, or FILE.py:Class (your own store), not "
+             f"{self.store!r}"),
+            one_of("granularity", GRANULARITIES),
             one_of("write_mode", WRITE_MODES), one_of("fsync", FSYNC_POLICIES),
             one_of("pending", PENDING_POLICIES),
             whole("pages", 1, MAX_PAGES), whole("snapshot_every", 0, MAX_PAGES),
@@ -81,7 +90,7 @@ class RunConfig:
             ("task_id", isinstance(self.task_id, str) and 0 < len(self.task_id) <= 100
              and self.task_id.isprintable(), f"must be a short printable name, not "
                                              f"{self.task_id!r}"),
-            ("snapshot_every", self.snapshot_every == 0 or self.store == "log",
+            ("snapshot_every", self.snapshot_every == 0 or self.store == "log" or custom,
              "applies only when `store` is log (the snapshot store snapshots every page)"),
             ("granularity", self.granularity == "page" or self.store == "snapshot",
              "op applies only when `store` is snapshot"),
@@ -126,6 +135,13 @@ class RunConfig:
         ]
 
 
+def _store(value: str) -> str:
+    if value in STORES or is_store_file(value):
+        return value
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(STORES)}, or FILE.py:Class, "
+                                     f"got {value!r}")
+
+
 def _on_off(value: str) -> bool:
     if value not in ("on", "off"):
         raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
@@ -167,8 +183,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The configuration flags, shared by `run`, `points`, `sweep` and `kill-random`."""
     d = RunConfig()
     g = parser.add_argument_group("checkpoint design")
-    g.add_argument("--store", choices=STORES, default=d.store,
-                   help="where progress is kept: nothing, a snapshot file, or an event log")
+    g.add_argument("--store", type=_store, default=d.store, metavar="{none,snapshot,log,FILE.py:Class}",
+                   help="where progress is kept: nothing, a snapshot file, an event log, or your "
+                        "own store class (see bughunt/stores/contract.py)")
     g.add_argument("--snapshot-every", type=_count, default=d.snapshot_every, metavar="N",
                    help="log store: also write a snapshot every N pages (0 = pure log)")
     g.add_argument("--granularity", choices=GRANULARITIES, default=d.granularity,

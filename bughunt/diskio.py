@@ -6,7 +6,13 @@ snapshot, fsync, rename, directory fsync, removing a stale temp file. That singl
 - where a write is torn on purpose (write mode `torn` / `no-newline`) and the mid-commit crash
   point fires between the two halves, or between a snapshot's temp file and its rename;
 - where every checkpoint write is timed (nanoseconds, per kind), which lesson 6 plots;
-- where later lessons plug in a disk that fills up or loses power: they wrap these few methods.
+- where the fsync policy is applied, and where a new file's directory entry is made durable.
+
+Underneath, the door makes its system calls through a `Files` object, one method per call
+(open, write, fsync, close, rename, directory fsync, unlink), like SQLite's VFS. The lab's
+instruments plug in there, from outside this module, without a switch in the code a learner
+reads: a journal of every operation for the power-loss simulation, a disk that fills up or an
+fsync that fails (`bughunt.instruments`).
 
 The door writes with `os.write` on raw descriptors. There is no user-space buffer, so every byte a
 method has written is in the kernel's page cache when it returns: that survives `kill -9`. Only
@@ -15,20 +21,13 @@ method has written is in the kernel's page cache when it returns: that survives 
 
 from __future__ import annotations
 
-import base64
-import errno
-import json
 import os
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 Hook = Callable[[], None]
-
-#: Bugs a lesson-8 worker can be built with on purpose, one at a time, to prove the sweeps catch them.
-DOOR_BUGS = ("no-fsync", "no-dir-fsync")
 
 
 def _nothing() -> None:
@@ -40,123 +39,37 @@ class FsyncError(OSError):
     a retry that succeeds proves nothing (PostgreSQL's "fsyncgate", 2018)."""
 
 
-@dataclass(frozen=True)
-class Faults:
-    """Failures to inject, for the disk-full lesson: the k-th write or the k-th fsync fails.
+class Files:
+    """The system calls the door makes, one method each: the seam instruments plug into.
 
-    A failing write first writes half its bytes (a short write), as a full disk does, then raises.
+    Errors name the file: `OSError.filename` is the full path of the file involved.
     """
 
-    fail_write: int | None = None
-    write_errno: int = errno.ENOSPC
-    fail_fsync: int | None = None
+    def open(self, path: Path, flags: int) -> int:
+        return os.open(path, flags, 0o644)
 
-
-class Door:
-    """The agent's disk, as the checkpoint stores see it.
-
-    `fsync` is the policy: "always" fsyncs each checkpoint write (and the directory after a rename
-    or after creating a file), "never" stops at the kernel hand-off.
-
-    `journal`, if given, is a file where every operation is recorded as it happens (create, trunc,
-    write with its bytes, fsync, rename, directory fsync, unlink), for the power-loss simulation of
-    lesson 8; `faults` injects failures; `bugs` plants one of DOOR_BUGS.
-    """
-
-    def __init__(self, fsync: str = "never", clock: Callable[[], int] = time.perf_counter_ns, *,
-                 faults: Faults | None = None, journal: Path | None = None,
-                 bugs: frozenset[str] = frozenset()):
-        self.fsync_always = fsync == "always"
-        self._clock = clock
-        #: checkpoint write latencies in ns, by kind ("append", "snapshot", ...)
-        self.latencies_ns: dict[str, list[int]] = defaultdict(list)
-        self.faults = faults or Faults()
-        self.bugs = frozenset(bugs)
-        self.writes = 0          # write() calls so far
-        self.fsyncs = 0          # fsync() calls so far, files and directories
-        self._names: dict[int, str] = {}      # fd -> file name, for the journal
-        self._paths: dict[int, str] = {}      # fd -> full path, for error messages
-        self._append_fds: set[int] = set()
-        self._journal_fd = (os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                            if journal is not None else None)
-
-    # --- the syscalls, one method each, so a simulation can wrap exactly these -----------------
-
-    def _record(self, **op) -> None:
-        if self._journal_fd is not None:
-            os.write(self._journal_fd, (json.dumps(op) + "\n").encode())
-
-    def mark(self, **what) -> None:
-        """Note a moment of the run in the journal (a report filed, a page committed)."""
-        self._record(op="mark", **what)
-
-    def _open(self, path: Path, flags: int) -> tuple[int, bool]:
-        """Open `path`; returns the descriptor and whether the file was created."""
-        existed = os.path.exists(path)
-        fd = os.open(path, flags, 0o644)
-        self._names[fd] = path.name
-        self._paths[fd] = str(path)
-        if flags & os.O_APPEND:
-            self._append_fds.add(fd)
-        if not existed:
-            self._record(op="create", path=path.name)
-        elif flags & os.O_TRUNC:
-            self._record(op="trunc", path=path.name)
-        return fd, not existed
-
-    def _write(self, fd: int, data: bytes) -> None:
-        self.writes += 1
-        if self.writes == self.faults.fail_write:
-            self._write_all(fd, data[:len(data) // 2])
-            code = self.faults.write_errno
-            raise OSError(code, f"{os.strerror(code)} (injected at write {self.writes})",
-                          self._paths.get(fd))
-        self._write_all(fd, data)
-
-    def _write_all(self, fd: int, data: bytes) -> None:
-        if self._journal_fd is not None and data:
-            offset = (os.fstat(fd).st_size if fd in self._append_fds
-                      else os.lseek(fd, 0, os.SEEK_CUR))
-            self._record(op="write", path=self._names.get(fd), offset=offset,
-                         data=base64.b64encode(data).decode())
+    def write(self, fd: int, data: bytes, path: str) -> None:
+        """All of `data`; a short write (rare on a regular file, but legal) is continued."""
         try:
-            n = os.write(fd, data)
-            if n < len(data):              # a short write: rare on a regular file, but legal
-                view = memoryview(data)[n:]
-                while view:
-                    view = view[os.write(fd, view):]
-        except OSError as e:               # os.write names no file: say which one
-            raise OSError(e.errno, e.strerror, self._paths.get(fd)) from None
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:           # os.write names no file: say which one
+            raise OSError(e.errno, e.strerror, path) from None
 
-    def _count_fsync(self, what: str) -> None:
-        self.fsyncs += 1
-        if self.fsyncs == self.faults.fail_fsync:
-            raise FsyncError(errno.EIO, f"I/O error (injected at fsync {self.fsyncs})", what)
-
-    def _fsync(self, fd: int) -> None:
-        if "no-fsync" in self.bugs:
-            return
-        self._count_fsync(self._paths.get(fd, "?"))
+    def fsync(self, fd: int, path: str) -> None:
         try:
             os.fsync(fd)
         except OSError as e:
-            raise FsyncError(e.errno, e.strerror, self._paths.get(fd)) from None
-        self._record(op="fsync", path=self._names.get(fd))
+            raise FsyncError(e.errno, e.strerror, path) from None
 
-    def _close(self, fd: int) -> None:
-        self._names.pop(fd, None)
-        self._paths.pop(fd, None)
-        self._append_fds.discard(fd)
+    def close(self, fd: int) -> None:
         os.close(fd)
 
-    def _replace(self, src: Path, dst: Path) -> None:
+    def rename(self, src: Path, dst: Path) -> None:
         os.replace(src, dst)
-        self._record(op="rename", src=src.name, dst=dst.name)
 
-    def _fsync_dir(self, directory: Path) -> None:
-        if "no-fsync" in self.bugs or "no-dir-fsync" in self.bugs:
-            return
-        self._count_fsync(str(directory))
+    def fsync_dir(self, directory: Path) -> None:
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -164,7 +77,62 @@ class Door:
             raise FsyncError(e.errno, e.strerror, str(directory)) from None
         finally:
             os.close(fd)
-        self._record(op="fsync_dir")
+
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
+
+    def mark(self, what: dict) -> None:
+        """A moment of the run (a report filed, a page committed): nothing to do on a real disk;
+        a journal records it."""
+
+
+class Door:
+    """The agent's disk, as the checkpoint stores see it.
+
+    `fsync` is the policy: "always" fsyncs each checkpoint write (and the directory after a rename
+    or after creating a file), "never" stops at the kernel hand-off. `files` are the system calls
+    underneath (`Files()`, or an instrument wrapping it).
+    """
+
+    def __init__(self, fsync: str = "never", clock: Callable[[], int] = time.perf_counter_ns, *,
+                 files: Files | None = None):
+        self.fsync_always = fsync == "always"
+        self._clock = clock
+        self.files = files or Files()
+        #: checkpoint write latencies in ns, by kind ("append", "snapshot", ...)
+        self.latencies_ns: dict[str, list[int]] = defaultdict(list)
+        self.writes = 0          # write() calls so far
+        self.fsyncs = 0          # fsync() calls so far, files and directories
+        self._paths: dict[int, str] = {}
+
+    def mark(self, **what) -> None:
+        """Note a moment of the run (for a journal, if one is plugged in)."""
+        self.files.mark(what)
+
+    # --- the system calls, counted ---------------------------------------------------------------
+
+    def _open(self, path: Path, flags: int) -> tuple[int, bool]:
+        """Open `path`; returns the descriptor and whether the file was created."""
+        existed = os.path.exists(path)
+        fd = self.files.open(path, flags)
+        self._paths[fd] = str(path)
+        return fd, not existed
+
+    def _write(self, fd: int, data: bytes) -> None:
+        self.writes += 1
+        self.files.write(fd, data, self._paths.get(fd, "?"))
+
+    def _fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        self.files.fsync(fd, self._paths.get(fd, "?"))
+
+    def _fsync_dir(self, directory: Path) -> None:
+        self.fsyncs += 1
+        self.files.fsync_dir(directory)
+
+    def _close(self, fd: int) -> None:
+        self._paths.pop(fd, None)
+        self.files.close(fd)
 
     # --- what the stores call -------------------------------------------------------------------
 
@@ -172,7 +140,7 @@ class Door:
         """Open (creating if needed) a file for appending; returns the descriptor.
 
         A new file's name lives in its directory: with fsync on, the directory is fsynced too, or a
-        power cut could lose the whole file however often its contents were fsynced.
+        power cut could lose the whole file however often its contents were fsynced (fsync(2)).
         """
         fd, created = self._open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if created and self.fsync_always:
@@ -187,10 +155,15 @@ class Door:
         """Append `data` to the file behind `fd`.
 
         Not torn: one `write()` of the whole record, and the mid-commit point fires before it, so a
-        kill there leaves no byte of the record on disk. (SIGKILL cannot split a small write into a
-        regular file: the kernel copies it into the page cache before the signal is acted on.)
+        kill there leaves no byte of the record on disk. One `write()` is not atomic against
+        SIGKILL, though: Linux copies a buffered write into the page cache one memory page (4 KiB)
+        at a time and stops between pages when a fatal signal is pending (`generic_perform_write`
+        in mm/filemap.c, the loop ext4 uses), so a record that straddles a page boundary of the
+        file can, rarely, be cut there and leave its first part on disk.
+
         Torn: the first half is written, the mid-commit point fires, then the rest, which is how a
-        record split across several writes by a buffer looks after a kill.
+        record split across several writes by a buffer, or cut at a page boundary, looks after a
+        kill.
         """
         t0 = self._clock()
         if torn:
@@ -229,7 +202,7 @@ class Door:
         finally:
             self._close(fd)
         mid()
-        self._replace(tmp, path)
+        self.files.rename(tmp, path)
         if sync:
             self._fsync_dir(path.parent)
         self.latencies_ns[kind].append(self._clock() - t0)
@@ -259,7 +232,6 @@ class Door:
 
     def remove(self, path: Path) -> None:
         """Remove a file (a stale temp file left by a kill between write and rename)."""
-        os.unlink(path)
-        self._record(op="unlink", path=path.name)
+        self.files.unlink(path)
         if self.fsync_always:
             self._fsync_dir(path.parent)

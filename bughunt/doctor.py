@@ -1,8 +1,10 @@
 """`python -m bughunt doctor`: can this machine and this folder run the lab?
 
 The lab needs POSIX behaviour that some machines and file systems do not give: SIGKILL, fsync of a
-file and of a directory, an atomic rename, and flock. Each check tries the real thing in the lab's
-folder and says what to do when it fails.
+file and of a directory, rename over an existing file, and flock. Each check tries the real thing in
+the lab's folder, says exactly what it tried, and says what to do when it fails. It also reports
+what the lab's fsync timings will be measured on (`storage`): the file system, the block device and
+whether that device reports a volatile write cache, and whether this machine runs under a hypervisor.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+PROC_MOUNTS = Path("/proc/mounts")
+SYS_DEV_BLOCK = Path("/sys/dev/block")
+CPUINFO = Path("/proc/cpuinfo")
 
 PACKAGES = ["bughunt", "pandas", "matplotlib", "ipywidgets", "jupyterlab", "jupyterlab_widgets",
             "nbval", "pytest", "tqdm", "jupytext"]
@@ -92,6 +98,7 @@ def check_folder(folder: Path) -> list[Check]:
             f.write(b"bughunt\n")
             f.flush()
             os.fsync(f.fileno())
+        return "fsync returned without error (whether the device really stored it, no test can see)"
 
     def rename():
         with tempfile.TemporaryDirectory(dir=folder) as d:
@@ -101,6 +108,12 @@ def check_folder(folder: Path) -> list[Check]:
             os.replace(a, b)
             if b.read_bytes() != b"new" or a.exists():
                 raise OSError("os.replace did not replace the file")
+        # What this shows, and what it cannot: a crash in the middle of a rename, or a reader racing
+        # it, cannot be staged from here; atomicity is what POSIX rename(2) promises, durability
+        # needs the directory fsync checked next.
+        return ("os.replace put a new file in place of an existing one (the old name now holds the "
+                "new bytes, the temp name is gone); atomicity under a crash is rename(2)'s promise, "
+                "not tested here")
 
     def fsync_dir():
         fd = os.open(folder, os.O_RDONLY)
@@ -108,6 +121,7 @@ def check_folder(folder: Path) -> list[Check]:
             os.fsync(fd)
         finally:
             os.close(fd)
+        return "fsync on the folder's own descriptor returned without error"
 
     def flock():
         with tempfile.NamedTemporaryFile(dir=folder) as f, open(f.name, "rb") as g:
@@ -128,11 +142,104 @@ def check_folder(folder: Path) -> list[Check]:
 
     return [
         _try("fsync a file in the lab's folder", fsync_file, fix_fs),
-        _try("atomic rename (os.replace)", rename, fix_fs),
+        _try("rename over an existing file (os.replace)", rename, fix_fs),
         _try("fsync the folder itself", fsync_dir, fix_fs),
         _try("flock (one writer per run)", flock, fix_fs),
         _try("SIGKILL a child process", sigkill, "the lab needs to kill its own child processes"),
     ]
+
+
+# --- what an fsync timing on this machine measures ----------------------------------------------
+
+@dataclass(frozen=True)
+class Storage:
+    """Where the lab's writes in a folder land, as far as this machine says (None: cannot tell).
+
+    An fsync's cost and meaning depend on all three: a file system in memory has no disk to wait for;
+    a device with a volatile write cache acknowledges writes held in its cache, so Linux follows the
+    data with a cache-flush command (or a FUA write) when fsync asks for durability; and a virtual
+    disk passes that flush to a hypervisor, whose own settings decide whether it reaches a platter.
+    """
+
+    file_system: str              # "ext4", "tmpfs", "apfs", ... or "unknown"
+    device: str | None            # the block device's name ("vda", "nvme0n1")
+    virtual_disk: bool | None     # a virtio / Xen / Hyper-V device: a disk emulated by a hypervisor
+    write_cache: str | None       # "write back" (volatile cache) or "write through", as Linux reports
+    hypervisor: bool | None       # the CPU reports running under a hypervisor
+
+    def describe(self) -> str:
+        """One sentence on what was found, saying "unknown" where the machine does not tell."""
+        disk = self.device or "an unknown device"
+        if self.virtual_disk:
+            disk += " (a virtual disk)"
+        cache = {"write back": "reports a volatile write cache (write back)",
+                 "write through": "reports no volatile write cache (write through)"}.get(
+                     self.write_cache or "", "does not say whether it has a write cache")
+        vm = {True: "runs under a hypervisor", False: "reports no hypervisor",
+              None: "does not say whether it runs under a hypervisor"}[self.hypervisor]
+        return f"{self.file_system} on {disk}, which {cache}; this machine {vm}"
+
+
+def file_system(path: Path, mounts: Path = PROC_MOUNTS) -> str:
+    """The type of the file system holding `path` ("ext4", "tmpfs", ...), from /proc/mounts.
+
+    "unknown" where there is no /proc (macOS). Matters because on a file system in memory (tmpfs)
+    fsync has no disk to wait for, and the latency figures would say fsync is free.
+    """
+    try:
+        lines = [line.split() for line in Path(mounts).read_text().splitlines()]
+    except OSError:
+        return "unknown"
+    target = str(Path(path).resolve())
+    best = ("", "unknown")
+    for fields in lines:
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, fields[2])
+    return best[1]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def storage(path: Path, sys_dev_block: Path = SYS_DEV_BLOCK, cpuinfo: Path = CPUINFO,
+            mounts: Path = PROC_MOUNTS) -> Storage:
+    """What the writes in `path` go to, read from Linux's /sys and /proc (macOS: mostly None)."""
+    st = os.stat(path)
+    node = Path(sys_dev_block) / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    device = write_cache = virtual = None
+    if node.exists():
+        real = node.resolve()
+        # a partition's queue settings live on its parent disk
+        disk = real if (real / "queue").is_dir() else real.parent
+        device = disk.name
+        write_cache = _read(disk / "queue" / "write_cache")
+        parts = set(str(real).split("/"))
+        virtual = any(p.startswith(("virtio", "xen", "vmbus")) for p in parts)
+    flags = _read(Path(cpuinfo))
+    hypervisor = None if flags is None else any(
+        line.startswith("flags") and " hypervisor" in line for line in flags.splitlines())
+    if hypervisor is None and platform.system() == "Darwin":
+        try:
+            out = subprocess.run(["sysctl", "-n", "kern.hv_vmm_present"], capture_output=True,
+                                 text=True, timeout=5).stdout.strip()
+            hypervisor = {"1": True, "0": False}.get(out)
+        except (OSError, subprocess.SubprocessError):
+            hypervisor = None
+    return Storage(file_system(path, mounts), device, virtual, write_cache, hypervisor)
+
+
+def describe_storage(folder: Path) -> str:
+    """Not a pass/fail check: what the lab's fsync timings in `folder` will be measured on."""
+    try:
+        return storage(folder).describe()
+    except OSError as e:
+        return f"cannot tell ({e.strerror})"
 
 
 def run_checks(folder: Path | None = None) -> list[Check]:
@@ -157,5 +264,6 @@ def main(argv: list[str] | None = None) -> int:
         if not c.ok and c.fix:
             print(f"{'':5}{'':<{width}}  what to do: {c.fix}")
     bad = [c for c in checks if not c.ok]
+    print(f"\nfsync timings in this folder are measured on: {describe_storage(args.dir)}")
     print(f"\n{len(checks) - len(bad)} of {len(checks)} checks passed")
     return 1 if bad else 0

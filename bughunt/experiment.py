@@ -36,6 +36,7 @@ from .config import RunConfig
 from .crashpoints import (LABELS, PAUSE_BANNER, CrashPoint, NoSuchPoint, find, point_name,
                           scheme)
 from .events import apply_event, initial_state
+from .instruments import mutants
 from .interrupts import deferred
 from .stores import LOG_FILE, StoreDamage, rebuild_from_disk
 from .world import Site, read_bill, read_reports
@@ -55,7 +56,7 @@ def worker_command(run_dir: Path, config: RunConfig, *extra: str) -> list[str]:
     return [sys.executable, "-m", "bughunt.worker", *worker_args(run_dir, config, *extra)]
 
 
-_POOL = None
+_POOLS: dict = {}                          # code dir (None: the real package) -> ForkServerPool
 _POOL_LOCK = threading.Lock()
 
 
@@ -67,26 +68,25 @@ class Stopped(RuntimeError):
     """No new worker starts while an interrupted experiment is stopping its workers."""
 
 
-def _fork_pool():
-    global _POOL
+def _fork_pool(code: Path | None = None):
     with _POOL_LOCK:
         if _STOPPING.is_set():
             raise Stopped("interrupted: no new worker is started")
-        if _POOL is None:
+        if code not in _POOLS:
             from .forkserver import ForkServerPool
-            _POOL = ForkServerPool()
-        return _POOL
+            _POOLS[code] = ForkServerPool(None if code is None else mutants.env(code))
+        return _POOLS[code]
 
 
 def stop_all_workers() -> None:
     """Kill every worker this process started and is still waiting for, and the fork servers
     with their children: what an interrupted sweep must do before it removes its run directories.
     The next experiment starts fresh fork servers."""
-    global _POOL
     with _POOL_LOCK:
         _STOPPING.set()
-        pool, _POOL = _POOL, None
-    if pool is not None:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
         pool.kill()
     live = list(_LIVE)
     for proc in live:
@@ -117,10 +117,11 @@ def forget(proc: subprocess.Popen) -> None:
     _LIVE.discard(proc)
 
 
-def _run_process(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+def _run_process(cmd: list[str], timeout: float,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`subprocess.run` that `stop_all_workers` can reach."""
     proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                 text=True)
+                 text=True, env=env)
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
@@ -137,12 +138,13 @@ def _point_arg(point: CrashPoint | str | int) -> str:
 
 
 def run_worker(run_dir: Path, config: RunConfig, *, crash_at: CrashPoint | str | int | None = None,
-               trace: bool = False, extra: tuple[str, ...] = (),
+               trace: bool = False, extra: tuple[str, ...] = (), code: Path | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the worker to its end (or its planned SIGKILL), with the JSON report on stdout.
 
     `crash_at`: a crash point, its name (`"p3.after_submit"`) or its number.
-    `extra`: more worker flags, e.g. lesson 8's `--plant-bug NAME` or `--fail-write K`.
+    `extra`: more worker flags, e.g. lesson 8's `--fail-write K`.
+    `code`: run another copy of the package (a mutant: `instruments.mutants.code_dir(name)`).
     """
     extra = ["--json", *extra] + (["--crash-at", _point_arg(crash_at)] if crash_at is not None
                                   else [])
@@ -150,8 +152,9 @@ def run_worker(run_dir: Path, config: RunConfig, *, crash_at: CrashPoint | str |
     if forkserver.enabled():
         # A fork of a pre-imported worker: a separate process all the same, killed by a real
         # SIGKILL at its crash point, but started in a millisecond.
-        return _fork_pool().run(worker_args(run_dir, config, *extra), timeout)
-    return _run_process(worker_command(run_dir, config, *extra), timeout)
+        return _fork_pool(code).run(worker_args(run_dir, config, *extra), timeout)
+    return _run_process(worker_command(run_dir, config, *extra), timeout,
+                        None if code is None else mutants.env(code))
 
 
 def clean_run(config: RunConfig, run_dir: Path | None = None, *, trace: bool = False,
@@ -178,11 +181,13 @@ class PausedWorker:
     """
 
     def __init__(self, run_dir: Path, config: RunConfig, pause_at: CrashPoint | str | int,
-                 timeout: float = 60, trace: bool = False):
-        extra = ["--json", "--pause-at", _point_arg(pause_at)] + (["--trace"] if trace else [])
-        self.proc = subprocess.Popen(
-            worker_command(run_dir, config, *extra),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 timeout: float = 60, trace: bool = False, code: Path | None = None,
+                 extra: tuple[str, ...] = ()):
+        extra = ["--json", "--pause-at", _point_arg(pause_at), *extra] + (
+            ["--trace"] if trace else [])
+        self.proc = spawn(worker_command(run_dir, config, *extra), stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=None if code is None else mutants.env(code))
         self.point_reached = self._wait_for_banner(timeout)
 
     def _wait_for_banner(self, timeout: float) -> str:
@@ -196,7 +201,8 @@ class PausedWorker:
                 return line[len(PAUSE_BANNER):].strip()
             lines.append(line)
         self.proc.kill()
-        self.proc.wait()
+        self.proc.communicate()
+        forget(self.proc)
         raise RuntimeError("worker ended before its pause point: " + "".join(lines[-5:]))
 
     @property
@@ -206,10 +212,12 @@ class PausedWorker:
     def kill(self) -> int:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.communicate()
+        forget(self.proc)
         return self.proc.returncode
 
     def release(self) -> dict:
         out, err = self.proc.communicate(input="")
+        forget(self.proc)
         if self.proc.returncode != 0:
             raise RuntimeError(f"worker exited {self.proc.returncode}: {err.strip()}")
         return json.loads(out)
@@ -261,6 +269,8 @@ def three_way_check(run_dir: Path, config: RunConfig, memory_state: dict | None)
             disk_state = rebuild_from_disk(run_dir, config).state
         except StoreDamage as e:
             result["disk_error"] = str(e)
+        except Exception as e:         # a learner's store may raise anything: that is a verdict
+            result["disk_error"] = f"load() raised {type(e).__name__}: {e}"
         else:
             result["disk_findings"] = disk_state["findings"]
             result["disk_matches_memory"] = disk_state == memory_state
@@ -287,9 +297,10 @@ def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> dict:
 
 
 def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int, *,
-                 extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+                 extra: tuple[str, ...] = (), code: Path | None = None
+                 ) -> subprocess.CompletedProcess:
     """Run a worker that must die by SIGKILL at crash point `point`; raise if it did not."""
-    proc = run_worker(run_dir, config, crash_at=point, extra=extra)
+    proc = run_worker(run_dir, config, crash_at=point, extra=extra, code=code)
     if proc.returncode != -signal.SIGKILL:
         raise RuntimeError(f"{run_dir}: worker was not killed at crash point {_point_arg(point)} (exit "
                            f"{proc.returncode}): {proc.stderr.strip()[-300:]}")
@@ -297,20 +308,21 @@ def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int
 
 
 def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
-                     extra: tuple[str, ...] = ()) -> dict:
+                     extra: tuple[str, ...] = (), code: Path | None = None) -> dict:
     """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist.
 
-    `extra` worker flags apply to both processes (lesson 8 plants bugs this way).
+    `extra` worker flags and `code` (another copy of the package: a mutant) apply to both
+    processes.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     record = {"crash_point": point.name, "index": point.index, "page": point.page,
               "label": point.label, "error": None}
-    first = run_worker(run_dir, config, crash_at=point, extra=extra)
+    first = run_worker(run_dir, config, crash_at=point, extra=extra, code=code)
     if first.returncode != -signal.SIGKILL:
         record["error"] = (f"first run was not killed at the crash point (exit "
                            f"{first.returncode}): {first.stderr.strip()[-300:]}")
-    resume = run_worker(run_dir, config, extra=extra)
+    resume = run_worker(run_dir, config, extra=extra, code=code)
     report = None
     if resume.returncode == 0:
         report = json.loads(resume.stdout)

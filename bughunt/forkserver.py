@@ -81,12 +81,13 @@ def serve() -> None:
 class ForkServer:
     """One server process; used by one caller at a time."""
 
-    def __init__(self):
+    def __init__(self, env: dict[str, str] | None = None):
         # Unbuffered replies: select() must see every line the server wrote, not one a buffer
-        # already swallowed. A session of its own keeps terminal signals for the caller.
+        # already swallowed. A session of its own keeps terminal signals for the caller. `env`
+        # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
         self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
         self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
 
@@ -141,7 +142,8 @@ class ForkServer:
 class ForkServerPool:
     """Idle servers, handed out to concurrent callers; one more is started when all are busy."""
 
-    def __init__(self):
+    def __init__(self, env: dict[str, str] | None = None):
+        self.env = env
         self._idle: queue.SimpleQueue[ForkServer] = queue.SimpleQueue()
         self._all: list[ForkServer] = []
         self._lock = threading.Lock()
@@ -156,7 +158,7 @@ class ForkServerPool:
                 if self._killed:
                     raise RuntimeError("the fork servers were stopped")
                 with deferred():     # no interrupt between "it exists" and "the pool knows it"
-                    server = ForkServer()
+                    server = ForkServer(self.env)
                     self._all.append(server)
         try:
             result = server.run(argv, timeout)

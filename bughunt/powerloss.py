@@ -197,3 +197,14 @@ def materialize(state: CrashState, run_dir: Path, tracker_factory) -> None:
             tracker.submit(page, f"bug on page {page}", key)
     finally:
         tracker.close()
+
+
+def kill_states(journal: list[dict]) -> Iterator[CrashState]:
+    """The disk after a kill -9 at every moment of the journaled run: everything written so far
+    survives (it is in the kernel's page cache), fsynced or not."""
+    disk = _Disk()
+    for cut in range(len(journal) + 1):
+        if cut:
+            disk.apply(journal[cut - 1])
+        everything = {ino_id: ino.ops for ino_id, ino in disk.inodes.items()}
+        yield disk.state(cut, everything, disk.dir_ops, "kill -9: everything written survived")

@@ -30,10 +30,13 @@ from pathlib import Path
 from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
                      add_config_arguments, config_from_args, dumps, read_config)
 from .crashpoints import CrashPlan, NoSuchPoint, find, scheme
-from .diskio import Door, Faults, FsyncError
+from .diskio import Door, Files, FsyncError
+from .instruments import journal
+from .instruments.faults import Faults, FaultyFiles
+from .instruments.journal import JournalingFiles
 from .events import apply_event
 from .interrupts import Interrupted, interruptible
-from .stores import StoreDamage, make_store
+from .stores import StoreDamage, StoreSpecError, make_store, store_class
 from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
                     TrackerError, check_tracker, report_key)
 
@@ -46,9 +49,6 @@ DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 LOCK_FILE = "run.lock"
 JOURNAL_FILE = "io.jsonl"
 
-#: Bugs a worker can be built with on purpose (lesson 8), to prove the lab's sweeps catch each one.
-PLANTED_BUGS = ("no-fsync", "no-dir-fsync", "submit-before-intent", "no-key",
-                "repair-not-idempotent", "no-lock")
 RECOVERY_POINTS = ("after_repair", "after_abort")
 
 
@@ -56,19 +56,15 @@ RECOVERY_POINTS = ("after_repair", "after_abort")
 class LabOptions:
     """Instruments and world settings, never part of a run's configuration.
 
-    model_latency_ms: how long each model answer takes after the call is billed (a real model
-    takes seconds; the lab's runs take none, random kills use a few milliseconds);
-
     io_trace: journal every disk operation to io.jsonl (for the power-loss simulation);
-    faults: make the k-th write or fsync fail; bugs: plant one of PLANTED_BUGS;
-    no_lock: skip the run lock (unsafe: shows what two resumers do);
-    crash_in_recovery: SIGKILL at a step of recovery itself (after_repair, after_abort).
+    faults: make the k-th write or fsync fail (lesson 8's full disk and failed fsync);
+    crash_in_recovery: SIGKILL at a step of recovery itself (after_repair, after_abort);
+    model_latency_ms: how long each model answer takes after the call is billed (a real model
+    takes seconds; the lab's runs take none, random kills use a few milliseconds).
     """
 
     io_trace: bool = False
-    faults: Faults = Faults()
-    bugs: frozenset = frozenset()
-    no_lock: bool = False
+    faults: Faults | None = None
     crash_in_recovery: str | None = None
     model_latency_ms: float = 0.0
 
@@ -202,7 +198,8 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         crash = find(points, crash_at, what="--crash-at", **where) if crash_at is not None else None
         pause = find(points, pause_at, what="--pause-at", **where) if pause_at is not None else None
         plan = CrashPlan(points, crash, pause)
-    except (SiteError, NoSuchPoint) as e:
+        store_class(config.store)          # a learner's store file: loads, has the methods
+    except (SiteError, NoSuchPoint, StoreSpecError) as e:
         raise Refused(str(e)) from None
     check_run_dir(run_dir)                 # read-only: a refusal here leaves nothing behind
     ready_t = time.time()
@@ -215,10 +212,8 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise Refused(f"--dir {run_dir}: cannot be created ({e.strerror})") from None
-    if not (lab.no_lock or "no-lock" in lab.bugs):
-        acquire_run_lock(run_dir)          # held until this process ends, however it ends
-    door = Door(config.fsync, faults=lab.faults, bugs=lab.bugs,
-                journal=run_dir / JOURNAL_FILE if lab.io_trace else None)
+    acquire_run_lock(run_dir)              # held until this process ends, however it ends
+    door = Door(config.fsync, files=lab_files(run_dir, lab))
     prepare_run_dir(run_dir, config, door)
     door.latencies_ns.clear()              # report checkpoint writes only
 
@@ -249,71 +244,20 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         plan.trace_to(run_dir / TRACE_FILE)
         plan.mark(recovered.state["next_page"], "ready", t=ready_t)
         plan.mark(recovered.state["next_page"], "start")
-    state = recovered.state
-    pending_at_start = state["pending"]
-    reports_filed = 0
 
-    def commit(event: dict, mid=lambda: None) -> None:
-        nonlocal state
-        event = {**event, "seq": state["seq"] + 1}
-        new_state = apply_event(state, event)
-        store.commit(new_state, event, mid=mid)
-        state = new_state
-
-    op = config.granularity == "op"
+    agent = Agent(config, site, store, door, model, tracker, plan, recovered.state)
+    pending_at_start = agent.state["pending"]
     if pending_at_start and config.pending == "abort":
-        # At most once, as Codex does: we cannot know whether the report was filed, so we say the
-        # page was aborted and move on rather than risk filing it twice.
-        commit({"t": "aborted", "page": pending_at_start["page"]})
+        agent.abort_pending()
         if lab.crash_in_recovery == "after_abort":
             plan.die()
-
-    for page in range(state["next_page"], config.pages + 1):
-        done = state["in_flight"] if (state["in_flight"] or {}).get("page") == page else {}
-        if "tokens" in done:
-            tokens = done["tokens"]
-        else:
-            _reply, tokens = model.ask(page)
-            plan.reach(page, "after_model_call")
-            if op:
-                commit({"t": "answered", "page": page, "tokens": tokens})
-        if "finding" in done:
-            finding = done["finding"]
-        else:
-            finding = site.visit(page) is not None
-            plan.reach(page, "after_visit")
-            if op:
-                commit({"t": "visited", "page": page, "finding": finding})
-        if finding and not done.get("submitted"):
-            key = report_key(config.task_id, page) if config.idempotency_key else None
-
-            def submit() -> None:
-                nonlocal reports_filed
-                reports_filed += tracker.submit(page, site.page(page).bug,
-                                                None if "no-key" in lab.bugs else key)
-                door.mark(what="submitted", page=page, key=key)
-                plan.reach(page, "after_submit")
-
-            if "submit-before-intent" in lab.bugs:
-                submit()                   # the planted bug: the effect before its intent
-            if config.intent:
-                # The intent is durable before the report is filed; if it cannot be written, the
-                # OSError stops the run here and the report is never filed.
-                commit({"t": "intent", "page": page, "key": key})
-                plan.reach(page, "after_intent")
-            if "submit-before-intent" not in lab.bugs:
-                submit()
-            if op:
-                commit({"t": "submitted", "page": page})
-        commit({"t": "page_done", "page": page, "tokens": tokens, "finding": finding},
-               mid=lambda: plan.reach(page, "mid_commit"))
-        door.mark(what="committed", page=page)
-        plan.reach(page, "after_commit")
-
+    for page in range(agent.state["next_page"], config.pages + 1):
+        agent.run_page(page)
     plan.mark(config.pages, "end")
     store.close()
     model.close()
     tracker.close()
+    state = agent.state
     return {
         "status": "done",
         "config": config.to_json(),
@@ -322,7 +266,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         "aborted": state["aborted"],
         "tokens": state["tokens"],
         "model_calls": model.calls,
-        "reports_filed": reports_filed,
+        "reports_filed": agent.reports_filed,
         "replayed_events": recovered.replayed_events,
         "torn_lines_skipped": recovered.torn_lines_skipped,
         "tails_repaired": repairs.tails_repaired,
@@ -340,6 +284,95 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         "recovery_ns": recovery_ns,      # load + repairs, before the first page
         "peak_rss_kb": peak_rss_kb(),
     }
+
+
+def lab_files(run_dir: Path, lab: LabOptions) -> Files:
+    """The door's system calls, with the lab's instruments plugged in underneath when asked:
+    the journal records what really reached each file, so it sits below an injected fault."""
+    files = Files()
+    if lab.io_trace:
+        files = JournalingFiles(journal.to_file(run_dir / JOURNAL_FILE), files)
+    if lab.faults:
+        files = FaultyFiles(lab.faults, files)
+    return files
+
+
+class Agent:
+    """The page loop: per page ask the model, visit the page, on a bug page record an intent and
+    file the report, then commit the page. One method per rule of the lesson; every change of
+    state is an event applied by `apply_event` and made durable by the store (`commit`)."""
+
+    def __init__(self, config: RunConfig, site: Site, store, door: Door, model: MockModel,
+                 tracker: Tracker, plan: CrashPlan, state: dict):
+        self.config, self.site, self.store, self.door = config, site, store, door
+        self.model, self.tracker, self.plan, self.state = model, tracker, plan, state
+        self.per_operation = config.granularity == "op"
+        self.reports_filed = 0
+
+    def commit(self, event: dict, mid=lambda: None) -> None:
+        """A checkpoint: the next state, from the event, made durable before we go on."""
+        event = {**event, "seq": self.state["seq"] + 1}
+        new_state = apply_event(self.state, event)
+        self.store.commit(new_state, event, mid=mid)
+        self.state = new_state
+
+    def run_page(self, page: int) -> None:
+        done = self.state["in_flight"] if (self.state["in_flight"] or {}).get("page") == page \
+            else {}                            # per-operation checkpoints already on disk
+        tokens = done["tokens"] if "tokens" in done else self.ask_model(page)
+        finding = done["finding"] if "finding" in done else self.visit_page(page)
+        if finding and not done.get("submitted"):
+            key = report_key(self.config.task_id, page) if self.config.idempotency_key else None
+            if self.config.intent:
+                self.record_intent(page, key)
+            self.submit_report(page, key)
+        self.commit_page(page, tokens, finding)
+
+    def ask_model(self, page: int) -> int:
+        """Ask the model what next. The call is on the bill from now on, its answer only in
+        memory: a kill before the next checkpoint pays for it again (the call in flight)."""
+        _reply, tokens = self.model.ask(page)
+        self.plan.reach(page, "after_model_call")
+        if self.per_operation:
+            self.commit({"t": "answered", "page": page, "tokens": tokens})
+        return tokens
+
+    def visit_page(self, page: int) -> bool:
+        """Visit the page: safe to repeat, so a redo costs time, not correctness."""
+        finding = self.site.visit(page) is not None
+        self.plan.reach(page, "after_visit")
+        if self.per_operation:
+            self.commit({"t": "visited", "page": page, "finding": finding})
+        return finding
+
+    def record_intent(self, page: int, key: str | None) -> None:
+        """The intent is durable before the report is filed: a resume that finds it without its
+        page_done knows it may be inside the danger window. If it cannot be written, the error
+        stops the run here and the report is never filed."""
+        self.commit({"t": "intent", "page": page, "key": key})
+        self.plan.reach(page, "after_intent")
+
+    def submit_report(self, page: int, key: str | None) -> None:
+        """File the report: the side effect. From here until `commit_page` returns is the danger
+        window: the report is in the tracker, the checkpoint does not know it. With a key the
+        tracker files it once however often it is sent (`INSERT OR IGNORE`)."""
+        self.reports_filed += self.tracker.submit(page, self.site.page(page).bug, key)
+        self.door.mark(what="submitted", page=page, key=key)
+        self.plan.reach(page, "after_submit")
+        if self.per_operation:
+            self.commit({"t": "submitted", "page": page})
+
+    def commit_page(self, page: int, tokens: int, finding: bool) -> None:
+        """The page's checkpoint: once durable, no resume redoes this page."""
+        self.commit({"t": "page_done", "page": page, "tokens": tokens, "finding": finding},
+                    mid=lambda: self.plan.reach(page, "mid_commit"))
+        self.door.mark(what="committed", page=page)
+        self.plan.reach(page, "after_commit")
+
+    def abort_pending(self) -> None:
+        """At most once, as Codex does: a pending intent means we cannot know whether its report
+        was filed, so the page is given up (an `aborted` event) rather than risk filing twice."""
+        self.commit({"t": "aborted", "page": self.state["pending"]["page"]})
 
 
 def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser:
@@ -372,10 +405,6 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     lab.add_argument("--crash-in-recovery", choices=RECOVERY_POINTS,
                      help="die by SIGKILL inside recovery: after the tail repair, or after "
                           "recording an aborted intent")
-    lab.add_argument("--no-lock", action="store_true",
-                     help="UNSAFE, lesson 8 only: skip the run lock to see two resumers collide")
-    lab.add_argument("--plant-bug", choices=PLANTED_BUGS, action="append", default=[],
-                     help="build this run with a known bug (lesson 8: do the sweeps catch it?)")
     return parser
 
 
@@ -413,11 +442,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
         parser.error(e.as_flag())
     try:
         write_fault = args.fail_write or (None, errno.ENOSPC)
-        lab = LabOptions(io_trace=args.io_trace, no_lock=args.no_lock,
-                         model_latency_ms=args.latency_ms,
-                         bugs=frozenset(args.plant_bug), crash_in_recovery=args.crash_in_recovery,
-                         faults=Faults(fail_write=write_fault[0], write_errno=write_fault[1],
-                                       fail_fsync=args.fail_fsync))
+        faults = (Faults(fail_write=write_fault[0], write_errno=write_fault[1],
+                         fail_fsync=args.fail_fsync)
+                  if args.fail_write or args.fail_fsync else None)
+        lab = LabOptions(io_trace=args.io_trace, model_latency_ms=args.latency_ms,
+                         crash_in_recovery=args.crash_in_recovery, faults=faults)
         with interruptible():
             report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
                          trace=args.trace, ready=args.ready, lab=lab)

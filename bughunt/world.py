@@ -6,7 +6,11 @@ they are what the experiment reads to see what a crash really cost:
 - the **bill** (`bill.jsonl`) is the model provider's ledger: one line per call, appended at call
   time, never rewritten. "Redone model calls" are counted here, never from the worker's memory.
 - the **tracker** (`tracker.db`) is a real SQLite database of bug reports. With the idempotency key
-  on, it deduplicates by a UNIQUE key; with it off, every submit is a new row.
+  on, it deduplicates by a UNIQUE key; with it off, every submit is a new row. It runs in WAL
+  mode with `synchronous=NORMAL`: a committed report survives any kill of the agent (SQLite's
+  docs: WAL with NORMAL is safe against application crashes), and a commit costs no fsync. What
+  a power cut does to the tracker is the tracker's own business; lesson 8's power-loss simulation
+  keeps every report it had acknowledged.
 
 Both are written here and not through `bughunt.diskio`: the door is the agent's own disk, where
 crash points fire and faults will be simulated; the provider's bill and the tracker are somebody
@@ -187,6 +191,8 @@ class Tracker:
     def __init__(self, run_dir: Path):
         self._db = sqlite3.connect(Path(run_dir) / TRACKER_FILE, isolation_level=None,
                                    timeout=TRACKER_TIMEOUT_S)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(self.SCHEMA)
 
     def submit(self, page: int, title: str, key: str | None) -> bool:
@@ -206,19 +212,17 @@ class Tracker:
 
 
 def open_for_reading(path: Path) -> sqlite3.Connection:
-    """A connection that only reads `path`. A kill inside a transaction leaves a hot journal
-    (`tracker.db-journal`); a read-only connection cannot roll it back, so then the database is
-    opened read-write and SQLite rolls it back first, as any SQLite program would, the tracker
-    included. Nothing else is written."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=TRACKER_TIMEOUT_S)
-    try:
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError as e:
-        db.close()
-        if "readonly" not in str(e):
-            raise
-        db = sqlite3.connect(path, timeout=TRACKER_TIMEOUT_S)
-    return db
+    """A connection that reads `path` and writes nothing beside it.
+
+    A database that no connection holds open is read as it is (`immutable=1`: no lock, no side
+    files). While a writer has it open, or after a kill left its write-ahead log (`-wal`) or a hot
+    rollback journal (`-journal`), SQLite itself must bring the file up to date: then it is opened
+    read-write, and SQLite recovers it first, as any SQLite program would (the tracker included).
+    """
+    side = [Path(f"{path}{s}") for s in ("-wal", "-journal")]
+    if not any(p.exists() for p in side):
+        return sqlite3.connect(f"file:{path}?immutable=1", uri=True, timeout=TRACKER_TIMEOUT_S)
+    return sqlite3.connect(path, timeout=TRACKER_TIMEOUT_S)
 
 
 def read_reports(run_dir: Path) -> list[dict]:

@@ -37,6 +37,28 @@ def test_killed_at_page_7_pays_seven_calls_again_and_files_page_3_twice():
     assert isinstance(restart.plot_timeline(story), Figure)
 
 
+def test_timeline_counts_steps_not_milliseconds():
+    """The x axis is the step count: each billed call sits on its page's after_model_call step,
+    each report on its after_submit step, and the kill between the two processes' steps."""
+    story = restart.page_7()
+    steps = restart.steps(story)
+    run1 = steps[steps.run == 1]
+    assert list(run1.step) == list(range(1, len(run1) + 1))
+    assert run1.iloc[-1]["label"] == "after_model_call" and run1.iloc[-1]["page"] == 7
+    calls = restart.place(story.bill, "t", steps)
+    assert [steps.set_index("step").loc[x, "label"] for x in calls] == ["after_model_call"] * 19
+    filed = restart.place(story.reports, "filed_at", steps)
+    at = steps.set_index("step").loc[filed]
+    assert list(at.label) == ["after_submit"] * 4 and list(at.page) == [3, 3, 7, 10]
+    ax = restart.plot_timeline(story).axes[0]
+    assert ax.get_xlabel().startswith("steps of the page loop")
+    assert "ms" not in ax.get_xlabel()
+    assert ax.get_xlim()[1] <= steps.step.max() + 1      # a step count, not a time in ms
+    kill = [line for line in ax.lines if line.get_xdata()[0] == line.get_xdata()[-1]
+            and line.get_color() == "#000000"]
+    assert kill and kill[0].get_xdata()[0] == len(run1) + 1
+
+
 def test_with_a_snapshot_and_a_key_only_the_call_in_flight_is_paid_again():
     story = restart.page_7(restart.NO_CHECKPOINT.replace(store="snapshot", idempotency_key=True))
     losses = story.losses()

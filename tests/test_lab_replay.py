@@ -169,8 +169,8 @@ def test_panel_plot_draws_replayed_events_with_the_lesson_line():
                        "replayed_events": [0, 1, 2], "verdict": ["correct"] * 3})
     fig = replay.panel_plot(df, RunConfig(store="log", intent=True, snapshot_every=4), "p1.b")
     ax = fig.axes[0]
-    assert ax.get_ylabel() == "replayed events (events)"
-    assert any("lesson: avg 1.98" in t.get_text() for t in ax.get_legend().get_texts())
+    assert ax.get_ylabel() == "replayed events"
+    assert any("source text: avg 1.98" in t.get_text() for t in ax.get_legend().get_texts())
 
 
 def test_exercise_3_1_judge_measures_the_max_with_a_snapshot_every_5_pages():

@@ -52,21 +52,22 @@ def test_no_newline_resume_is_right_but_rebuild_fails_at_every_mid_commit(sweep)
     assert (d[d["verdict"] != "rebuild fails"]["verdict"] == "correct").all()
 
 
-def test_lesson_reader_misses_the_glued_intent_on_the_bug_page_only(sweep):
+def test_source_text_reader_misses_the_glued_intent_on_the_bug_page_only(sweep):
     fails = torn.failing_points(sweep)
-    assert fails.loc[13, "glued_record"] == "intent"
-    assert fails.loc[13, "lesson_reader"] == "agrees with memory"
-    others = fails.drop(index=13)
+    assert list(fails.index) == [f"p{page}.mid_commit" for page in range(1, 5)]
+    assert fails.loc["p3.mid_commit", "glued_record"] == "intent"
+    assert fails.loc["p3.mid_commit", "source_text_reader"] == "agrees with memory"
+    others = fails.drop(index="p3.mid_commit")
     assert set(others["glued_record"]) == {"page_done"}
-    assert set(others["lesson_reader"]) == {"WRONG"}
+    assert set(others["source_text_reader"]) == {"WRONG"}
 
 
 def test_our_reader_refuses_a_gap_naming_file_and_line_but_not_a_missing_last_event(sweep):
     fails = torn.failing_points(sweep)
-    for index in MID_COMMITS_4_PAGES[:-1]:
-        assert fails.loc[index, "our_reader"].startswith("events.jsonl:")
-        assert "a record is missing" in fails.loc[index, "our_reader"]
-    assert fails.loc[17, "our_reader"].startswith("accepted, but differs from memory")
+    for page in (1, 2, 3):
+        assert fails.loc[f"p{page}.mid_commit", "our_reader"].startswith("events.jsonl:")
+        assert "a record is missing" in fails.loc[f"p{page}.mid_commit", "our_reader"]
+    assert fails.loc["p4.mid_commit", "our_reader"].startswith("accepted, but differs from memory")
 
 
 def test_mode_table_counts_match_the_records(sweep):
@@ -74,7 +75,7 @@ def test_mode_table_counts_match_the_records(sweep):
     assert list(table.index) == ["atomic", "torn", "no-newline"]
     assert table.loc["no-newline", "rebuild failures"] == 4
     assert table.loc["no-newline", "  of which refused"] == 3
-    assert table.loc["no-newline", "lesson reader wrong"] == 3
+    assert table.loc["no-newline", "source text's reader wrong"] == 3
     assert table.loc["torn", "tails repaired"] == 4 and table.loc["torn", "correct runs"] == 18
 
 
@@ -161,9 +162,10 @@ def test_verdict_figure_has_one_labelled_row_per_write_mode(sweep):
     assert fig.legends and "rebuild fails" in [t.get_text() for t in fig.legends[0].get_texts()]
 
 
-def test_tail_figure_marks_the_added_newline():
+def test_tail_figure_marks_the_added_newline_and_names_the_crash_point():
     fig = torn.plot_tail(torn.torn_tail(7, SMALL["torn"]))
     assert labelled(fig)
+    assert fig.axes[0].get_title().endswith("(killed at p2.mid_commit)")
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert any(t.startswith("added by the repair") for t in texts)
     assert any(t.startswith("torn fragment:") for t in texts)

@@ -69,3 +69,49 @@ def test_start_here_links_every_lesson():
     text = "".join("".join(c["source"]) for c in cells(NOTEBOOKS / "00_start_here.ipynb"))
     for nb in BUILT[1:]:
         assert f"({nb.name})" in text, nb.name
+
+
+# --- the product stands alone, and says what it shows ----------------------------------------
+
+#: Places a learner does not have: the team's notes beside the repository.
+OUTSIDE = re.compile(r"\.\./shared|shared/research|our research notes|our notes|research notes?\b",
+                     re.I)
+
+
+def product_files():
+    files = [*NOTEBOOKS.glob("src/*.py"), *NOTEBOOKS.glob("*.ipynb"), ROOT / "README.md"]
+    files += sorted((ROOT / "bughunt").rglob("*.py"))
+    return sorted(set(files))
+
+
+@pytest.mark.parametrize("path", product_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_points_to_files_outside_the_repository(path):
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        assert not OUTSIDE.search(line), f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}"
+
+
+#: Colour words that name no colour the lab draws (its palette's words: bughunt.lab.style.COLOR_WORDS).
+COLOUR_WORD = re.compile(r"\b(red|orange|green|blue|sky blue|yellow|purple|pink|violet|magenta|"
+                         r"brown|cyan|grey|gray|black|vermillion)\b(?!-box)", re.I)
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_colour_words_in_prose_name_colours_of_the_palette(src):
+    from bughunt.lab.style import COLOR_WORDS
+    allowed = set(COLOR_WORDS.values())
+    for cell in jupytext.read(src).cells:
+        if cell.cell_type != "markdown":
+            continue
+        text = re.sub(r"https?://\S+", "", cell.source)
+        for word in COLOUR_WORD.findall(text):
+            assert word.lower() in allowed, (
+                f"{src.name}: '{word}' names no colour of the palette; say one of {sorted(allowed)}")
+
+
+def test_lesson_8_fault_tables_name_a_file_in_every_row():
+    """The "failing file" column once read `the` for the run directory (k = 2 and 3)."""
+    for cell in cells(NOTEBOOKS / "08_beyond.ipynb"):
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("data", {}).get("text/plain", ""))
+            if "failing file" in text:
+                assert not re.search(r"^\s*\d+\s+the\s+\d", text, re.M), text

@@ -187,10 +187,11 @@ def test_a_foreign_sqlite_database_as_tracker_is_refused_untouched(tmp_path):
 
 
 def test_a_locked_tracker_makes_the_worker_busy_not_broken(tmp_path):
+    """Another program holds the tracker's write lock: the first report waits for it (5 s), then
+    the worker stops, busy, as after a kill before that submit; a later resume finishes it."""
     run_dir = tmp_path / "run"
     assert run(run_dir, RunConfig(), "--crash-at", "p2.after_visit").returncode == -9
-    before = files(run_dir)      # read first: closing any descriptor of the file would drop
-    holder = sqlite3.connect(run_dir / TRACKER_FILE, isolation_level=None)   # its POSIX locks
+    holder = sqlite3.connect(run_dir / TRACKER_FILE, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
         proc = run(run_dir, RunConfig())
@@ -198,8 +199,12 @@ def test_a_locked_tracker_makes_the_worker_busy_not_broken(tmp_path):
         holder.execute("ROLLBACK")
         holder.close()
     assert proc.returncode == EXIT_BUSY and "locked by another program" in proc.stderr
+    assert str(run_dir / TRACKER_FILE) in proc.stderr
     no_traceback(proc)
-    assert files(run_dir) == before
+    assert read_reports(run_dir) == []
+    out = report(run(run_dir, RunConfig(), "--json"))
+    assert out["findings"] == [3, 7, 10]
+    assert sorted(r["page"] for r in read_reports(run_dir)) == [3, 7, 10]
 
 
 @pytest.fixture(scope="module")
@@ -242,10 +247,11 @@ def test_a_damaged_tracker_is_refused_untouched_or_the_run_goes_on(crashed_log_r
     # else: SQLite could read it (the damage missed everything it looks at), and the run finished
 
 
-def test_a_kill_inside_a_tracker_transaction_leaves_a_hot_journal_the_resume_rolls_back(tmp_path):
-    """The tracker is a SQLite database: a writer killed mid-transaction leaves
-    tracker.db-journal. Reading it read-only is impossible until SQLite rolls it back; the
-    resume (and the experiment's witness) must do that, not refuse the tracker as damaged."""
+def test_a_kill_inside_a_tracker_transaction_leaves_a_log_the_resume_recovers(tmp_path):
+    """The tracker is a SQLite database in WAL mode: a writer killed mid-transaction leaves
+    tracker.db-wal with frames of a transaction that never committed. SQLite must recover it
+    before it can be read; the resume (and the experiment's witness) let it, and the uncommitted
+    rows never appear: the tracker is not refused as damaged."""
     run_dir = tmp_path / "run"
     assert run(run_dir, RunConfig(), "--crash-at", "p4.after_visit").returncode == -9
     writer = f"""
@@ -259,7 +265,7 @@ for i in range(2000):
 os.kill(os.getpid(), signal.SIGKILL)
 """
     subprocess.run([sys.executable, "-c", writer])
-    assert (run_dir / (TRACKER_FILE + "-journal")).exists()
+    assert (run_dir / (TRACKER_FILE + "-wal")).stat().st_size > 0
     out = report(run(run_dir, RunConfig(), "--json"))
     assert out["findings"] == [3, 7, 10]
     assert sorted(r["page"] for r in read_reports(run_dir)) == [3, 7, 10]

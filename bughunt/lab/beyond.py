@@ -1,4 +1,5 @@
-"""Lesson 8, beyond the lesson: tables and figures for each failure the first lesson left untested.
+"""Lesson 8, beyond the source text: tables and figures for each failure the first source text
+left untested.
 
 The experiments live in `bughunt.beyond`; this module turns their records into DataFrames with no
 machine paths in them, draws them, and offers a panel to re-run any of them with other settings.
@@ -30,7 +31,7 @@ DISK = B.SAFE
 
 def tidy(message: str) -> str:
     """A worker's message without the machine's temp path: only file names and the reason."""
-    message = re.sub(r"^bughunt: ", "", message)
+    message = re.sub(r"(^|(?<=: ))bughunt: ", "", message)
     return re.sub(r"(/[^\s:]+/)+", "", message)
 
 
@@ -54,7 +55,8 @@ def plot_chain(df, config: RunConfig = CHAIN):
     really happened (a point the resume never reaches leaves it running to the end)."""
     points = crash_points(config)
     labels = [p.name for p in points]
-    seconds = [p.name for p in points] + ["after_repair"]
+    # the points a resume can reach, then the steps of recovery itself that this sweep crashed in
+    seconds = [p.name for p in points] + [r for r in B.RECOVERY_POINTS if r in set(df["second"])]
     fig, ax = new_figure(10, 6)
     for _, r in df.iterrows():
         x = seconds.index(r["second"])
@@ -121,12 +123,39 @@ def plot_races(df):
         bars = ax.bar(xs, table[col], width=width, color=color, label=col)
         ax.bar_label(bars, fontsize=8)
     ax.set_xticks(range(len(table)), [f"lock: {x}" for x in table.index])
-    ax.set_ylabel("trials (count)")
+    ax.set_ylabel("trials")
     ax.set_ylim(0, table["trials"].max() * 1.3)
     ax.set_title(f"Two resumers started at the same moment, {int(table['trials'].iloc[0])} "
                  "trials each")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+def lock_demos(config: RunConfig = RACE):
+    """What the run lock does when its holder is paused, and when its holder dies while a forked
+    child still holds the lock's descriptor: each a real run of real workers."""
+    import pandas as pd
+
+    paused = B.paused_holder(config)
+    inherited = B.inherited_lock(config)
+    rows = [
+        {"the holder": paused["holder"],
+         "a second worker": f"exit {paused['second worker exit']}: "
+                            f"{_reason(paused['second worker says'])}",
+         "afterwards": f"the holder, let go, finishes ({paused['holder, after SIGCONT']})"},
+        {"the holder": inherited["holder"],
+         "a second worker": f"exit {inherited['worker while the child lives: exit']}: "
+                            f"{_reason(inherited['it says'])}",
+         "afterwards": "once the child has ended, a worker takes the run: exit "
+                       f"{inherited['worker after the child ended: exit']}"},
+    ]
+    return pd.DataFrame(rows).set_index("the holder")
+
+
+def _reason(message: str) -> str:
+    """A worker's refusal without the program name and the run directory: "run is busy: ..."."""
+    message = tidy(message)
+    return message[message.index("run is busy"):] if "run is busy" in message else message
 
 
 # --- disk full and failed fsync ------------------------------------------------------------------
@@ -147,33 +176,55 @@ def fsync_failures(config: RunConfig = DISK.replace(fsync="always")):
     return df
 
 
+#: The worker names the file that failed first: "RUN_DIR/events.jsonl: cannot write (...)",
+#: "RUN_DIR: fsync failed (...)" (the run directory itself: a directory fsync).
+FAILING_FILE = re.compile(r"^(?:bughunt: )?(\S+?): (?:cannot write|fsync failed)")
+
+
+def failing_file(message: str) -> str | None:
+    """The file a worker's I/O failure names: `events.jsonl`, `config.json.tmp`, or the run
+    directory itself (a failed directory fsync)."""
+    m = FAILING_FILE.search(message)
+    if not m:
+        return None
+    path = m.group(1)
+    return "the run directory" if path == "RUN_DIR" else path.rsplit("/", 1)[-1]
+
+
 def fault_table(df):
+    """One row per k: the file that failed, the exit, what the tracker had acknowledged before the
+    failure and whether all of it was kept, and whether the next resume finished correctly."""
     cols = ["k", "exit", "acknowledged_before", "acknowledged_kept", "correct_after_resume"]
     if "retried" in df:
         cols.insert(2, "retried")
     out = df[cols].copy()
-    failing = df["message"].str.extract(r"^(?:\S*/)?([^/\s]+?): (?:cannot write|fsync)")[0]
-    out.insert(1, "failing file", failing.replace("RUN_DIR", "(the run directory)"))
+    out.insert(1, "failing file", df["message"].map(failing_file))
     return out.set_index("k")
 
 
-def plot_faults(disk, fsync):
-    """One bar per k: green when the worker stopped with exit 74 and the next resume finished
-    correctly, red otherwise."""
-    from matplotlib.ticker import MaxNLocator
+def fault_summary(**sweeps):
+    """Per experiment and failing file: which k hit it, and what happened every time.
 
-    fig, axes = new_figure(10, 3.0, nrows=1, ncols=2)
-    for ax, df, what in ((axes[0], disk, "write (ENOSPC)"), (axes[1], fsync, "fsync (EIO)")):
-        good = (df["exit"] == 74) & df["correct_after_resume"]
-        ax.bar(df["k"], [1] * len(df), color=[COLORS["green"] if g else COLORS["red"]
-                                            for g in good])
-        ax.set_yticks([])
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(f"k: the failing {what.split()[0]}, counted from the start (count)")
-        ax.set_title(f"k-th {what} fails: {int(good.sum())} of {len(df)} recovered", fontsize=10)
-    fig.suptitle("A failure at every k: the worker stops with exit 74, the next resume finishes "
-                 "correctly (green)", fontsize=11)
-    return fig
+    `sweeps`: name -> DataFrame of `disk_full` or `fsync_failures`, e.g. `write=..., fsync=...`.
+    """
+    import pandas as pd
+
+    rows = []
+    for name, df in sweeps.items():
+        t = fault_table(df).reset_index()
+        for file, d in t.groupby("failing file", sort=False):
+            ks = list(d["k"])
+            rows.append({
+                "failure": name, "failing file": file,
+                "k": f"{ks[0]}" if len(ks) == 1 else f"{ks[0]}-{ks[-1]}" if ks == list(
+                    range(ks[0], ks[-1] + 1)) else ", ".join(map(str, ks)),
+                "runs": len(d),
+                "stopped with exit 74": int((d["exit"] == 74).sum()),
+                "kept every acknowledged report": int(d["acknowledged_kept"].sum()),
+                "fsynced again after the failure": (int(d["retried"].sum()) if "retried" in d
+                                                    else "-"),
+                "correct after resume": int(d["correct_after_resume"].sum())})
+    return pd.DataFrame(rows).set_index(["failure", "failing file"])
 
 
 # --- power loss ----------------------------------------------------------------------------------
@@ -293,29 +344,85 @@ def bugs(pages: int = 3, progress=None):
 
 # --- the panel -----------------------------------------------------------------------------------
 
-EXPERIMENTS = ["crash during recovery", "two resumers", "disk full", "failed fsync", "power loss"]
+#: Each experiment and the knobs it uses, in the order shown. A knob the experiment does not use is
+#: not shown: every knob on screen changes what runs, and means one thing.
+EXPERIMENTS = {
+    "crash during recovery": ("store", "write_mode", "key", "intent", "pending", "pages"),
+    "two resumers": ("lock", "store", "pages"),
+    "disk full": ("store", "fsync", "key", "pages"),
+    "failed fsync": ("store", "key", "pages"),
+    "power loss": ("store", "write_mode", "fsync", "dir_fsync", "key", "pages"),
+}
+#: A knob shown only while another knob has a given value: what a pending intent is done with
+#: matters only when intents are recorded; the directory fsync exists only when fsync is on.
+SHOWN_ONLY_WHEN = {"pending": ("intent", True), "dir_fsync": ("fsync", "always")}
+#: What each experiment fixes instead of offering a knob, and why (shown under the knobs).
+FIXED = {
+    "crash during recovery": "every pair of a first and a second crash; fsync never (kill -9 "
+                             "cannot tell fsync from no fsync, lesson 6)",
+    "two resumers": "8 races, each after a crash at a seeded random point; fsync never",
+    "disk full": "the k-th write fails with 'no space left on device', for every k of one run",
+    "failed fsync": "fsync always (an fsync must be called to fail); the k-th fsync fails with "
+                    "an I/O error, for every k of one run",
+    "power loss": "the power-cut states of one journaled clean run, 3 samples per cut",
+}
+
+
+#: The widgets' words for the worker's flags, so an error names what the learner moved.
+WIDGET_WORDS = {
+    "--store log": "the log store", "--store snapshot": "the snapshot store",
+    "--granularity op": "per-operation checkpoints",
+    **{f"--{flag}": f"the '{word}' setting" for flag, word in (
+        ("store", "store"), ("write-mode", "write mode"), ("fsync", "fsync"),
+        ("idempotency-key", "idempotency key"), ("intent", "intent"),
+        ("pending", "pending intent"), ("pages", "pages"), ("snapshot-every", "snapshot every"),
+        ("granularity", "granularity"))},
+}
+
+
+def in_widget_words(message: str) -> str:
+    """A message from the configuration or the worker, with its command-line flags replaced by the
+    panel's words, as one sentence: "The 'pages' setting must be at least 1."."""
+    message = re.sub(r"^(--[\w-]+): ", r"\1 ", message)     # "--pages: must be" -> "... must be"
+    for flag in sorted(WIDGET_WORDS, key=len, reverse=True):
+        message = message.replace(flag, WIDGET_WORDS[flag])
+    message = tidy(message).strip()
+    message = message[:1].upper() + message[1:]
+    return message if message.endswith((".", "!", "?")) else message + "."
 
 
 class BeyondPanel:
-    """Pick an experiment and a configuration; Run re-runs it for real and shows its table."""
+    """Pick an experiment; only its knobs are shown; Run re-runs it for real and shows its table.
+
+    `plan()` is what the controls describe (the experiment, its configuration and its options), so
+    the panel logic can be tested without running anything.
+    """
 
     def __init__(self):
-        self.experiment = W.Dropdown(options=EXPERIMENTS, value="two resumers",
+        self.experiment = W.Dropdown(options=list(EXPERIMENTS), value="two resumers",
                                      description="experiment")
-        self.store = W.ToggleButtons(options=["log", "snapshot"], value="log",
-                                     description="store")
-        self.write_mode = W.ToggleButtons(options=["atomic", "torn", "no-newline"],
-                                          value="atomic", description="write mode")
-        self.fsync = W.ToggleButtons(options=["never", "always"], value="always",
-                                     description="fsync")
-        self.key = W.ToggleButtons(options=[("on", True), ("off", False)], value=True,
-                                   description="idempotency key")
-        self.pending = W.ToggleButtons(options=["redo", "abort"], value="redo",
-                                       description="pending")
-        self.lock = W.ToggleButtons(options=[("flock", True), ("none (unsafe)", False)],
-                                    value=True, description="run lock")
-        self.pages = W.IntSlider(value=3, min=3, max=6, description="pages",
-                                 continuous_update=False)
+        self.knobs = {
+            "store": W.ToggleButtons(options=["log", "snapshot"], value="log",
+                                     description="store"),
+            "write_mode": W.ToggleButtons(options=["atomic", "torn", "no-newline"],
+                                          value="atomic", description="write mode"),
+            "fsync": W.ToggleButtons(options=["never", "always"], value="always",
+                                     description="fsync"),
+            "dir_fsync": W.ToggleButtons(options=[("on", True), ("off (planted bug)", False)],
+                                         value=True, description="directory fsync"),
+            "key": W.ToggleButtons(options=[("on", True), ("off", False)], value=True,
+                                   description="idempotency key"),
+            "intent": W.ToggleButtons(options=[("on", True), ("off", False)], value=True,
+                                      description="intent"),
+            "pending": W.ToggleButtons(options=["redo", "abort"], value="redo",
+                                       description="pending intent"),
+            "lock": W.ToggleButtons(options=[("flock", True), ("none (unsafe)", False)],
+                                    value=True, description="run lock"),
+            "pages": W.IntSlider(value=3, min=3, max=6, description="pages",
+                                 continuous_update=False),
+        }
+        self.fixed = W.HTML()
+        self.knob_box = W.VBox()
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
         self.reset_button = W.Button(description="Reset", icon="undo")
         self.progress = W.IntProgress(value=0, min=0, max=1)
@@ -323,71 +430,139 @@ class BeyondPanel:
         self.out = W.Output()
         self.run_button.on_click(lambda _: self.run())
         self.reset_button.on_click(lambda _: self.reset())
+        for w in (self.experiment, self.knobs["intent"], self.knobs["fsync"],
+                  self.knobs["store"]):
+            w.observe(lambda _: self._show_knobs(), names="value")
         self.df = None
+        self.error: BaseException | None = None
+        self._show_knobs()
 
-    @property
-    def config(self) -> RunConfig:
-        return RunConfig(store=self.store.value, write_mode=self.write_mode.value,
-                         fsync=self.fsync.value, idempotency_key=self.key.value,
-                         intent=self.store.value == "log" or self.pending.value == "abort",
-                         pending=self.pending.value, pages=self.pages.value)
+    # --- what the controls describe ---------------------------------------------------------------
+
+    def shown(self) -> list[str]:
+        """The knobs the chosen experiment uses, given the other knobs' values."""
+        out = []
+        for name in EXPERIMENTS[self.experiment.value]:
+            other = SHOWN_ONLY_WHEN.get(name)
+            if other and other[0] in out and self.knobs[other[0]].value != other[1]:
+                continue
+            if other and other[0] not in out:
+                continue
+            out.append(name)
+        return out
+
+    def fixed_note(self) -> str:
+        """What the chosen experiment fixes, in words, including the hidden knobs' values."""
+        notes = [FIXED[self.experiment.value]]
+        if "intent" not in self.shown():
+            notes.append("intents on with the log store, off with the snapshot store")
+        return "; ".join(notes) + "."
+
+    def _show_knobs(self) -> None:
+        self.knob_box.children = [self.knobs[n] for n in self.shown()]
+        self.fixed.value = f"<i>Fixed here: {html.escape(self.fixed_note())}</i>"
+
+    def plan(self) -> tuple[str, RunConfig, dict]:
+        """(experiment, configuration, options) from the shown knobs; hidden knobs play no part.
+
+        Raises ConfigError for a mix of settings that cannot run.
+        """
+        what, shown = self.experiment.value, set(self.shown())
+
+        def knob(name, default):
+            return self.knobs[name].value if name in shown else default
+
+        store = knob("store", "log")
+        intent = knob("intent", store == "log")
+        fsync = "always" if what == "failed fsync" else knob("fsync", "never")
+        config = RunConfig(store=store, write_mode=knob("write_mode", "atomic"), fsync=fsync,
+                           idempotency_key=knob("key", True), intent=intent,
+                           pending=knob("pending", "redo"), pages=knob("pages", 3))
+        options = {}
+        if what == "two resumers":
+            options["lock"] = knob("lock", True)
+        if what == "power loss":
+            options["mutant"] = None if knob("dir_fsync", True) else "no-dir-fsync"
+        return what, config, options
+
+    # --- running ----------------------------------------------------------------------------------
 
     def _tick(self, done: int, total: int) -> None:
         self.progress.max, self.progress.value = total, done
 
-    def run(self):
+    def _execute(self, what: str, config: RunConfig, options: dict):
+        """Run one experiment; its records, its table and its figure (None: the table says it)."""
         import pandas as pd
 
+        if what == "crash during recovery":
+            df = pd.DataFrame(B.chain_sweep(config, progress=self._tick))
+            return df, chain_table(df), plot_chain(df, config)
+        if what == "two resumers":
+            lock = options["lock"]
+            df = pd.DataFrame([{"lock": "flock" if lock else "none (unsafe)", **r}
+                               for r in B.two_resumers(config, trials=8, lock=lock,
+                                                       progress=self._tick)])
+            return df, race_table(df), plot_races(df)
+        if what == "disk full":
+            df = disk_full(config)
+            return df, fault_table(df), None
+        if what == "failed fsync":
+            df = fsync_failures(config)
+            return df, fault_table(df), None
+        v = B.Variant(describe(config) + (", no dir fsync" if options["mutant"] else ""), config,
+                      options["mutant"])
+        df = power_loss([v], progress=self._tick)
+        return df, power_table(df), plot_power(df)
+
+    def run(self):
+        """Run the chosen experiment. A mix of settings that cannot run, or a worker that fails,
+        is said in the status line in the panel's words; anything else shows its traceback too."""
+        import traceback
+
+        from ..config import ConfigError
+
         self.run_button.disabled = True
+        self.error = None
+        self.out.outputs = ()
         self.status.value = "Running real processes..."
         try:
-            config, what = self.config, self.experiment.value
-            if what == "crash during recovery":
-                df = pd.DataFrame(B.chain_sweep(config, progress=self._tick))
-                table, fig = chain_table(df), plot_chain(df, config)
-            elif what == "two resumers":
-                df = pd.DataFrame([{"lock": "flock" if self.lock.value else "none (unsafe)", **r}
-                                   for r in B.two_resumers(config, trials=8, lock=self.lock.value,
-                                                           progress=self._tick)])
-                table, fig = race_table(df), plot_races(df)
-            elif what == "disk full":
-                df = disk_full(config)
-                table, fig = fault_table(df), plot_faults(df, fsync_failures(config))
-            elif what == "failed fsync":
-                fs = fsync_failures(config.replace(fsync="always"))
-                df, table, fig = fs, fault_table(fs), plot_faults(disk_full(config), fs)
-            else:
-                bugs_ = ("no-dir-fsync",) if not self.lock.value else ()
-                v = B.Variant(describe(config), config, bugs_)
-                df = power_loss([v], progress=self._tick)
-                table, fig = power_table(df), plot_power(df)
+            what, config, options = self.plan()
+            df, table, fig = self._execute(what, config, options)
             self.df = df
-            self.out.outputs = ()
             self.out.append_display_data(HTML(f"<b>{html.escape(what)}</b>: "
                                               f"{html.escape(describe(config))}"))
-            self.out.append_display_data(Image(data=png(fig), format="png"))
+            if fig is not None:
+                self.out.append_display_data(Image(data=png(fig), format="png"))
             self.out.append_display_data(table)
             self.status.value = f"Done: {len(df)} runs."
-        except Exception as e:       # an impossible mix of settings: say so in the panel
-            self.status.value = f"Could not run: {e}"
+        except ConfigError as e:
+            self.error, self.df = e, None
+            self.status.value = "These settings cannot run. " + in_widget_words(e.as_flag())
+        except (RuntimeError, OSError, StoreDamage) as e:
+            self.error, self.df = e, None
+            self.status.value = "The experiment stopped. " + in_widget_words(str(e))
+        except Exception as e:           # a bug in the lab: say so, and show where
+            self.error, self.df = e, None
+            self.status.value = (f"The lab failed ({type(e).__name__}): {e}. The traceback is "
+                                 "below; please report it.")
+            self.out.append_stdout("".join(traceback.format_exception(e)))
         finally:
             self.run_button.disabled = False
         return self.df
 
     def reset(self) -> None:
-        self.experiment.value, self.store.value, self.write_mode.value = (
-            "two resumers", "log", "atomic")
-        self.fsync.value, self.key.value, self.pending.value = "always", True, "redo"
-        self.lock.value, self.pages.value = True, 3
+        self.experiment.value = "two resumers"
+        defaults = {"store": "log", "write_mode": "atomic", "fsync": "always", "dir_fsync": True,
+                    "key": True, "intent": True, "pending": "redo", "lock": True, "pages": 3}
+        for name, value in defaults.items():
+            self.knobs[name].value = value
         self.out.outputs = ()
         self.progress.value = 0
-        self.df = None
+        self.df, self.error = None, None
         self.status.value = "Reset."
 
     def widget(self) -> W.VBox:
-        note = W.HTML("<i>power loss: 'run lock: none' plants the no-dir-fsync bug instead</i>")
-        return W.VBox([self.experiment, self.store, self.write_mode, self.fsync, self.key,
-                       self.pending, self.lock, note, self.pages,
+        return W.VBox([self.experiment, self.knob_box, self.fixed,
                        W.HBox([self.run_button, self.reset_button, self.progress]), self.status,
                        self.out])
 
@@ -419,9 +594,10 @@ def _ex_8_1(answer):
 
 @exercise("8.2", "Two workers resume the same run at the same moment, with the run lock. How many "
           "of them go on to work on the run?",
-          "1. The first to take the flock holds it until it ends (the kernel drops it even on "
-          "SIGKILL); the other exits 75, 'run is busy'. Without the lock both work, and the log "
-          "gets every event twice with the same sequence numbers.")
+          "1. The first to take the flock holds it as long as its lock file stays open: until it "
+          "ends, even by SIGKILL, unless a child it forked still holds the file. The other exits "
+          "75, 'run is busy'. Without the lock both work, and the log gets every event twice with "
+          "the same sequence numbers.")
 def _ex_8_2(answer):
     r = B.two_resumers(RACE.replace(pages=3), trials=1)[0]
     if answer == r["proceeded"]:

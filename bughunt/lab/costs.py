@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from matplotlib.ticker import FuncFormatter
+
 from .. import bench
+from . import reference
 from .style import COLORS, new_figure
 
-#: The lesson's macOS medians, in microseconds (lesson text, section 5).
-LESSON_MEDIANS_US = {"log append (flush only)": 2.0, "log append + fsync": 33.0,
-                     "snapshot: tmp + fsync + rename + dir fsync": 228.0}
+#: Which of lesson 6's kinds of write each of the bench's write rows is. The source text's figures
+#: are looked up by kind (`bughunt.lab.reference`), so a figure lands on the row of the kind it
+#: measured or on none: the source text's snapshot had no directory fsync, and no row here is that.
+BENCH_KINDS = {
+    "log append (flush only)": reference.APPEND,
+    "log append + fsync": reference.APPEND_FSYNC,
+    "snapshot: tmp + rename, no fsync": reference.SNAPSHOT_NO_FSYNC,
+    "snapshot: tmp + fsync + rename + dir fsync": reference.SNAPSHOT_DIR_FSYNC,
+}
+
+
+def reference_marks(cases) -> dict[str, float]:
+    """The source text's median in µs for each bench row of a kind it measured."""
+    return {c: f.value * 1000 for c in cases
+            if c in BENCH_KINDS and (f := reference.write_median(BENCH_KINDS[c])) is not None}
 
 
 def write_costs(n: int = 400, fsync_n: int = 60):
@@ -33,7 +48,8 @@ def recovery(sizes=(100, 1_000, 10_000), every: int = 100):
 
 
 def plot_write_costs(df):
-    """Ours against the floor for each checkpoint write, log scale, the lesson's medians marked."""
+    """Ours against the floor for each checkpoint write, log scale; the source text's macOS
+    medians marked on the rows of the same kind of write."""
     w = df[df.section == "write"]
     fig, ax = new_figure(10, 3.8)
     y = range(len(w))
@@ -41,12 +57,16 @@ def plot_write_costs(df):
             label="through the lab's I/O door")
     ax.barh([i - 0.2 for i in y], w.reference, height=0.4, color=COLORS["grey"],
             label="the floor: least code, same durable work")
+    marks = reference_marks(list(w.case))
+    labelled = False
     for i, (_, r) in enumerate(w.iterrows()):
         ax.text(max(r.value, r.reference) * 1.15, i, f"{r.ratio:.2f}x the floor", va="center",
                 fontsize=8)
-        if r.case in LESSON_MEDIANS_US:
-            ax.scatter([LESSON_MEDIANS_US[r.case]], [i], marker="D", color=COLORS["orange"],
-                       zorder=3, label="lesson's macOS median" if i == 0 else None)
+        if r.case in marks:
+            ax.scatter([marks[r.case]], [i], marker="D", color=COLORS["grey"],
+                       edgecolors=COLORS["black"], s=50, zorder=3,
+                       label=None if labelled else "source text's macOS median (same kind)")
+            labelled = True
     ax.set_yticks(list(y), list(w.case), fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -55,6 +75,7 @@ def plot_write_costs(df):
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlim(right=ax.get_xlim()[1] * 8)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
     return fig
 
 

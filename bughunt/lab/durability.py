@@ -1,17 +1,18 @@
 """Lesson 6, kill -9 is not power loss: flush, fsync, and what each costs.
 
 A byte the worker writes passes three places: the process's own user-space buffer (Python's
-`open()`), the kernel's page cache, the disk. kill -9 destroys only the first, so surviving it needs
-the bytes handed to the kernel (flush, or `os.write`); surviving a kernel crash or a power cut needs
-them on the disk (fsync, and a directory fsync after a rename). This module measures what can be
-measured with real processes on this machine:
+`open()`), the kernel's page cache, the storage device. kill -9 destroys only the first, so
+surviving it needs the bytes handed to the kernel (flush, or `os.write`); surviving a kernel crash
+or a power cut needs them on the device (fsync of the file, and of its directory when the file is
+new or was renamed). This module measures what can be measured with real processes here:
 
-- the lesson's log mode swept at all 54 crash points with fsync never and always (`kill9_sweeps`):
-  under kill -9 the verdicts are the same, because fsync protects against something else;
+- the source text's log mode swept at all 54 crash points with fsync never and always
+  (`kill9_sweeps`): under kill -9 the verdicts are the same, because fsync protects against
+  something else;
 - what kill -9 leaves of a line written with and without flush (`buffer_table`, real processes
   running `python -m bughunt.bufferdemo`);
 - the latency of each kind of checkpoint write through the lab's own I/O door (`measure_latencies`),
-  beside the lesson's macOS medians.
+  in µs, beside the source text's macOS medians (`bughunt.lab.reference`).
 """
 
 from __future__ import annotations
@@ -30,36 +31,24 @@ import numpy as np
 from ..bufferdemo import LINE
 from ..config import RunConfig
 from ..diskio import Door
+from ..doctor import Storage, file_system, storage
 from ..experiment import LESSON_FIGURES, clean_run, summarize, sweep_records, verdict, work_dir
 from ..stores import LOG_FILE, SNAPSHOT_FILE, records
 from ..stores.snapshot import read_snapshot
+from . import reference
 from .exercises import exercise
 from .panel import CrashPanel, seed_sweep
 from .plots import describe_config, verdict_handles, verdict_row
+from .reference import (APPEND, APPEND_FSYNC, SNAPSHOT_DIR_FSYNC, SNAPSHOT_NO_DIR_FSYNC,
+                        SNAPSHOT_NO_FSYNC)
 from .style import COLORS, SERIES, lesson_line, new_figure, page_ticks
 
-#: The lesson's log mode: event log, intents, idempotency key, and no fsync at all.
+#: The source text's log mode: event log, intents, idempotency key, and no fsync at all.
 LOG = RunConfig(store="log", intent=True)
 POLICIES = {"fsync never": LOG, "fsync always": LOG.replace(fsync="always")}
 
-# --- the lesson's own figures (the first lesson text, measured on macOS), shown beside ours -------
-
-#: Bytes left by kill -9 after f.write() of a 12-byte line, without and with f.flush().
-LESSON_BUFFER_BYTES = {"write": 0, "flush": 12}
-
-APPEND = "append (flush only)"
-APPEND_FSYNC = "append + fsync"
-SNAPSHOT_LESSON = "snapshot: tmp + fsync + rename"
-SNAPSHOT_DIR_FSYNC = "snapshot: tmp + fsync + rename + dir fsync"
-SNAPSHOT_NO_FSYNC = "snapshot: tmp + rename, no fsync"
-KINDS = (APPEND, APPEND_FSYNC, SNAPSHOT_NO_FSYNC, SNAPSHOT_LESSON, SNAPSHOT_DIR_FSYNC)
-
-#: The lesson's median per write in ms on macOS: (first run, rerun).
-LESSON_MEDIANS_MS = {
-    APPEND: (0.0020, 0.0025),
-    APPEND_FSYNC: (0.033, 0.037),
-    SNAPSHOT_LESSON: (0.228, 0.300),
-}
+#: The kinds of checkpoint write timed here, in the order of the figure's rows.
+KINDS = reference.WRITE_KINDS
 WARM_UP = 10          # untimed writes before each kind's samples
 KIND_COLORS = dict(zip(KINDS, (COLORS["sky"], COLORS["blue"], COLORS["yellow"], COLORS["orange"],
                                COLORS["red"])))
@@ -68,7 +57,7 @@ KIND_COLORS = dict(zip(KINDS, (COLORS["sky"], COLORS["blue"], COLORS["yellow"], 
 # --- 1. kill -9 with and without fsync ------------------------------------------------------------
 
 def kill9_sweeps(policies: dict[str, RunConfig] = POLICIES, *, progress=None):
-    """Sweep the lesson's log mode at every crash point, once per fsync policy; one DataFrame.
+    """Sweep the source text's log mode at every crash point, once per fsync policy; one DataFrame.
 
     `policies` maps "fsync never" and "fsync always" to configurations (tests pass smaller ones).
     The sweeps run one after the other so each can be timed (`df.attrs["elapsed_s"]`);
@@ -92,7 +81,7 @@ def kill9_sweeps(policies: dict[str, RunConfig] = POLICIES, *, progress=None):
 
 
 def kill9_table(df):
-    """Per fsync policy: how the 54 kill -9 runs recovered, beside the lesson's 54 of 54."""
+    """Per fsync policy: how the 54 kill -9 runs recovered, beside the source text's 54 of 54."""
     import pandas as pd
 
     rows = []
@@ -100,7 +89,7 @@ def kill9_table(df):
         s = summarize(d.to_dict("records"))
         rows.append({"fsync": name, "crash points": s["crash_points"],
                      "recovered correctly": s["correct_runs"],
-                     "lesson (fsync never)": LESSON_FIGURES["log_runs_correct"],
+                     "source text (fsync never)": LESSON_FIGURES["log_runs_correct"],
                      "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
                      "three-way failures": s["three_way_failures"],
                      "avg replayed events": round(s["avg_replayed_events"], 2),
@@ -165,7 +154,8 @@ def plot_kill9(df):
     fig, (top, bottom) = new_figure(10, 4.8, nrows=2, sharex=True,
                                     gridspec_kw={"height_ratios": [1, 2]})
     seen = _verdict_strip(top, df, {name: ("fsync", name) for name in POLICIES})
-    top.set_title("kill -9 at every crash point of the lesson's log mode: fsync changes nothing")
+    top.set_title("kill -9 at every crash point of the source text's log mode: "
+                  "fsync changes nothing")
     _verdict_legend(top, seen)
     top.set_ylim(-0.6, 2.4)
     for offset, (name, color) in zip((-0.2, 0.2), zip(POLICIES, (COLORS["blue"],
@@ -174,8 +164,8 @@ def plot_kill9(df):
         bottom.bar(d["index"] + offset, d["replayed_events"], width=0.4, color=color,
                    label=f"{name}: avg {d['replayed_events'].mean():.2f}")
     lesson_line(bottom, LESSON_FIGURES["replay_log_avg"],
-                f"lesson avg (fsync never): {LESSON_FIGURES['replay_log_avg']}")
-    bottom.set_ylabel("replayed events (events)")
+                f"source text avg (fsync never): {LESSON_FIGURES['replay_log_avg']}")
+    bottom.set_ylabel("replayed events")
     bottom.set_ylim(0, df["replayed_events"].max() * 1.35)
     bottom.legend(fontsize=8, loc="upper left", ncols=3)
     page_ticks(bottom, df[df["fsync"] == "fsync never"])
@@ -212,15 +202,16 @@ def buffer_demo(how: str = "write", lines: int = 1, directory: Path | None = Non
 
 
 def buffer_table():
-    """Each way of writing the lesson's 12-byte line, then kill -9: the bytes left on disk."""
+    """Each way of writing the source text's 12-byte line, then kill -9: the bytes left on disk."""
     import pandas as pd
 
     rows = []
     for case, how, lines in BUFFER_CASES:
         r = buffer_demo(how, lines)
-        lesson = LESSON_BUFFER_BYTES.get(how, "-") if lines == 1 else "-"
+        source = reference.BUFFER_BYTES.get(how) if lines == 1 else None
         rows.append({"case": case, "bytes written": r["bytes written"],
-                     "bytes on disk after kill -9": r["bytes on disk"], "lesson": lesson,
+                     "bytes on disk after kill -9": r["bytes on disk"],
+                     "source text (macOS)": "-" if source is None else int(source.value),
                      "whole lines on disk": f"{r['whole lines on disk']} of {lines}"})
     return pd.DataFrame(rows).set_index("case")
 
@@ -239,11 +230,11 @@ def plot_buffer(table):
         on, of = table.loc[c, "bytes on disk after kill -9"], table.loc[c, "bytes written"]
         ax.annotate(f"{on} of {of} bytes", (shares[y], y), xytext=(10, 0),
                     textcoords="offset points", va="center", fontsize=9)
-        lesson = table.loc[c, "lesson"]
-        if lesson != "-":
-            ax.plot([100 * lesson / of], [y], marker="D", color=COLORS["grey"], markersize=8,
+        source = table.loc[c, "source text (macOS)"]
+        if source != "-":
+            ax.plot([100 * source / of], [y], marker="D", color=COLORS["grey"], markersize=8,
                     markeredgecolor=COLORS["black"], linestyle="none",
-                    label=None if labelled else "lesson (macOS), bytes on disk")
+                    label=None if labelled else "source text (macOS), bytes on disk")
             labelled = True
     ax.set_xlim(-4, 135)
     ax.set_xlabel("written bytes found on disk after kill -9 (%)")
@@ -255,9 +246,10 @@ def plot_buffer(table):
 # --- 3. what each kind of checkpoint write costs, timed by the I/O door ---------------------------
 
 class LessonDoor(Door):
-    """The lab's door minus the directory fsync: the lesson's `atomic_write` (tmp, fsync, rename).
+    """The lab's door minus the directory fsync: the source text's `atomic_write` (tmp, fsync,
+    rename).
 
-    Only for timing the lesson's figure; the rename it leaves may be lost on power loss.
+    Only for timing the source text's figure; the rename it leaves may be undone by a power cut.
     """
 
     def _fsync_dir(self, directory: Path) -> None:
@@ -281,26 +273,6 @@ def worker_records() -> dict[str, bytes]:
     return {"page_done": page_done[-1], "snapshot": snapshot}
 
 
-def file_system(path: Path) -> str:
-    """The type of the file system holding `path` ("ext4", "tmpfs", ...), from /proc/mounts.
-
-    "unknown" where there is no /proc (macOS). Matters because on a file system in memory (tmpfs)
-    fsync has no disk to wait for, and the latency figures would say fsync is free.
-    """
-    try:
-        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
-    except OSError:
-        return "unknown"
-    target = str(Path(path).resolve())
-    best = ("", "unknown")
-    for fields in mounts:
-        point = fields[1].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best[0]):
-            best = (point, fields[2])
-    return best[1]
-
-
 IN_MEMORY = ("tmpfs", "ramfs")
 
 
@@ -315,12 +287,13 @@ def _on_a_disk(base_dir: Path | None):
 
 
 def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = None):
-    """Time `samples` writes of each kind through the I/O door; one row per write (ms).
+    """Time `samples` writes of each kind through the I/O door; one row per write (µs).
 
     Each kind is timed in its own block, after a few untimed warm-up writes, as a worker using that
     design would write: mixing kinds would let one kind's fsyncs slow the next kind's plain writes
     (they share the file system's journal). Appends go to one file each, opened once, as the log
-    store does. `df.attrs["file_system"]` names the file system the writes went to.
+    store does. `df.attrs["storage"]` says what the writes went to (file system, device, write
+    cache, hypervisor: `bughunt.doctor.storage`); `df.attrs["file_system"]` names the file system.
     """
     import pandas as pd
 
@@ -328,7 +301,7 @@ def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = N
     line, snap = recs["page_done"], recs["snapshot"]
     plain, synced, lesson = Door("never"), Door("always"), LessonDoor("never")
     with _on_a_disk(base_dir) as d:
-        fs = file_system(d)
+        where = storage(d)
         fds = {APPEND: plain.open_append(d / "plain.jsonl"),
                APPEND_FSYNC: synced.open_append(d / "synced.jsonl")}
         write = {
@@ -336,13 +309,14 @@ def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = N
             APPEND_FSYNC: lambda: synced.append(fds[APPEND_FSYNC], line, kind=APPEND_FSYNC),
             SNAPSHOT_NO_FSYNC: lambda: plain.write_atomic(d / "nosync.json", snap, fsync=False,
                                                           kind=SNAPSHOT_NO_FSYNC),
-            SNAPSHOT_LESSON: lambda: lesson.write_atomic(d / "lesson.json", snap, fsync=True,
-                                                         kind=SNAPSHOT_LESSON),
+            SNAPSHOT_NO_DIR_FSYNC: lambda: lesson.write_atomic(d / "source.json", snap,
+                                                               fsync=True,
+                                                               kind=SNAPSHOT_NO_DIR_FSYNC),
             SNAPSHOT_DIR_FSYNC: lambda: plain.write_atomic(d / "dirsync.json", snap, fsync=True,
                                                            kind=SNAPSHOT_DIR_FSYNC),
         }
         doors = {APPEND: plain, APPEND_FSYNC: synced, SNAPSHOT_NO_FSYNC: plain,
-                 SNAPSHOT_LESSON: lesson, SNAPSHOT_DIR_FSYNC: plain}
+                 SNAPSHOT_NO_DIR_FSYNC: lesson, SNAPSHOT_DIR_FSYNC: plain}
         try:
             for kind in kinds:
                 for _ in range(WARM_UP):
@@ -357,59 +331,98 @@ def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = N
     rows = []
     for door in (plain, synced, lesson):
         for kind, values in door.latencies_ns.items():
-            rows += [{"kind": kind, "bytes": sizes.get(kind, len(snap)), "latency_ms": v / 1e6}
+            rows += [{"kind": kind, "bytes": sizes.get(kind, len(snap)), "latency_us": v / 1e3}
                      for v in values]
     df = pd.DataFrame(rows)
-    df.attrs["file_system"] = fs
+    df.attrs["storage"] = where
+    df.attrs["file_system"] = where.file_system
     df["kind"] = pd.Categorical(df["kind"], categories=[k for k in KINDS if k in kinds],
                                 ordered=True)
     return df.sort_values("kind", kind="stable").reset_index(drop=True)
 
 
-def latency_table(lat):
-    """Per kind of write: median and p99 in ms, how many appends it is worth, the lesson's median.
-    """
+def source_figures():
+    """The source text's write medians (macOS), in µs, by kind of write."""
     import pandas as pd
 
-    append_median = lat.loc[lat["kind"] == APPEND, "latency_ms"].median()
+    rows = [{"kind": kind, "median µs": f.value * 1000, "rerun µs": f.rerun * 1000,
+             "machine": f.machine}
+            for kind, f in reference.WRITE_MEDIANS_MS.items()]
+    return pd.DataFrame(rows).set_index("kind")
+
+
+def source_sentence() -> str:
+    """The source text's sentence that gives those medians, and its English translation."""
+    sentences = {f.sentence: f.says for f in reference.WRITE_MEDIANS_MS.values()}
+    return "\n".join(f"{zh}\n({en})" for zh, en in sentences.items())
+
+
+def what_was_measured(lat) -> str:
+    """What the timed writes went to, in one sentence (changes from machine to machine)."""
+    where: Storage = lat.attrs["storage"]
+    return f"The timed writes went to {where.describe()}."
+
+
+def us(value: float) -> str:
+    """A duration in µs, three significant digits, no scientific notation: 1.32 µs, 4,610 µs."""
+    rounded = float(f"{value:.3g}")
+    return f"{rounded:,.0f} µs" if rounded >= 1000 else f"{rounded:g} µs"
+
+
+def latency_table(lat):
+    """Per kind of write: median and p99 in µs, how many appends it is worth, and the source
+    text's macOS median for the same kind of write (three kinds only)."""
+    import pandas as pd
+
+    append_median = lat.loc[lat["kind"] == APPEND, "latency_us"].median()
     rows = []
     for kind, d in lat.groupby("kind", observed=True, sort=True):
-        median = d["latency_ms"].median()
-        lesson = LESSON_MEDIANS_MS.get(kind, ("-", "-"))
+        median = d["latency_us"].median()
+        source = reference.write_median(kind)
         rows.append({"kind": kind, "samples": len(d), "bytes": int(d["bytes"].iloc[0]),
-                     "median ms": float(f"{median:.3g}"),
-                     "p99 ms": float(f"{d['latency_ms'].quantile(0.99):.3g}"),
+                     "median µs": float(f"{median:.3g}"),
+                     "p99 µs": float(f"{d['latency_us'].quantile(0.99):.3g}"),
                      "x append": round(median / append_median) if append_median else None,
-                     "lesson median ms": lesson[0], "lesson rerun ms": lesson[1]})
+                     "source text median µs": "-" if source is None else source.value * 1000,
+                     "source text rerun µs": "-" if source is None else source.rerun * 1000})
     return pd.DataFrame(rows).set_index("kind")
 
 
 def fsync_ratio(lat) -> float:
     """How many times slower append + fsync is than a plain append here (ratio of medians)."""
-    med = lat.groupby("kind", observed=True)["latency_ms"].median()
+    med = lat.groupby("kind", observed=True)["latency_us"].median()
     return float(med[APPEND_FSYNC] / med[APPEND])
 
 
-def _lesson_marks(ax, rows: dict[str, int]) -> None:
-    """The lesson's macOS medians as diamonds on the rows that have one (first run and rerun)."""
-    first = rerun = True
-    for kind, y in rows.items():
-        if kind not in LESSON_MEDIANS_MS:
-            continue
-        a, b = LESSON_MEDIANS_MS[kind]
+def reference_marks(kinds) -> dict[str, tuple[float, float]]:
+    """The source text's (median, rerun) in µs for each kind of write that has one."""
+    return {k: (f.value * 1000, f.rerun * 1000) for k in kinds
+            if (f := reference.write_median(k)) is not None}
+
+
+def _source_marks(ax, rows: dict[str, int]) -> list[float]:
+    """The source text's macOS medians as diamonds on the rows of the same kind (first run and
+    rerun); returns the values drawn, so the axis can include them."""
+    drawn = []
+    first = True
+    for kind, (a, b) in reference_marks(rows).items():
+        y = rows[kind]
         ax.plot([a], [y], marker="D", markersize=8, color=COLORS["grey"],
                 markeredgecolor=COLORS["black"], linestyle="none", zorder=4,
-                label="lesson median (macOS)" if first else None)
+                label="source text median (macOS)" if first else None)
         ax.plot([b], [y], marker="D", markersize=8, markerfacecolor="white",
                 markeredgecolor=COLORS["grey"], linestyle="none", zorder=4,
-                label="lesson rerun" if rerun else None)
-        first = rerun = False
+                label="source text rerun (macOS)" if first else None)
+        first = False
+        drawn += [a, b]
+    return drawn
 
 
-def _hbox(ax, y: float, values, color: str) -> None:
+def _hbox(ax, y: float, values, color: str) -> tuple[float, float]:
     """A horizontal box: quartiles, median, whiskers at the 1st and 99th percentile, the rest dots.
 
-    Drawn by hand so it looks the same on every matplotlib the lab supports.
+    Drawn by hand so it looks the same on every matplotlib the lab supports. Returns the whiskers'
+    ends, which the axis is fitted to (a few far outliers must not squash the boxes into lines).
     """
     from matplotlib.patches import Rectangle
 
@@ -424,41 +437,68 @@ def _hbox(ax, y: float, values, color: str) -> None:
     outside = values[(values < p1) | (values > p99)]
     ax.plot(outside, np.full(len(outside), y), ".", color=COLORS["grey"], markersize=3,
             alpha=0.6)
+    return float(p1), float(p99)
+
+
+def _fit_log_axis(ax, values: list[float], pad: float = 1.6) -> tuple[float, float]:
+    """A log axis just wide enough for `values`, its ticks written as plain numbers (1, 10, 100)."""
+    from matplotlib.ticker import FuncFormatter
+
+    lo, hi = min(values) / pad, max(values) * pad
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    return lo, hi
+
+
+def _beyond_axis(ax, y: float, values, hi: float) -> None:
+    """Say how many samples lie beyond the right edge, instead of stretching the axis to them."""
+    n = int((np.asarray(values) > hi).sum())
+    if n:
+        ax.annotate(f"{n} beyond →", (hi, y), xytext=(-3, 0), textcoords="offset points",
+                    ha="right", va="center", fontsize=7, color=COLORS["black"])
 
 
 def plot_latencies(lat):
-    """The distribution of each kind of write on a log scale in ms, the lesson's medians marked."""
+    """The distribution of each kind of write in µs on a log axis fitted to the whiskers, with the
+    source text's macOS medians on the rows of the same kind."""
     fig, ax = new_figure(10, 4.2)
     kinds = [k for k in KINDS if k in set(lat["kind"])]
     rows = {k: i + 1 for i, k in enumerate(kinds)}
+    ends = []
     for kind in kinds:
-        values = lat.loc[lat["kind"] == kind, "latency_ms"].to_numpy()
-        _hbox(ax, rows[kind], values, KIND_COLORS[kind])
-        ax.annotate(f"median {float(np.median(values)):.3g} ms", (float(values.max()), rows[kind]),
-                    xytext=(8, 0), textcoords="offset points", va="center", fontsize=8)
-    _lesson_marks(ax, rows)
+        values = lat.loc[lat["kind"] == kind, "latency_us"].to_numpy()
+        ends += _hbox(ax, rows[kind], values, KIND_COLORS[kind])
+        ax.annotate(f"median {us(float(np.median(values)))}", (1.0, rows[kind]),
+                    xycoords=("axes fraction", "data"), xytext=(6, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ends += _source_marks(ax, rows)
+    _, hi = _fit_log_axis(ax, ends)
+    for kind in kinds:
+        _beyond_axis(ax, rows[kind], lat.loc[lat["kind"] == kind, "latency_us"], hi)
     ax.set_yticks(list(rows.values()), kinds, fontsize=9)
     ax.set_ylim(0.4, len(kinds) + 0.6)
-    ax.set_xscale("log")
-    lo, hi = lat["latency_ms"].min(), lat["latency_ms"].max()
-    ax.set_xlim(min(lo, 0.002) / 2, hi * 30)
-    ax.set_xlabel("time per write (ms, log scale)")
+    ax.set_xlabel("time per write (µs, log scale)")
     n = int(lat["kind"].value_counts().max())
     ax.set_title(f"What one checkpoint write costs here: {n} writes of each kind through the I/O "
-                 "door\n(box: quartiles; whiskers: 1st to 99th percentile), beside the lesson's "
-                 "macOS medians", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+                 "door\n(box: quartiles; whiskers: 1st to 99th percentile)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
     ax.grid(axis="x", which="major", color=COLORS["grey"], alpha=0.3)
     return fig
 
 
 # --- 4. what survives what -----------------------------------------------------------------------
 
+#: fsync(2), Linux man-pages: why a new file needs its directory fsynced as well.
+FSYNC_MAN_PAGE = "https://man7.org/linux/man-pages/man2/fsync.2.html"
+
+
 def survival_table(buffers, df):
-    """Event -> what survives kill -9, a kernel panic, a power cut.
+    """What was done -> whether it survives kill -9, a kernel panic, a power cut.
 
     The kill -9 column cites this notebook's measurements; the other two follow from what fsync
-    promises and cannot be shown with kill -9 (lesson 8 simulates them).
+    promises (fsync(2): a file's fsync does not make its directory entry durable; that needs an
+    fsync of the directory) and cannot be shown with kill -9 (lesson 8 simulates a power cut).
     """
     import pandas as pd
 
@@ -477,13 +517,17 @@ def survival_table(buffers, df):
         ("write() or flush(), no fsync (page cache)",
          f"{kept(flushed)} (here: {flushed} of {len(LINE)} bytes; {correct} of {len(never)} "
          "runs correct)",
-         "may be lost", "may be lost", "the lesson's log, Codex rollout"),
-        ("write() + fsync", "survives", "survives", "survives *",
-         "fsync always, Codex staged file"),
-        ("rename, no directory fsync", "survives", "rename may be lost", "rename may be lost",
-         "the lesson's atomic_write"),
+         "may be lost", "may be lost", "the source text's log, Codex's rollout"),
+        ("write() + fsync, to a file whose name is already durable", "survives", "survives",
+         "survives *", "the lab's log appends with fsync always"),
+        ("new file: write() + fsync, no directory fsync", "survives",
+         "the file may be missing", "the file may be missing", "nobody here (a bug)"),
+        ("new file: write() + fsync + directory fsync", "survives", "survives", "survives *",
+         "the lab's door with fsync always, Codex's migration marker"),
+        ("rename, no directory fsync", "survives", "rename may be undone",
+         "rename may be undone", "the source text's atomic_write"),
         ("rename + directory fsync", "survives", "survives", "survives *",
-         "the lab's write_atomic, Codex migration"),
+         "the lab's write_atomic, Codex's migration"),
     ]
     return pd.DataFrame(rows, columns=["what was done", "kill -9", "kernel panic", "power cut",
                                        "who does it"]).set_index("what was done")
@@ -502,11 +546,19 @@ def clean_latencies(config: RunConfig) -> dict[str, tuple[int, ...]]:
     return {kind: tuple(v) for kind, v in writes.items()}
 
 
-def _lesson_for(kind: str, config: RunConfig) -> str | None:
+def write_kind(kind: str, config: RunConfig) -> str | None:
+    """Which of lesson 6's kinds of write a worker's checkpoint write is, under `config`.
+
+    The worker's snapshot with fsync is the lab's write_atomic, which fsyncs the directory too: it
+    is never the source text's snapshot (no directory fsync).
+    """
+    sync = config.fsync == "always"
+    if config.write_mode != "atomic":
+        return None              # torn on purpose: two writes, or a snapshot written in place
     if kind == "append":
-        return APPEND_FSYNC if config.fsync == "always" else APPEND
+        return APPEND_FSYNC if sync else APPEND
     if kind == "snapshot":
-        return SNAPSHOT_LESSON
+        return SNAPSHOT_DIR_FSYNC if sync else SNAPSHOT_NO_FSYNC
     return None
 
 
@@ -514,7 +566,8 @@ def panel_plot(df, config: RunConfig, highlight: str | None = None):
     """Top: the verdict at every crash point of the sweep. Bottom: that design's checkpoint writes.
 
     The write latencies come from a clean run of the same settings (`clean_latencies`), each dot
-    one write, with the lesson's macOS median for that kind of write beside them.
+    one write, in µs, with the source text's macOS median beside them where it measured the same
+    kind of write.
     """
     fig, (top, bottom) = new_figure(10, 5.4, nrows=2, gridspec_kw={"height_ratios": [1, 2]})
     d = df.assign(sweep="this sweep")
@@ -532,32 +585,32 @@ def panel_plot(df, config: RunConfig, highlight: str | None = None):
     if not kinds:
         bottom.text(0.5, 0.5, "no checkpoint store: nothing is written", ha="center",
                     va="center", transform=bottom.transAxes)
-        bottom.set_xlabel("time per write (ms)")
+        bottom.set_xlabel("time per write (µs)")
         bottom.set_xticks([])
         bottom.set_yticks([])
         return fig
-    rows, marks = {}, {}
+    rows, marks, values = {}, {}, []
     for y, kind in enumerate(kinds, 1):
-        ms = np.array(writes[kind]) / 1e6
-        jitter = (np.arange(len(ms)) % 7 - 3) * 0.04
-        label = f"{kind}, fsync {config.fsync} ({len(ms)} writes)"
-        bottom.scatter(ms, y + jitter, s=18, color=SERIES[(y - 1) % len(SERIES)], alpha=0.8)
-        med = float(np.median(ms))
+        t = np.array(writes[kind]) / 1e3
+        jitter = (np.arange(len(t)) % 7 - 3) * 0.04
+        label = f"{kind}, fsync {config.fsync} ({len(t)} writes)"
+        bottom.scatter(t, y + jitter, s=18, color=SERIES[(y - 1) % len(SERIES)], alpha=0.8)
+        med = float(np.median(t))
         bottom.plot([med, med], [y - 0.3, y + 0.3], color=COLORS["black"], linewidth=2)
-        bottom.annotate(f"median {med:.3g} ms", (med, y + 0.3), xytext=(0, 2),
-                        textcoords="offset points", ha="center", fontsize=8)
+        bottom.annotate(f"median {us(med)}", (1.0, y), xycoords=("axes fraction", "data"),
+                        xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
         rows[label] = y
-        lesson_kind = _lesson_for(kind, config)
-        if lesson_kind:
-            marks[lesson_kind] = y
-    _lesson_marks(bottom, marks)
+        values += list(t)
+        ours = write_kind(kind, config)
+        if ours:
+            marks[ours] = y
+    values += _source_marks(bottom, marks)
+    _fit_log_axis(bottom, values)
     bottom.set_yticks(list(rows.values()), list(rows), fontsize=9)
     bottom.set_ylim(0.4, len(rows) + 0.7)
-    bottom.set_xscale("log")
-    bottom.set_xlim(0.001, 100)
-    bottom.set_xlabel("time per write (ms, log scale)")
-    if marks:
-        bottom.legend(fontsize=8, loc="upper right")
+    bottom.set_xlabel("time per write (µs, log scale)")
+    if reference_marks(marks):
+        bottom.legend(fontsize=8, loc="upper left")
     bottom.grid(axis="x", color=COLORS["grey"], alpha=0.3)
     return fig
 
@@ -619,14 +672,20 @@ def _ex_6_1(answer):
                    "already in the kernel (kept). Run `durability.buffer_demo(how)` to see.")
 
 
+_SOURCE_APPEND = reference.WRITE_MEDIANS_MS[APPEND]
+_SOURCE_FSYNC = reference.WRITE_MEDIANS_MS[APPEND_FSYNC]
+
+
 @exercise("6.2", "On this machine, how many times slower is one append + fsync than one plain "
           "append (ratio of the medians)? The check measures it afresh and accepts an answer "
           "within a factor of 2.",
           "Divide the median of 'append + fsync' by the median of 'append (flush only)' in the "
           "latency table (or call `durability.fsync_ratio(lat)`). A plain append only copies the "
-          "bytes into the page cache; fsync waits for the (virtual) disk to confirm. On the "
-          "lesson's Mac the ratio was about 16 (0.033 / 0.0020 ms); a VM's virtual disk usually "
-          "makes it much larger, and a busy machine larger still.")
+          "bytes into the page cache; fsync waits until the storage device reports them stored "
+          "(and, where it has a volatile write cache, flushed). The source text's Mac gave about "
+          f"{_SOURCE_FSYNC.value / _SOURCE_APPEND.value:.0f} ({_SOURCE_FSYNC.value} / "
+          f"{_SOURCE_APPEND.value:.4f} ms), with an fsync that does not flush the drive's cache; "
+          "a disk that really flushes, a virtual disk or a busy machine makes it larger.")
 def _ex_6_2(answer):
     try:
         value = float(answer)

@@ -9,12 +9,14 @@ from ..config import RunConfig
 from ..experiment import VERDICTS, verdict
 from .style import COLORS, VERDICT_STYLE, lesson_line, new_figure, page_ticks
 
+#: Axis labels for the per-crash-point metrics. Each is a count of the thing it names, so the label
+#: is its own unit: "redone model calls", not "redone model calls (calls)".
 METRIC_LABELS = {
-    "redone_model_calls": "redone model calls (calls)",
-    "replayed_events": "replayed events (events)",
-    "duplicate_reports": "duplicate reports (reports)",
-    "lost_reports": "lost reports (reports)",
-    "torn_lines_skipped": "torn lines skipped at resume (lines)",
+    "redone_model_calls": "redone model calls",
+    "replayed_events": "replayed events",
+    "duplicate_reports": "duplicate reports",
+    "lost_reports": "lost reports",
+    "torn_lines_skipped": "torn lines skipped at resume",
 }
 
 
@@ -76,7 +78,7 @@ def plot_points(df, config: RunConfig, highlight: str | None = None, *,
     avg = df[metric].mean()
     ax.axhline(avg, color=COLORS["blue"], linewidth=1.2, label=f"this machine: avg {avg:.2f}")
     if reference:
-        lesson_line(ax, reference[0], f"lesson: avg {reference[0]:g} ({reference[1]})")
+        lesson_line(ax, reference[0], f"source text: avg {reference[0]:g} ({reference[1]})")
     if highlight is not None and highlight in set(df["crash_point"]):
         row = df["crash_point"] == highlight
         x, h = int(df["index"][row].iloc[0]), float(heights[row].iloc[0])
@@ -86,7 +88,7 @@ def plot_points(df, config: RunConfig, highlight: str | None = None, *,
     page_ticks(ax, df)
     ax.set_xlabel("crash point (grouped by page; p3 = first point of page 3)")
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-    ax.set_title(f"{METRIC_LABELS.get(metric, metric).split(' (')[0]} per crash point: "
+    ax.set_title(f"{METRIC_LABELS.get(metric, metric).capitalize()} per crash point: "
                  f"{describe_config(config)}", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles=handles + verdict_handles(verdicts), fontsize=8, loc="upper left", ncols=2)

@@ -22,7 +22,7 @@ from .panel import CrashPanel
 from .plots import describe_config, plot_points
 from .style import COLORS, new_figure
 
-#: The lesson's first scene: no checkpoint, no idempotency key, no intents.
+#: The source text's first scene: no checkpoint, no idempotency key, no intents.
 NO_CHECKPOINT = RunConfig(store="none", intent=False, idempotency_key=False)
 
 
@@ -58,7 +58,7 @@ class Story:
         return pd.DataFrame(rows).set_index("run")
 
     def losses(self) -> dict:
-        """What the crash cost: calls paid twice (split as the lesson counts them) and duplicates."""
+        """What the crash cost: calls paid twice (split as the source text counts them) and duplicates."""
         counts = self.reports.page.value_counts()
         done_before = set(self.trace[(self.trace.run == 1)
                                      & (self.trace.label == "after_commit")].page)
@@ -102,58 +102,83 @@ def killed_at(point: str, config: RunConfig = NO_CHECKPOINT) -> Story:
 
 
 def page_7(config: RunConfig = NO_CHECKPOINT) -> Story:
-    """The lesson's scene: killed on page 7, right after its model call."""
+    """The source text's scene: killed on page 7, right after its model call."""
     return killed_at("p7.after_model_call", config)
 
 
-def plot_timeline(story: Story):
-    """Pages done, calls paid and reports filed over time, for both processes; the kill marked.
+#: The crash-point labels the page loop passes: one step each (`ready`, `start`, `end` are not steps).
+STEP_LABELS = ("after_model_call", "after_visit", "after_intent", "after_submit", "mid_commit",
+               "after_commit")
 
-    The seconds between the kill and the second process's first page (interpreter start-up) would
-    dwarf the work itself, so the time axis is cut there: a hatched band stands for that gap.
+
+def steps(story: Story):
+    """The steps both processes took, in order: one row per crash point reached, numbered from 1.
+
+    The first process's steps come first, then the second's, after a gap of one step where the
+    kill falls; within a process, the order is the order of its trace. Time is used only to order,
+    never as a distance.
+    """
+    t = story.trace[story.trace.label.isin(STEP_LABELS)].sort_values(["run", "t"], kind="stable")
+    t = t.reset_index(drop=True)
+    t["step"] = [i + (r == 2) for i, r in enumerate(t.run, 1)]
+    return t
+
+
+def place(records, when: str, story_steps) -> list[int]:
+    """The step at which each outside record (a billed call, a filed report) was made: the first step
+    of the same process reached at or after the record's own time."""
+    out = []
+    for _, r in records.iterrows():
+        mine = story_steps[(story_steps.run == r["run"]) & (story_steps.t >= r[when])]
+        out.append(int(mine.step.iloc[0]) if len(mine) else int(story_steps.step.max()))
+    return out
+
+
+def plot_timeline(story: Story):
+    """Pages done, calls paid and reports filed, step by step, for both processes; the kill marked.
+
+    The x axis counts steps (crash points reached), not time: the page loop's steps take
+    microseconds and a restart takes a whole interpreter start-up, so a time axis would show
+    only noise and a gap.
     """
     from matplotlib.ticker import MaxNLocator
 
+    s = steps(story)
+    kill_x = int(s[s.run == 1].step.max()) + 1
+    end = int(s.step.max())
     fig, ax = new_figure(11, 4.2)
-    run1, run2 = story.trace[story.trace.run == 1], story.trace[story.trace.run == 2]
-    kill_ms, restart_ms = run1.ms.max(), run2.ms.min()
-    active = (run1.ms.max() - run1.ms.min()) + (run2.ms.max() - run2.ms.min())
-    band = max(active * 0.12, 0.5)
-    shift = restart_ms - kill_ms - band
-
-    def x(df):
-        return [t - shift if r == 2 else t for t, r in zip(df.ms, df.run)]
-
     series = [
-        ("model calls paid (bill)", story.bill, COLORS["orange"]),
-        ("pages done", story.trace[story.trace.label == "after_commit"], COLORS["blue"]),
-        ("reports filed (tracker)", story.reports, COLORS["red"]),
+        ("model calls paid (the bill)", place(story.bill, "t", s), COLORS["orange"], "-"),
+        ("pages done (the lab's trace)", list(s[s.label == "after_commit"].step),
+         COLORS["blue"], "-"),
+        ("reports filed (the tracker)", place(story.reports, "filed_at", s), COLORS["red"], "--"),
     ]
-    for label, df, color in series:
-        df = df.sort_values("ms")
-        xs = x(df)
-        ax.step([0] + xs, range(0, len(df) + 1), where="post", color=color, linewidth=2,
-                label=f"{label}: {len(df)}")
-    ax.axvline(kill_ms, color=COLORS["black"], linewidth=2)
-    ax.axvspan(kill_ms, kill_ms + band, facecolor="none", edgecolor=COLORS["grey"], hatch="//",
-               linewidth=0)
+    for label, xs, color, style in series:
+        xs = sorted(xs)
+        ax.step([0] + xs + [end + 1], [0, *range(1, len(xs) + 1), len(xs)], where="post",
+                color=color, linewidth=2, linestyle=style, label=f"{label}: {len(xs)}")
+    ax.axvline(kill_x, color=COLORS["black"], linewidth=2)
     top = max(len(story.bill), story.config.pages) + 5
-    ax.annotate(f"kill -9 on page {story.point.page}\n({story.point.label})", (kill_ms, top - 0.4),
-                xytext=(-6, 0), textcoords="offset points", fontsize=9, ha="right", va="top")
+    ax.annotate(f"first process:\nkill -9 at {story.point.name}", (kill_x, top - 0.4),
+                xytext=(-6, 0),
+                textcoords="offset points", fontsize=9, ha="right", va="top")
+    run2 = story.trace[story.trace.run == 2]
     start_page = int(run2[run2.label == "start"].page.iloc[0])
     what = "starts over at page 1" if start_page == 1 else f"resumes at page {start_page}"
-    ax.annotate(f"second process {what}\n(start-up gap of {restart_ms - kill_ms:.0f} ms cut out)",
-                (kill_ms + band, top - 0.4), xytext=(6, 0), textcoords="offset points",
-                fontsize=9, va="top")
+    ax.annotate(f"second process:\n{what}", (kill_x, top - 0.4), xytext=(6, 0),
+                textcoords="offset points", fontsize=9, va="top")
     clean = story.config.pages
     ax.axhline(clean, color=COLORS["grey"], linestyle=":", linewidth=1.2,
                label=f"a clean run: {clean} calls, {clean} pages")
+    firsts = s.groupby(["run", "page"], sort=False).step.min()
+    ax.set_xticks(list(firsts.values), [f"p{p}" for _, p in firsts.index], fontsize=7)
+    ax.set_xlim(0.5, end + 0.5)
     ax.set_ylim(0, top)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlim(0, max(x(story.trace)) * 1.02)
-    ax.set_xlabel("time since the first process started its first page (ms; restart gap cut out)")
+    ax.set_xlabel("steps of the page loop, in the order they happened (tick: first step of page n; "
+                  "first process, then second)")
     ax.set_ylabel("count so far")
-    ax.set_title(f"Killed on page {story.point.page}, then run again: "
+    ax.set_title(f"Killed at {story.point.name}, then run again: "
                  f"{describe_config(story.config)}", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

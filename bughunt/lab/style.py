@@ -1,4 +1,4 @@
-"""How the lab's figures look: one palette, one way to make a figure, one way to mark the lesson.
+"""How the lab's figures look: one palette, one way to make a figure, one way to mark the source text's figure.
 
 Figures are built with `matplotlib.figure.Figure`, never pyplot, so nothing is drawn twice and no
 global state leaks between cells or widget callbacks. A notebook cell that ends with a Figure shows
@@ -19,6 +19,14 @@ COLORS = {
     "grey": "#999999",
 }
 SERIES = [COLORS[c] for c in ("blue", "orange", "green", "red", "purple", "sky", "yellow")]
+#: The word prose uses for each colour, so that a word names the colour a reader sees: the palette's
+#: "red" is Okabe-Ito's vermillion, a red-orange easily taken for orange, and its "purple" is a
+#: reddish purple that reads as pink. Notebooks say "vermillion" and "pink", never "red" or "purple"
+#: (tests/test_notebooks.py checks every notebook's colour words against this table).
+COLOR_WORDS = {
+    "black": "black", "orange": "orange", "sky": "sky blue", "green": "green",
+    "yellow": "yellow", "blue": "blue", "red": "vermillion", "purple": "pink", "grey": "grey",
+}
 LESSON_STYLE = {"color": COLORS["grey"], "linestyle": "--", "linewidth": 1.5}
 
 #: Verdicts of a crash run, their colours and hatches (so they read in grey print too).
@@ -40,7 +48,7 @@ def new_figure(width: float = 9, height: float = 3.6, nrows: int = 1, ncols: int
 
 
 def lesson_line(ax, y: float, label: str, *, axis: str = "h") -> None:
-    """The lesson's own figure as a dashed reference line, labelled in the legend."""
+    """The source text's own figure as a dashed reference line, labelled in the legend."""
     if axis == "h":
         ax.axhline(y, label=label, **LESSON_STYLE)
     else:

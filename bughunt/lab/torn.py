@@ -38,7 +38,7 @@ from .plots import plot_points, verdict_handles, verdict_row
 from .style import COLORS, new_figure, page_ticks
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
-#: The log store of the lesson's table (intents on, key on), in each write mode.
+#: The log store of the source text's table (intents on, key on), in each write mode.
 MODE_CONFIGS = {m: RunConfig(store="log", intent=True, write_mode=m) for m in WRITE_MODES}
 #: The snapshot store, renamed into place (atomic) or overwritten in place and torn.
 SNAPSHOT_CONFIGS = {m: RunConfig(store="snapshot", intent=False, write_mode=m)
@@ -133,7 +133,7 @@ def mode_table(df):
             "rebuild failures": int(((d["rebuild_ok"] == False)  # noqa: E712 (None = no rebuild)
                                      | d["disk_error"].notna()).sum()),
             "  of which refused": int(d["disk_error"].notna().sum()),
-            "lesson reader wrong": int((d["lesson_reader_ok"] == False).sum()),  # noqa: E712
+            "source text's reader wrong": int((d["lesson_reader_ok"] == False).sum()),  # noqa: E712
         })
     return pd.DataFrame(rows).set_index("write mode")
 
@@ -147,14 +147,15 @@ def failing_points(df, mode: str = "no-newline"):
         our_reader=[short_error(e) if isinstance(e, str)
                     else "accepted, but differs from memory (the last event is missing)"
                     for e in d["disk_error"]],
-        lesson_reader=d["lesson_reader_ok"].map({True: "agrees with memory", False: "WRONG"}),
-    )[["index", "page", "label", "bug_page", "glued_record", "lesson_reader", "our_reader"]
-      ].set_index("index")
+        source_text_reader=d["lesson_reader_ok"].map({True: "agrees with memory",
+                                                      False: "WRONG"}),
+    )[["crash_point", "page", "bug_page", "glued_record", "source_text_reader", "our_reader"]
+      ].set_index("crash_point")
 
 
 def plot_verdicts(df):
-    """The three-way verdict per crash point, one row per write mode; torn lines and the lesson
-    reader's misses marked, so the no-newline trap shows where it sits (mid_commit)."""
+    """The three-way verdict per crash point, one row per write mode; torn lines and the source
+    text's reader's misses marked, so the no-newline trap shows where it sits (mid_commit)."""
     modes = list(dict.fromkeys(df["write_mode"]))
     fig, ax = new_figure(11, 1.4 + 0.9 * len(modes))
     for row, mode in enumerate(modes):
@@ -167,8 +168,8 @@ def plot_verdicts(df):
         wrong = d[d["lesson_reader_ok"] == False]  # noqa: E712 (None: no log, no lesson reader)
         ax.scatter(wrong["index"], [y + 0.2] * len(wrong), marker="v", s=34,
                    color=COLORS["black"], zorder=3)
-    lesson = {"atomic": f"lesson: {LESSON_FIGURES['log_runs_correct']} of 54",
-              "no-newline": "lesson: its 3 bug pages fine"}
+    lesson = {"atomic": f"source text: {LESSON_FIGURES['log_runs_correct']} of 54",
+              "no-newline": "source text: its 3 bug pages fine"}
     labels = []
     for m in reversed(modes):
         d = df[df["write_mode"] == m]
@@ -185,7 +186,7 @@ def plot_verdicts(df):
     handles += [Line2D([], [], marker="o", linestyle="", color=COLORS["black"], markersize=5,
                        label="a torn line was skipped at resume"),
                 Line2D([], [], marker="v", linestyle="", color=COLORS["black"], markersize=6,
-                       label="the lesson's reader is wrong too")]
+                       label="the source text's reader is wrong too")]
     fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncols=len(handles),
                frameon=False)
     return fig
@@ -254,11 +255,11 @@ def plot_tail(tail: dict, context: int = 10):
     ax.set_xticks(sorted(set(ticks)))
     ax.set_xlim(start - 0.7, len(after) + 0.5)
     ax.set_ylim(-0.95, 1.75)
-    ax.set_xlabel(f"byte offset in {LOG_FILE} (bytes; the file is {len(before)} bytes at the kill)")
+    ax.set_xlabel(f"byte offset in {LOG_FILE} (the file is {len(before)} bytes long at the kill)")
     ax.set_ylabel("the log's last bytes")
     p = tail["point"]
     ax.set_title(f"The log's tail after a torn write, before and after the newline repair "
-                 f"(killed at crash point {p.index}, page {p.page}, {p.label})", fontsize=10)
+                 f"(killed at {p.name})", fontsize=10)
     labels = {"record": "complete record", "fragment": "torn fragment (half a record)",
               "newline": "newline", "added": "newline added by the repair"}
     fig.legend(handles=[Patch(facecolor=c, label=labels[k]) for k, c in kinds.items()],
@@ -273,7 +274,7 @@ def glued_log(crash_at: str, config: RunConfig = MODE_CONFIGS["no-newline"]) -> 
 
     The tracker and the resumed worker's memory agree. A fresh rebuild from disk does not: our
     reader, which checks sequence numbers, refuses the log naming file and line (or, when nothing
-    follows the lost record, rebuilds a shorter state); the lesson's reader skips the glued line
+    follows the lost record, rebuilds a shorter state); the source text's reader skips the glued line
     silently and trusts the rest.
     """
     from ..experiment import lesson_reader
@@ -320,7 +321,7 @@ def witnesses(glued: dict):
             row("resumed worker (memory)", glued["memory"], "the run that just finished"),
             row("rebuild from disk (our reader)", glued["rebuild"],
                 "refused: " + glued["refusal"] if glued["refusal"] else ""),
-            row("lesson's reader", glued["lesson_state"], "skips what does not parse")]
+            row("the source text's reader", glued["lesson_state"], "skips what does not parse")]
     return pd.DataFrame(rows).astype({"tokens": "Int64", "last seq": "Int64"}).set_index("witness")
 
 
@@ -374,13 +375,7 @@ def snapshot_after_kill(mode: str, page: int = 5) -> dict:
 def panel_plot(df, config, highlight):
     """Torn lines skipped per crash point for a log, redone calls for the other stores."""
     metric = "torn_lines_skipped" if config.store == "log" else "redone_model_calls"
-    fig = plot_points(df, config, highlight, metric=metric)
-    if metric == "torn_lines_skipped":
-        ax = fig.axes[0]
-        ax.set_ylabel("torn lines skipped at resume (lines)")
-        ax.set_title(ax.get_title().replace("torn_lines_skipped", "Torn lines skipped"),
-                     fontsize=10)
-    return fig
+    return plot_points(df, config, highlight, metric=metric)
 
 
 def panel(base: RunConfig = MODE_CONFIGS["no-newline"],

@@ -40,8 +40,8 @@ def ensure_newline_terminated(path: Path, door: Door) -> bool:
             if f.seek(0, os.SEEK_END) == 0:
                 return False
             f.seek(-1, os.SEEK_END)
-            if f.read(1) == b"\n" and "repair-not-idempotent" not in door.bugs:
-                return False     # (the planted bug of lesson 8 skips this check)
+            if f.read(1) == b"\n":
+                return False
     except FileNotFoundError:
         return False
     fd = door.open_append(path)
@@ -109,6 +109,7 @@ class LogStore:
         self.door = door
         self.fd: int | None = None
         self.size = 0
+        self._lines: int | None = None     # lines in the log, counted by load()
 
     def load(self) -> Recovered:
         """Recover from the newest usable snapshot and the log after it, reading only that part."""
@@ -163,8 +164,11 @@ class LogStore:
         return offset
 
     def open_for_append(self) -> Repairs:
+        if self._lines is None:
+            raise RuntimeError("LogStore.open_for_append() before load(): the store contract "
+                               "reads first, then prepares the files for writing")
         repairs = Repairs()
-        lines = getattr(self, "_lines", None)
+        lines = self._lines
         # The no-newline mode is the lesson's bug: it skips this repair on purpose.
         if self.config.write_mode != "no-newline":
             repairs.tails_repaired = int(ensure_newline_terminated(self.path, self.door))
@@ -172,8 +176,7 @@ class LogStore:
             repairs.temp_files_removed = remove_stale_temp(self.door, self.snapshot_path)
         self.fd = self.door.open_append(self.path)
         self.size = os.fstat(self.fd).st_size
-        self.lines = (count_lines(self.path) if lines is None or not self.size
-                      else lines + repairs.tails_repaired)
+        self.lines = lines + repairs.tails_repaired if self.size else 0
         return repairs
 
     def commit(self, state, event, *, mid=lambda: None) -> None:

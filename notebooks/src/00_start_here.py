@@ -119,7 +119,7 @@ for intent in (True, False):
     print(f"intents {'on ' if intent else 'off'}: {point.name} is crash point number {point.index}")
 
 # %% [markdown]
-# The red points are the danger window (危险窗口) of lesson 4: the report is in the tracker, the page is
+# The vermillion points are the danger window (危险窗口) of lesson 4: the report is in the tracker, the page is
 # not yet saved.
 #
 # ## Three witnesses

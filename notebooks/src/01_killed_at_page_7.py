@@ -5,8 +5,9 @@
 #
 # **The question.** The BugHunt agent explores 12 pages. On each page it asks the model what to do
 # next, visits the page, and files a bug report when it finds one (pages 3, 7 and 10 hide injected
-# bugs). At page 7 the process disappears: the OOM killer picked it, a rolling deploy restarted it,
-# someone typed `kill -9`. What does it cost to run the task again, and what goes wrong?
+# bugs). At page 7 the process disappears: the kernel's out-of-memory (OOM) killer picked it, a
+# rolling deploy restarted it, someone typed `kill -9`. What does it cost to run the task again,
+# and what goes wrong?
 #
 # **Recap of the start page.** The worker is a real process; its model calls go on a bill it cannot
 # rewrite, and its reports go into a real SQLite tracker.
@@ -31,8 +32,7 @@ pd.options.display.max_columns = 20
 
 # %%
 story = restart.page_7()
-print(f"first process ended by signal {story.killed_by} (SIGKILL) at {story.point.label} on page "
-      f"{story.point.page}")
+print(f"first process ended by signal {story.killed_by} (SIGKILL) at {story.point.name}")
 story.summary()
 
 # %%
@@ -41,8 +41,12 @@ restart.plot_timeline(story)
 # %% [markdown]
 # The timeline is drawn from the outside world's records, not from what the worker believes: the
 # provider's bill (calls paid), the tracker (reports filed) and the lab's trace of the crash points
-# each process reached (pages done). The grey band is the time between the kill and the second
-# process reaching its first page.
+# each process reached (pages done). The x axis counts steps, not milliseconds: each crash point a
+# process reaches (after the model call, after the visit, after the submit, inside the commit, after
+# the commit) is one step, the first process's steps, then the second's. A step takes microseconds
+# and a restart a whole interpreter start-up, so on a clock the picture would be mostly noise and
+# one long gap. Each billed call and each filed report is placed at the step its process reached
+# next.
 #
 # ## Two losses: money and correctness
 
@@ -50,7 +54,7 @@ restart.plot_timeline(story)
 story.losses()
 
 # %% [markdown]
-# - **Cost.** Every model call before the kill is paid again. The lesson counts the six pages that
+# - **Cost.** Every model call before the kill is paid again. The source text counts the six pages that
 #   were done (前 6 页的模型调用重新花一遍钱); the bill also shows the seventh call, page 7's own,
 #   which was answered and billed the instant before the kill. That call in flight is lost under any
 #   design, as lesson 2 measures.
@@ -67,7 +71,8 @@ story.reports[["page", "idempotency_key", "title", "run"]]
 # Resuming from where the process died (断点续跑) means answering four questions, one lesson each:
 #
 # 1. **How fine is progress saved?** A checkpoint (检查点) here is a durable recovery point written to
-#    disk; not the place where a worker checks for a cancel request, as in a state-machine lesson.
+#    disk (not the place where a worker checks for a cancel request, as the word means in some
+#    state-machine tutorials).
 #    Finer checkpoints lose less and write more. → [Lesson 2](02_granularity.ipynb)
 # 2. **How is the state put back together?** Replay an event log, load a snapshot, or both.
 #    → [Lesson 3](03_replay_vs_snapshot.ipynb)
@@ -102,7 +107,8 @@ restart.plot_timeline(saved)
 # Pick another crash point with the slider: the panel stops a fresh worker there, kills it, runs it
 # again and draws the same timeline. Change the **checkpoint** design or the **idempotency key**,
 # then press **Run sweep** to do it at every one of the 51 crash points: bars are the redone model
-# calls, coloured by verdict (a duplicate report shows in red).
+# calls, coloured and hatched by verdict, as the legend names them (a point that files a duplicate
+# report is vermillion, a deep orange, hatched with crosses).
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = restart.panel()
@@ -128,6 +134,15 @@ check("1.1", answer_1_1)
 
 # %% [markdown]
 # Stuck? `solution("1.1")` prints a worked answer.
+#
+# ## Further reading
+#
+# - signal(7), Linux man-pages: SIGKILL "cannot be caught, blocked, or ignored":
+#   https://man7.org/linux/man-pages/man7/signal.7.html
+# - The Linux kernel's out-of-memory killer, one of the ways a process gets SIGKILL without warning:
+#   https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer
+# - Kubernetes, "Pod Lifecycle": a container that does not stop within its grace period is killed:
+#   https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
 #
 # ---
 # [← Start here](00_start_here.ipynb) · [Lesson 2: checkpoint granularity →](02_granularity.ipynb)

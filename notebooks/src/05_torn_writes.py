@@ -30,18 +30,25 @@ pd.options.display.max_colwidth = 100
 # ## Half a record on disk
 #
 # A write cut short leaves half its bytes behind: a torn write (撕裂写). In real systems this comes
-# from a large record that a buffer flushes in several `write()` calls, from a power cut, or from a
-# full disk. The lab makes it on purpose, as the lesson did ("write half, then SIGKILL"): in write
+# from a record that a buffer flushes in several `write()` calls, from a power cut, or from a full
+# disk. The lab makes it on purpose, as the source text did ("write half, then SIGKILL"): in write
 # mode `torn` the page's commit record is written in two halves, and the `mid_commit` crash point
 # fires between them.
 #
-# Why simulate it? Because `kill -9` alone cannot tear a *small* record. Once `write()` has begun
-# copying a record of a few dozen bytes into the kernel's page cache, SIGKILL waits until it is done;
-# the Linux write loop only stops between memory pages, so only a huge single write can be cut (our
-# research notes measured it: a write of hundreds of MiB, killed partway, left a page-aligned part).
-# Tears in practice come from records split over several writes, which is what `torn` mode does.
+# Why make it on purpose? Because `kill -9` tears a single `write()` only rarely, and never where
+# we choose. Linux copies a `write()` into the kernel's page cache one memory page (4 KiB of the
+# file) at a time, and checks between pages whether a fatal signal such as SIGKILL is pending; if
+# one is, it stops there (`generic_perform_write` in the kernel's `mm/filemap.c`, the loop ext4
+# uses). So a record that lies inside one page of the file is copied whole or not at all, but a
+# record that straddles a page boundary can be cut at the boundary: its first part is in the file,
+# the rest never arrives. For a log of 80-byte records about one record in fifty straddles a
+# boundary, and the kill must arrive during the fraction of a microsecond the kernel spends on the
+# first part: rare, not impossible. A large write (a snapshot of megabytes) crosses many page
+# boundaries and can be cut at any of them. Tears in practice come mostly from records split over
+# several writes, which is what `torn` mode does.
 #
-# Three write modes of the event log (intents and idempotency key on, as in the lesson's table):
+# Three write modes of the event log (intents and idempotency key on, as in the source text's
+# table):
 #
 # | write mode | a kill inside the commit write leaves | and on reopen |
 # |---|---|---|
@@ -85,7 +92,7 @@ torn.plot_tail(tail)
 #
 # Codex's rollout (one JSONL event log per session) does the same. When it opens a rollout for
 # appending, it checks the last byte (`ensure_rollout_is_newline_terminated`, `recorder.rs`, quoted
-# in the lesson):
+# in the source text):
 #
 # ```rust
 # if file.metadata()?.len() == 0 { return Ok(()); }   // empty file: nothing to do
@@ -107,7 +114,7 @@ print(inspect.getsource(ensure_newline_terminated))
 # %% [markdown]
 # Note that the repair appends, it does not truncate: a complete record that only lacks its newline
 # is kept. The other line of defence is on the read side: lines that do not parse are skipped and
-# counted. One difference from the lesson's account: in Codex the count exists
+# counted. One difference from the source text's account: in Codex the count exists
 # (`load_rollout_items` returns `parse_errors`), but the resume path throws it away, so nobody is
 # told that lines were dropped. Our worker reports it as `torn_lines_skipped`.
 #
@@ -117,8 +124,9 @@ print(inspect.getsource(ensure_newline_terminated))
 # resume it in a second process, and ask the three witnesses (tracker, the resumed worker's memory,
 # a fresh rebuild from disk). Columns: *resume right* means the tracker and the resumed worker agree
 # and nothing is duplicated or lost; *correct runs* adds that a rebuild from disk agrees too (the
-# three-way check, 三方对比); *refused* counts rebuilds our reader refused outright; *lesson reader
-# wrong* counts runs where the lesson's own, lenient reader rebuilds a state that differs from memory.
+# three-way check, 三方对比); *refused* counts rebuilds our reader refused outright; *source text's
+# reader wrong* counts runs where the source text's own, lenient reader rebuilds a state that differs
+# from memory.
 
 # %%
 df = torn.sweep_write_modes()
@@ -128,7 +136,7 @@ torn.mode_table(df)
 torn.plot_verdicts(df)
 
 # %% [markdown]
-# `atomic` and `torn` recover correctly everywhere (the lesson: 54 of 54 in the plain log). In
+# `atomic` and `torn` recover correctly everywhere (the source text: 54 of 54 in the plain log). In
 # `torn` mode a torn line is skipped at exactly the `mid_commit` points, after the repair has
 # isolated it. `no-newline` is different: every resumed run is right, yet the rebuild from disk
 # fails at the `mid_commit` points.
@@ -156,9 +164,9 @@ torn.witnesses(glued)
 # a fresh rebuild from disk compared with memory, the third witness, catches this kind of bug
 # (这次对、下次恢复才错, "right this time, wrong at the next recovery").
 #
-# ### Why the lesson's bug pages "happened to be fine"
+# ### Why the source text's bug pages "happened to be fine"
 #
-# The lesson reports that on its 3 bug pages the no-newline runs happened to be fine: after a
+# The source text reports that on its 3 bug pages the no-newline runs happened to be fine: after a
 # resume on a bug page, the first record written is the *intent* again, so the intent is what gets
 # glued and lost, and the following `page_done` is intact. Every rebuild that fails, with the
 # record that was glued and what each reader made of the log:
@@ -172,24 +180,23 @@ nonl = df[df.write_mode == "no-newline"]
 ours = nonl[nonl.verdict == "rebuild fails"]
 refused = ours.disk_error.notna().sum()
 lenient = (nonl.lesson_reader_ok == False).sum()  # noqa: E712
-print(f"torn mid-commit points:         {(nonl.torn_lines_skipped > 0).sum()}")
-print(f"our reader, rebuild fails:      {len(ours)} ({refused} refused with file and line, "
+print(f"torn mid-commit points:       {(nonl.torn_lines_skipped > 0).sum()}")
+print(f"our reader, rebuild fails:    {len(ours)} ({refused} refused with file and line, "
       f"{len(ours) - refused} accepted but short of memory)")
-print(f"lesson's reader, rebuild wrong: {lenient} "
-      f"(bug pages where it agrees: {sorted(fails[fails.lesson_reader != 'WRONG'].page)})")
+print(f"source text's reader, wrong:  {lenient} "
+      f"(bug pages where it agrees: {sorted(fails[fails.source_text_reader != 'WRONG'].page)})")
 
 # %% [markdown]
 # The two readers differ in what they do with a record that is not there:
 #
-# - **The lesson's reader** (`experiment.lesson_reader`) skips what does not parse and applies the
+# - **The source text's reader** (`experiment.lesson_reader`) skips what does not parse and applies the
 #   rest. On a bug page the lost intent does not matter, because the `page_done` that follows
 #   overwrites everything it set, so its state matches by luck. On the other pages the lost record
 #   is a `page_done`, with its tokens, and its state is silently wrong.
 # - **Our reader** checks sequence numbers. A skipped torn fragment is fine (the resumed worker
 #   writes that record again, with the same number), but a later record whose number jumps means a
-#   record is missing: it refuses the
-#   log, names file and line, and changes nothing. That includes the bug pages the lesson called
-#   fine: a missing intent is still a hole in the history.
+#   record is missing: it refuses the log, names file and line, and changes nothing. That includes
+#   the bug pages the source text called fine: a missing intent is still a hole in the history.
 #
 # One case escapes our reader's refusal: on the last page nothing follows the glued line, so the
 # log simply looks one event short, as if the kill had come before it. Only the comparison of the
@@ -228,23 +235,25 @@ snaps = torn.snapshot_tears()
 torn.snapshot_table(snaps)
 
 # %% [markdown]
-# One caveat about the lesson's own `atomic_write`: it fsyncs the temp file and calls `os.replace`,
-# but does not fsync the directory afterwards. Against `kill -9` that is enough (the rename is in
-# the kernel). Against a power cut the new name itself may be lost. Codex's rollout migration does
+# One caveat about the source text's own `atomic_write`: it fsyncs the temp file (`fsync` asks the
+# kernel to write a file's data to the disk and waits until it has; lesson 6) and calls
+# `os.replace`, but does not fsync the directory afterwards. Against `kill -9` that is enough (the
+# rename is in the kernel). Against a power cut the new name itself may be lost. Codex's rollout migration does
 # fsync the parent directory after its rename; the lab's `Door.write_atomic` does too when the fsync
 # policy is `always`. Lesson 6 is about that difference.
 
 # %% [markdown]
 # ## Try it
 #
-# The panel starts in the lesson's trap: event log, intents on, `no-newline`. Move the **crash
+# The panel starts in the source text's trap: event log, intents on, `no-newline`. Move the **crash
 # point** slider to run one crash and resume (the point details show whether the rebuild from disk
 # agrees). Change the **write mode** and press **Run sweep**: bars show torn lines skipped at resume
 # (for a log; redone model calls for the other stores), coloured by verdict.
 #
 # Things to try: the snapshot store in `torn` mode (what do mid-commit kills cost?); a log with a
 # snapshot every 4 pages in `torn` mode (the snapshot is torn by no crash point here, but what does
-# the log do?); `no-newline` with intents off (does the lesson's "bug pages are fine" still hold?).
+# the log do?); `no-newline` with intents off (does the source text's "bug pages are fine" still
+# hold?).
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = torn.panel()
@@ -253,8 +262,9 @@ p.show()
 # %% [markdown]
 # ## What to remember
 #
-# - A checkpoint is a write and can be torn (撕裂写). `kill -9` cannot tear one small `write()`;
-#   records split across several writes, power cuts and full disks can.
+# - A checkpoint is a write and can be torn (撕裂写). `kill -9` can cut one `write()` only between
+#   two memory pages of the file, so rarely; records split across several writes, power cuts and
+#   full disks tear far more often. Design the reader for a torn tail either way.
 # - Snapshot: write a temp file, then `os.replace` it: the old file or the new one, never half. A
 #   torn snapshot must be detected (parse, checksum) and recovery must say what it fell back to.
 # - Log: on reopen, make sure the file ends in a newline (idempotent: twice is once); on read, skip
@@ -283,6 +293,18 @@ check("5.2", answer_5_2)
 
 # %% [markdown]
 # Stuck? `solution("5.1")` prints a worked answer.
+#
+# ## Further reading
+#
+# - The Linux kernel's buffered write loop, `generic_perform_write` in `mm/filemap.c` (it stops
+#   between pages on a fatal signal): https://elixir.bootlin.com/linux/latest/source/mm/filemap.c
+# - Python's `os.replace` ("the renaming will be an atomic operation"):
+#   https://docs.python.org/3/library/os.html#os.replace
+# - SQLite, "How To Corrupt An SQLite Database File" (torn and lost writes, and what a database
+#   must assume about them): https://www.sqlite.org/howtocorrupt.html
+# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014: which of an
+#   application's writes can be torn or reordered by a crash:
+#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
 #
 # ---
 # [← Lesson 4: the danger window](04_danger_window.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 6: kill -9 vs power loss →](06_kill9_vs_power_loss.ipynb)

@@ -3,8 +3,8 @@
 #
 # [← Lesson 5: torn writes](05_torn_writes.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 7: durable tasks →](07_durable_tasks.ipynb)
 #
-# **The question.** Every experiment so far killed the worker with `kill -9`, and the lesson's event
-# log recovered correctly at all 54 crash points without a single fsync. Is fsync then useless?
+# **The question.** Every experiment so far killed the worker with `kill -9`, and the source text's
+# event log recovered correctly at all 54 crash points without a single fsync. Is fsync then useless?
 # What does each step towards the disk protect against, and what does it cost per write?
 #
 # **Recap of lesson 5.** A checkpoint can be torn while it is written. Snapshots go to a temp file and
@@ -21,13 +21,17 @@
 #    when the buffer is full;
 # 2. **the kernel's page cache** (页缓存): after `write()` returns, the bytes belong to the kernel,
 #    which writes them to the disk in its own time, whatever happens to the process;
-# 3. **the disk**: `fsync` makes the kernel write the file's bytes out and wait until the device
-#    says they are stored.
+# 3. **the storage device** (the disk): `fsync(fd)` makes the kernel write the file's data and
+#    metadata out and wait until the device reports them stored. A file's *name* is not part of
+#    the file: it is an entry in its directory, and fsync(2) says so: "Calling fsync() does not
+#    necessarily ensure that the entry in the directory containing the file has also reached disk.
+#    For that an explicit fsync() on a file descriptor for the directory is also needed." So a
+#    new file, or a file renamed into place, needs a second fsync, of its directory.
 #
 # `kill -9` destroys the process and nothing else, so it takes only what is still in place 1.
-# A kernel crash or a power cut (断电) also takes place 2. Hence the lesson's rule: **surviving
-# kill -9 only needs the data handed to the kernel; surviving power loss or a kernel crash needs
-# fsync.**
+# A kernel crash or a power cut (断电) also takes place 2. Hence the source text's rule:
+# **surviving kill -9 only needs the data handed to the kernel; surviving power loss or a kernel
+# crash needs fsync** (of the file, and of its directory when the name is new).
 
 # %%
 # %matplotlib inline
@@ -43,10 +47,10 @@ pd.options.display.max_colwidth = 70
 # %% [markdown]
 # ## 1. kill -9 at every crash point, with and without fsync
 #
-# The lesson's log mode (event log, intents, idempotency key) never calls fsync, and all 54 kill -9
-# runs recovered correctly. We repeat that sweep live, and then the same sweep with fsync after every
-# checkpoint write (and a directory fsync after every rename). Each of the 108 crash points below is
-# a real worker killed with SIGKILL and a second worker resuming it.
+# The source text's log mode (event log, intents, idempotency key) never calls fsync, and all 54
+# kill -9 runs recovered correctly. We repeat that sweep live, and then the same sweep with fsync
+# after every checkpoint write (and a directory fsync after every rename or new file). Each of the
+# 108 crash points below is a real worker killed with SIGKILL and a second worker resuming it.
 
 # %%
 df = durability.kill9_sweeps()
@@ -77,9 +81,10 @@ durability.sweep_times(df)
 # ## 2. The buffer inside the process
 #
 # The other side of the rule: Python's `open()` has a user-space buffer. `f.write()` without
-# `flush()`, then `kill -9`, and the line is gone. The lesson measured an unflushed file at 0 bytes
-# and a flushed one at 12 bytes. `bughunt/bufferdemo.py` is a tiny program that does exactly
-# that and then kills itself with SIGKILL (standard library only; read it, it is short):
+# `flush()`, then `kill -9`, and the line is gone. The source text measured an unflushed file at
+# 0 bytes and a flushed one at 12 bytes (the table's "source text" column).
+# `bughunt/bufferdemo.py` is a tiny program that does exactly that and then kills itself with
+# SIGKILL (standard library only; read it, it is short):
 #
 # ```
 # python -m bughunt.bufferdemo line.txt            # f.write() only
@@ -129,24 +134,28 @@ durability.plot_buffer(buffers)
 # documented as making the items "durably persisted", but it only flushes, which hands the bytes to
 # the operating system. A comment is a claim; a kill (or, in lesson 8, a simulated power cut) tests it.
 #
-# **Where the lesson's line numbers are dated.** The lesson cites `recorder.rs:2091-2097` for the
-# per-line write, `rollout_migration.rs:740-746` and `:806-819` for the staged file and the rename,
-# `publish.rs:200-213` and `:225-262`. Those match Codex's main branch of about late September 2026.
-# In release 0.149.0-alpha.3 (August 2026) the same code sits about a hundred lines earlier (the
-# per-line write at `recorder.rs:1968-1974`), and `rollout_migration.rs` and `publish.rs` live in
-# `codex-rs/thread-store/src/local/`, not in the rollout crate. Cite a commit, not a line (research
-# notes `anchors-codex-pi.md`, sections 1.2, 1.11 and 5).
+# The source text cites these places by file and line number (`recorder.rs`, `rollout_migration.rs`,
+# `publish.rs`); line numbers move from one Codex version to the next, so look them up by name
+# (`write_all`, `sync_all`, the parent-directory fsync) in the version you read.
 
 # %% [markdown]
 # ## 4. What each kind of write costs
 #
-# The lesson measured, on macOS, the median time of one write: a snapshot (temp file + fsync +
-# rename) 0.228 ms, a log append 0.0020 ms, an append + fsync 0.033 ms (a rerun: 0.300 / 0.0025 /
-# 0.037 ms). We time the same kinds here, through the lab's own I/O door, which times every durable
-# write (`Door.latencies_ns`), a few hundred writes of each kind in a temp directory. The records are
-# the worker's own bytes: its last `page_done` log line and its final snapshot file. (If the system's
-# temp directory lives in memory, as tmpfs does on some Linux systems, the writes are timed in the
-# current directory instead: on tmpfs fsync has no disk to wait for.)
+# The source text measured, on macOS, the median time of one write for three kinds of write. Its
+# figures, with its own sentence:
+
+# %%
+print(durability.source_sentence())
+durability.source_figures()
+
+# %% [markdown]
+# We time the same kinds here, and two more, through the lab's own I/O door, which times every
+# durable write (`Door.latencies_ns`): a few hundred writes of each kind in a temp directory. The
+# records are the worker's own bytes: its last `page_done` log line and its final snapshot file.
+# The two snapshot rows with fsync differ only in the directory fsync: the source text's
+# `atomic_write` has none, the lab's has one. (If the system's temp directory lives in memory, as
+# tmpfs does on some Linux systems, the writes are timed in the current directory instead: on tmpfs
+# fsync has no disk to wait for.) Times are in microseconds (µs, a thousandth of a millisecond).
 
 # %%
 recs = durability.worker_records()
@@ -156,36 +165,49 @@ lat = durability.measure_latencies()
 
 # %% [markdown]
 # Medians and 99th percentiles (timings change from run to run, so CI does not check this table;
-# "x append" is how many plain appends one such write is worth):
+# "x append" is how many plain appends one such write is worth), and what the writes went to:
 
 # %% tags=["nbval-ignore-output"]
-print("file system of the timed writes:", lat.attrs["file_system"])
+print(durability.what_was_measured(lat))
 durability.latency_table(lat)
 
 # %%
 durability.plot_latencies(lat)
 
 # %% [markdown]
-# Why our figures differ from the lesson's:
+# Why figures differ from machine to machine, and what an fsync timing can and cannot tell:
 #
-# - **macOS fsync is optimistic.** On macOS `fsync` hands the data to the drive but does not make
-#   the drive flush its own write cache; `man 2 fsync` says to use `fcntl(F_FULLFSYNC)` for that. So
-#   the lesson's fsync figures leave out the wait that makes data really durable.
-# - **This machine is a virtual machine.** Its disk is a virtual device: an fsync waits for the
-#   hypervisor to acknowledge the write, the guest reports a write-back cache (so the fsync does not
-#   prove the host stored anything), and other work on the host, including other notebooks running
-#   now, shows up as the long whiskers and the large p99 values. A research note measured on this
-#   kind of machine gives, as a reference: fsync median about 0.2 ms with p99 from 0.26 to 4.8 ms,
-#   a snapshot with directory fsync 0.42 to 0.63 ms (`anchors-crash-testing.md`, section 3).
-# - **A plain append is a copy into the page cache**: by far the cheapest row on both machines.
+# - **A plain append is a copy into the page cache**: by far the cheapest row on every machine.
 #   Everything with an fsync is much slower, because it waits for the device.
+# - **A device's volatile write cache.** Many drives keep written data in their own memory (a
+#   volatile write-back cache) and report the write complete before it is on the non-volatile
+#   medium; a power cut loses what is still in that cache. An operating system that wants
+#   durability must then either send the drive a *cache flush* command (the drive writes out its
+#   whole cache, and answers when done) or mark a write *Force Unit Access* (FUA: that one write
+#   is reported complete only once it is on the medium). On Linux, when a device declares a
+#   volatile write cache, fsync does one of the two after writing the file's data; a device that
+#   declares none is trusted as it is. The line printed above the table says what this machine's
+#   device declares. The fsync timing therefore includes a flush when the device asks for one, and never
+#   proves more than the device's answer.
+# - **macOS fsync does not flush the drive's cache.** Apple's fsync(2): "while fsync() will flush
+#   all data from the host to the drive (i.e. the "permanent storage device"), the drive itself may
+#   not physically write the data to the platters for quite some time", and "the F_FULLFSYNC fcntl
+#   asks the drive to flush all buffered data to permanent storage". The source text timed plain
+#   fsync on a Mac (it says so itself), so its fsync rows leave out the wait that a flush of the
+#   drive's cache would add.
+# - **On a virtual disk**, which that line names when it finds one, the device is emulated by a
+#   hypervisor: the guest's flush goes to the hypervisor, and what happens to it there is the
+#   hypervisor's setting. Firecracker's default block cache mode, for example, advertises flush to
+#   the guest but "will just acknowledge the request without actually performing any flushing on
+#   the host side". There, an fsync timing measures the round trip to the hypervisor, not a disk;
+#   other work on the same host shows up as the long whiskers and large p99 values.
 # - **A snapshot is not free even without fsync.** Creating or truncating a file and renaming it are
 #   metadata changes in the file system's journal; on Linux ext4 a file replaced by rename also has
 #   its data written out early (the `auto_da_alloc` heuristic, on by default). Compare with the
 #   append row.
-# - **The lesson's `atomic_write` has no directory fsync.** Ours (the top row) pays one more fsync, on
-#   the directory, so that the rename itself is on the disk. Without it the new name may be lost on
-#   power loss (the old snapshot comes back), never on kill -9.
+# - **The directory fsync is one more wait.** The two snapshot rows with fsync differ by it alone.
+#   Without it the rename may be undone by a power cut (the old snapshot comes back), never by
+#   kill -9.
 #
 # That is the hot/cold split in numbers: a log line per event can afford a flush, not an fsync; a
 # rare migration or a snapshot every N pages can afford the full tmp + fsync + rename + dir fsync.
@@ -201,9 +223,12 @@ durability.plot_latencies(lat)
 durability.survival_table(buffers, df)
 
 # %% [markdown]
-# \* if the drive honours the cache flush (on macOS only `F_FULLFSYNC` asks it to).
+# \* if the device honours the cache flush that fsync sends it (on macOS, only `F_FULLFSYNC`
+# sends one). "Kernel panic" and "power cut" follow from what fsync(2) promises: a new file's name
+# is in its directory, so the file may be missing after a crash unless the directory was fsynced
+# too. Lesson 8 simulates these cuts.
 #
-# The second row is the lesson's log and Codex's rollout: correct under every kill, exposed to a
+# The second row is the source text's log and Codex's rollout: correct under every kill, exposed to a
 # power cut. Whether that is acceptable depends on what a lost line costs: for an agent's transcript,
 # redoing a few model calls; for a payment, much more.
 
@@ -213,8 +238,8 @@ durability.survival_table(buffers, df)
 # The method behind every number in this lab:
 #
 # - **Exhaustive crash points, not random kills.** The worker is killed at every crash point of the
-#   lesson's scheme (54 here), each one deterministic, so a narrow danger window cannot be missed by
-#   bad luck (lesson 4).
+#   source text's scheme (54 here), each one deterministic, so a narrow danger window cannot be
+#   missed by bad luck (lesson 4).
 # - **The three-way check** (三方一致): the tracker's reports (the outside world), the resumed
 #   worker's result in memory, and a fresh rebuild from disk by code that did not run the worker must
 #   agree. The rebuild catches what is right now and wrong at the next recovery (lesson 5).
@@ -240,16 +265,17 @@ df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 #    once (效果上恰好一次) (lesson 4).
 # 3. *A checkpoint damaged while being written*: write a snapshot to a temp file and rename it
 #    atomically; the log reader skips bad lines and the writer repairs the tail's newline (lesson 5);
-#    surviving kill -9 only needs the kernel, surviving power loss needs fsync (this lesson).
+#    surviving kill -9 only needs the kernel, surviving power loss needs fsync of the file and of
+#    its directory (this lesson).
 #
 # It is tested not by random kills but by killing at every crash point, and judged by the three-way
 # check: tracker == in-memory result == fresh rebuild from disk.
 #
 # **Follow-up questions (追问).**
 #
-# 1. *Why not kill it at random a few dozen times?* The danger window is narrow. In the lesson, 40
-#    random kills (39 landed) hit one duplicate report, by luck; the exhaustive sweep of 51 points
-#    finds all 6 every time. Zero failures in n random kills only bound the failure rate below about
+# 1. *Why not kill it at random a few dozen times?* The danger window is narrow. In the source
+#    text, 40 random kills (39 landed) hit one duplicate report, by luck; the exhaustive sweep of
+#    51 points finds all 6 every time. Zero failures in n random kills only bound the failure rate below about
 #    3/n (the rule of three: 3/39 ≈ 7.7%).
 # 2. *How do you judge that a recovery is correct?* Three witnesses must agree: the tracker (no report
 #    duplicated, none missing), the resumed run's in-memory result, and a fresh rebuild from disk. The
@@ -311,6 +337,22 @@ check("6.2", answer_6_2)
 
 # %% [markdown]
 # Stuck? `solution("6.1")` prints a worked answer.
+#
+# ## Further reading
+#
+# - fsync(2), Linux man-pages: what fsync covers, and the directory fsync a new file needs:
+#   https://man7.org/linux/man-pages/man2/fsync.2.html
+# - fsync(2), Apple's man page: fsync versus `F_FULLFSYNC` on macOS:
+#   https://developer.apple.com/library/archive/documentation/System/Conceptual/ManPages_iPhoneOS/man2/fsync.2.html
+# - "Explicit volatile write back cache control", the Linux kernel documentation: cache flush and
+#   FUA: https://docs.kernel.org/block/writeback_cache_control.html
+# - Firecracker, "Block device caching strategies": what a virtual disk does with a flush:
+#   https://github.com/firecracker-microvm/firecracker/blob/main/docs/api_requests/block-caching.md
+# - Tokio's `File`: flush does not reach the disk, `sync_all` does:
+#   https://docs.rs/tokio/latest/tokio/fs/struct.File.html
+# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014: how applications
+#   lose data across a crash when they skip these steps:
+#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
 #
 # ---
 # [← Lesson 5: torn writes](05_torn_writes.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 7: durable tasks →](07_durable_tasks.ipynb)

@@ -1,10 +1,10 @@
 # %% [markdown]
-# # Lesson 8 · Beyond the lesson: the failures it left untested
+# # Lesson 8 · Beyond the source text: the failures it left untested
 #
 # [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
 #
-# **The question.** The first lesson ends by listing what its experiment did not cover (还有什么没覆盖):
-# a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
+# **The question.** The first source text ends by listing what its experiment did not cover
+# (还有什么没覆盖): a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
 # disk (磁盘满). It also says that surviving `kill -9` needs no fsync while surviving a power cut
 # does, without showing it. Here each one is run for real and counted, plus two more: damaged files,
 # and bugs planted on purpose to see whether the lab's own tests would catch them.
@@ -12,12 +12,12 @@
 # **Recap of lessons 6 and 7.** Surviving `kill -9` only needs the data handed to the kernel; a
 # durable runtime still needs a lock, a crash-loop limit and an honest answer for interrupted work.
 #
-# The methods come from the best crash-testing tools (`../shared/research/anchors-crash-testing.md`):
-# SQLite's compound-failure tests (a crash during recovery), ALICE and LazyFS (record what the program
-# did to the disk, then build the states a power cut may leave), CrashMonkey (exhaustive, not random).
-# Each has three parts, and so does every section below: a way to make crash states, a recovery run,
-# and an oracle stronger than "it did not crash" (here: the tracker, the bill and the three-way
-# check).
+# The methods come from published crash-testing work (links under "Further reading"): SQLite's
+# compound-failure tests (a crash while recovering from a crash), ALICE (OSDI 2014) and LazyFS (record
+# what a program did to the disk, then build the states a power cut may leave), CrashMonkey (OSDI
+# 2018: every crash state of a bounded workload, not random ones). Each has three parts, and so does
+# every section below: a way to make crash states, a recovery run, and an oracle stronger than "it
+# did not crash" (here: the tracker, the bill and the three-way check).
 
 # %%
 # %matplotlib inline
@@ -49,8 +49,9 @@ beyond.chain_table(chain)
 beyond.plot_chain(chain)
 
 # %% [markdown]
-# Squares are pairs where the second kill really happened; circles are points the resume never
-# reached (it had already passed them), so that resume simply finished. Recovery here is nothing but
+# Squares are pairs where the second kill really happened: all of them here, since the second
+# crash is chosen among the points the resume reaches. A circle would mark a point the resume never
+# reached, a resume that simply finished. Recovery here is nothing but
 # the normal start-up path (read, repair the tail, append), which is why a crash inside it is no
 # different from any other crash: the design has no recovery-only state that a second crash could
 # leave half done.
@@ -60,8 +61,10 @@ beyond.plot_chain(chain)
 # Two workers are started on the same crashed run together. Each stops at the first crash point a
 # resume reaches, so the one that got in holds the run while the other tries; then both are let go.
 # No sleep decides who wins. With the run lock (an exclusive `flock` on `run.lock`, which the kernel
-# drops when its holder dies, even by SIGKILL), exactly one proceeds and the other exits 75, "run is
-# busy". For the lesson only, a worker can be told to skip the lock (`--no-lock`):
+# releases when no process has the lock file open any more, so also when its holder dies by
+# SIGKILL), exactly one proceeds and the other exits 75, "run is busy". To see what the lock
+# prevents, the second row runs the worker's own code with the one line that takes the lock
+# removed (a mutant, as in section 6):
 
 # %%
 races = beyond.races()
@@ -75,9 +78,37 @@ beyond.plot_races(races)
 # same sequence numbers: the log forks. Our reader refuses such a log, naming the line, so the damage
 # is loud; a reader that skipped silently would rebuild a state neither worker was in. Codex guards
 # each rollout the same way (`writer_lock.rs`: a non-blocking exclusive lock per thread, stale lock
-# files cleaned by trying the lock). A lock does not stop a worker that is merely paused (a long GC,
-# a stopped VM) and then carries on after a new one took over; only a fencing token that the tracker
-# checks would.
+# files cleaned by trying the lock).
+#
+# ### What the lock does when its holder is paused, or has children
+#
+# A `flock` belongs to an open file, not to a running thread: it is held as long as the file stays
+# open in some process, whatever that process is doing. Two cases, run for real: a worker holding
+# the run is frozen with SIGSTOP (as a long garbage-collection pause or a suspended virtual machine
+# would freeze it) while a second worker tries the run; and a process takes the lock, forks a child
+# (which inherits the open file, as `os.fork` and `multiprocessing`'s fork start method do), and
+# is killed with SIGKILL.
+
+# %%
+beyond.lock_demos()
+
+# %% [markdown]
+# - **A paused holder still excludes everyone.** The stopped worker kept the lock; the second
+#   worker was refused; let go, the first finished. A kernel lock on a local file cannot expire, so
+#   a pause never lets a second worker in.
+# - **A forked child keeps the lock after its parent dies.** flock(2): the lock is released "when
+#   all such file descriptors have been closed", and the child holds a copy. Until the child ended,
+#   the run stayed busy although its worker was dead. A worker that forks helpers must close the
+#   lock's descriptor in them (Python's `subprocess` already does: descriptors are not inherited
+#   by the programs it starts, unless passed on purpose).
+#
+# Where a pause *is* dangerous is a lock that expires: a lease from a lock service, or a lock file
+# with a time-out. If the holder is paused longer than the lease, the lease runs out, a second worker
+# takes over, and the first wakes up believing it still holds the lock; both write. The standard
+# defence is a **fencing token**: each grant of the lease carries a number that only grows, every
+# write carries it, and the storage (here it would be the tracker and the log) refuses a number older
+# than one it has seen (Kleppmann, "How to do distributed locking", 2016). This lab's run lock is a
+# kernel `flock` on one machine, which never expires, so it needs no token.
 #
 # ## 3. A full disk, a failed fsync
 #
@@ -97,14 +128,20 @@ fsync = beyond.fsync_failures()
 print(fsync.message[0])
 beyond.fault_table(fsync)
 
+# %% [markdown]
+# The same runs grouped by the file that failed: which k hit it, and what happened every time.
+
 # %%
-beyond.plot_faults(disk, fsync)
+beyond.fault_summary(**{"write fails (no space)": disk, "fsync fails (I/O error)": fsync})
 
 # %% [markdown]
-# A failed fsync is fatal and never retried (`retried` counts an fsync of any file after the
-# failure: there is none). After a failed fsync the kernel may already have dropped the dirty pages
-# it could not write and marked them clean, so a second fsync can "succeed" for data that is gone;
-# PostgreSQL learned this in 2018 ("fsyncgate") and now stops instead.
+# The first write and fsync of a run are the configuration's temp file; then, with fsync on, two
+# fsyncs of the run directory itself (after the configuration is renamed into place, and after the
+# log file is created: their names live in the directory); after that, the log. A failed fsync is
+# fatal and never retried (`retried` counts an fsync of any file after the failure: there is none).
+# After a failed fsync the kernel may already have dropped the dirty pages it could not write and
+# marked them clean, so a second fsync can "succeed" for data that is gone; PostgreSQL learned this
+# in 2018 ("fsyncgate") and now stops instead.
 #
 # ## 4. Power loss, simulated
 #
@@ -132,7 +169,7 @@ beyond.plot_power(power)
 
 # %% [markdown]
 # With fsync always, atomic snapshots (temp file, fsync, rename, **directory fsync**) and fsynced
-# log appends lose no committed page in any state. Drop the directory fsync, as the lesson's own
+# log appends lose no committed page in any state. Drop the directory fsync, as the source text's own
 # `atomic_write` does, and the rename can vanish with the power, taking committed pages with it; drop
 # fsync altogether and everything since the last flush to disk is at the mercy of the cut; write the
 # snapshot in place and a torn snapshot sends recovery back to page 1. With the idempotency key on,
@@ -157,9 +194,19 @@ beyond.damage_demo()
 #
 # ## 6. Planted bugs: would the lab catch them?
 #
-# A test suite is only as good as the bugs it catches. Each row below builds the worker with one
-# known bug, runs the check meant to catch it, and runs the same check on the correct worker as a
-# control.
+# A test suite is only as good as the bugs it catches. Each row below takes a copy of the lab's own
+# source with one line changed (a **mutant**, in the words of mutation testing), runs the check
+# meant to catch it, and runs the same check on the real code as a control. The real code has no
+# switch for any of these bugs: the patch is applied to a temporary copy. Beside each, the
+# conformance suite's verdict (`python -m bughunt.conformance`: every crash state of a run, in
+# this process, one rule per check) on the same code. This is one mutant, as its diff:
+
+# %%
+from bughunt.instruments import mutants
+print(mutants.diff("no-dir-fsync"))
+
+# %% [markdown]
+# And all six, each against its check:
 
 # %%
 planted = beyond.bugs()
@@ -171,8 +218,11 @@ print(f"{int(planted.caught.sum())} of {len(planted)} planted bugs caught")
 # %% [markdown]
 # ## Try it
 #
-# Pick an experiment and a configuration, then **Run**: every row is a real process. For power loss,
-# "run lock: none" plants the missing directory fsync instead.
+# Pick an experiment: the panel shows only the knobs that experiment uses, and says what it keeps
+# fixed. Then **Run**: every row is a real process. For power loss, **directory fsync: off** plants
+# the missing directory fsync (it appears when fsync is on); for two resumers, **run lock: none**
+# starts both workers without the lock. A mix of settings that cannot run is explained in the line
+# under the buttons.
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = beyond.panel()
@@ -183,8 +233,9 @@ p.show()
 #
 # - Test the compound failures too: a crash during recovery, two resumers, a full disk, a failed
 #   fsync. A recovery path that is just the normal start-up path has nothing extra to get wrong.
-# - One writer per run: a kernel lock (`flock`) that dies with its holder. Without it two resumers
-#   fork the log.
+# - One writer per run: a kernel lock (`flock`), released when the last process holding its open
+#   file ends: the worker, and any child it forked. Paused, the holder still holds it. Without it two
+#   resumers fork the log. A lock that can expire (a lease) needs a fencing token as well.
 # - A failed write stops the run and loses nothing acknowledged; a failed fsync is fatal and never
 #   retried.
 # - Power loss is not `kill -9`: only fsync of the file **and** of its directory makes a commit
@@ -210,6 +261,24 @@ check("8.2", answer_8_2)
 
 # %% [markdown]
 # Stuck? `solution("8.1")` prints a worked answer.
+#
+# ## Further reading
+#
+# - SQLite, "How SQLite Is Tested", section 3.4, compound failure tests (a crash while recovering):
+#   https://www.sqlite.org/testing.html
+# - Pillai et al., "All File Systems Are Not Created Equal: On the Complexity of Crafting
+#   Crash-Consistent Applications" (ALICE), OSDI 2014:
+#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
+# - Mohan et al., "Finding Crash-Consistency Bugs with Bounded Black-Box Crash Testing"
+#   (CrashMonkey), OSDI 2018: https://www.usenix.org/conference/osdi18/presentation/mohan
+# - LazyFS, a FUSE file system that loses unsynced writes on demand:
+#   https://github.com/dsrhaslab/lazyfs
+# - flock(2), Linux man-pages: locks belong to open file descriptions, shared across fork:
+#   https://man7.org/linux/man-pages/man2/flock.2.html
+# - Martin Kleppmann, "How to do distributed locking" (2016), on leases and fencing tokens:
+#   https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html
+# - "PostgreSQL's fsync() surprise" (LWN, 2018), on why a failed fsync must not be retried:
+#   https://lwn.net/Articles/752063/
 #
 # ---
 # [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)

@@ -1,11 +1,12 @@
 # %% [markdown]
 # # Appendix · What durability costs on this machine
 #
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb)
+# [← Lesson 8: beyond the source text](08_beyond.ipynb) · [Start here](00_start_here.ipynb)
 #
-# **The question.** Lesson 6 quoted the lesson's macOS medians for a log append, an append with
-# fsync and an atomic snapshot. What do they cost here, and how close does the lab's own code come to
-# the least code that could do the same durable work? And how does recovery grow as the log grows?
+# **The question.** Lesson 6 put the source text's macOS medians for a log append, an append with
+# fsync and an atomic snapshot beside this machine's. What do they cost here, and how close does
+# the lab's own code come to the least code that could do the same durable work? And how does
+# recovery grow as the log grows?
 #
 # Every number is measured now, on this machine, so the tables are not checked by the tests (they
 # change from run to run); the shapes are what to look at. `make bench` runs the same measurements
@@ -38,12 +39,18 @@ writes[["section", "case", "value", "unit", "reference", "ratio"]]
 costs.plot_write_costs(writes)
 
 # %% [markdown]
-# Where fsync is involved, it dominates everything else by two orders of magnitude: the code around
-# it hardly matters. Without fsync, a log append is a couple of microseconds, and the lab's CRC and
-# bookkeeping cost a fraction of that. SQLite with `synchronous=NORMAL` pays for its b-tree and its
+# Where fsync is involved, it usually dominates everything else, often by two orders of magnitude
+# (compare each row with its neighbour without fsync): the code around it hardly matters. Without
+# fsync, a log append takes a few microseconds, and the lab's CRC and bookkeeping cost a fraction of
+# that (the "where the time goes" rows). SQLite with `synchronous=NORMAL` pays for its b-tree and its
 # write-ahead-log frame on every commit, several times a bare append; with `FULL` the fsync hides
-# that too. The lesson's figures came from macOS, where fsync does not flush the drive's cache
-# (`F_FULLFSYNC` does), so they are not comparable one to one.
+# that too.
+#
+# The diamonds are the source text's macOS medians, on the rows that time the same kind of write:
+# the two appends. Its snapshot (temp file + fsync + rename) had no directory fsync, so it sits on
+# no row here; lesson 6 times that kind beside it. Its fsync figures came from macOS, where
+# fsync does not make the drive flush its cache (`F_FULLFSYNC` does), so they are not comparable
+# one to one.
 #
 # ## Recovery against log length
 #
@@ -63,5 +70,11 @@ costs.plot_recovery(runs)
 # The snapshot bounds both the replay and the memory: what it costs depends on the snapshot's size,
 # not on the log's length. `make bench` repeats this up to 100,000 pages and prints the ratio.
 #
+# ## Further reading
+#
+# - SQLite, "Write-Ahead Logging", and what `synchronous=NORMAL` and `FULL` give up or pay for:
+#   https://www.sqlite.org/wal.html and https://www.sqlite.org/pragma.html#pragma_synchronous
+# - fsync(2), Linux man-pages: https://man7.org/linux/man-pages/man2/fsync.2.html
+#
 # ---
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb)
+# [← Lesson 8: beyond the source text](08_beyond.ipynb) · [Start here](00_start_here.ipynb)

@@ -1,0 +1,409 @@
+"""The conformance suite: a checkpoint store against every crash state of a run, rule by rule.
+
+    python -m bughunt.conformance [--store log|snapshot|FILE.py:Class] [design flags] [--json]
+
+One run of the real page loop (the worker's `Agent`, with the lab's world in a temp dir) drives
+the store in this process, through an I/O door that journals every disk operation
+(`bughunt.instruments.journal`). From the journal the suite builds every crash state of that run:
+
+- **kill -9** after each operation: every byte written so far is in the page cache and survives;
+- **power cut** after each operation: only what was fsynced is sure to survive; of the rest, any
+  prefix per file, the last write possibly torn, directory changes only if the directory was
+  fsynced (`bughunt.powerloss`: the extremes and seeded mixes, as ALICE and LazyFS explore them).
+
+At each state it opens fresh stores on a copy of the files and checks the rules of the store
+contract (`bughunt.stores.contract.RULES`): load reads only; what it returns is a state the run
+really passed through (or a refusal naming a file); nothing acknowledged is lost where the design
+promises it; the repair is idempotent; the next commit after recovery reads back as written. A
+violation names the rule, the crash state (which operation, which file), and what was on disk.
+
+It grades a learner's store the same way (`conform(config, MyStore)`), and, with the lab's
+mutants (`bughunt.instruments.mutants`), shows which planted bug breaks which rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import RunConfig, add_config_arguments, config_from_args, ConfigError
+from .crashpoints import CrashPlan
+from .diskio import Door
+from .events import initial_state
+from .instruments.journal import JournalingFiles
+from .powerloss import crash_states, kill_states
+from .stores import StoreDamage, StoreSpecError, store_class
+from .stores.contract import RULES
+from .world import MockModel, Site, Tracker
+
+#: A smaller site than the lessons' 12 pages: every kind of page (a bug page with its intent and
+#: report, plain pages, a snapshot interval) in a fraction of the states.
+SUITE_PAGES = 5
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    state: str                     # which crash state, in words
+    detail: str
+    file: str | None = None
+    disk: dict = field(default_factory=dict)      # file -> the last bytes, for the reader
+
+    def __str__(self) -> str:
+        where = f" ({self.file})" if self.file else ""
+        return f"{self.rule}: {self.state}{where}: {self.detail}"
+
+
+@dataclass
+class Report:
+    """What the suite found for one store and one configuration."""
+
+    store: str
+    config: RunConfig
+    states: int = 0
+    checked: Counter = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def broken(self) -> list[str]:
+        """The rules with at least one violation, in the contract's order."""
+        hit = {v.rule for v in self.violations}
+        return [r for r in RULES if r in hit]
+
+    def first(self, rule: str) -> Violation | None:
+        return next((v for v in self.violations if v.rule == rule), None)
+
+    def table(self):
+        """One row per rule: states checked, violations, the first one in words."""
+        import pandas as pd
+
+        counts = Counter(v.rule for v in self.violations)
+        return pd.DataFrame([{"rule": r, "checked": self.checked[r], "violations": counts[r],
+                              "first violation": str(self.first(r)).split(": ", 1)[1]
+                              if counts[r] else ""}
+                             for r in RULES if self.checked[r]]).set_index("rule")
+
+    def to_json(self) -> dict:
+        return {"store": self.store, "config": self.config.to_json(), "states": self.states,
+                "ok": self.ok, "checked": dict(self.checked),
+                "violations": [dataclasses.asdict(v) for v in self.violations],
+                "seconds": self.seconds}
+
+
+# --- recording one run -------------------------------------------------------------------------
+
+class _Recorder:
+    """The store under test, watched from outside: each commit is marked in the journal when it
+    begins and when it returns (acknowledged), its mid() hook counted, its state kept."""
+
+    def __init__(self, inner, door: Door, report: Report):
+        self.inner, self.door, self.report = inner, door, report
+        self.states = [initial_state()]
+        self.events: list[dict] = []
+
+    def load(self):
+        return self.inner.load()
+
+    def open_for_append(self):
+        return self.inner.open_for_append()
+
+    def commit(self, state, event, *, mid=lambda: None):
+        calls = []
+        self.door.mark(what="commit-begin", seq=event["seq"])
+        self.inner.commit(state, event, mid=lambda: (calls.append(1), mid()))
+        self.door.mark(what="commit-end", seq=event["seq"])
+        self.report.checked["mid-fires-once"] += 1
+        if len(calls) != 1:
+            self.report.violations.append(Violation(
+                "mid-fires-once", f"commit of event {event['seq']} ({event['t']})",
+                f"mid() was called {len(calls)} times"))
+        self.states.append(state)
+        self.events.append(event)
+
+    def close(self):
+        self.inner.close()
+
+
+def record(config: RunConfig, cls, run_dir: Path, report: Report):
+    """Run the page loop once on `cls`; return the journal, the states and the events."""
+    ops: list[dict] = []
+    door = Door(config.fsync, files=JournalingFiles(ops.append))
+    store = _Recorder(cls(run_dir, config, door), door, report)
+    store.load()
+    store.open_for_append()
+    site = Site.load(config.pages)
+    model, tracker = MockModel(run_dir, site), Tracker(run_dir)
+    # Imported here: the worker's page loop is the client the contract is written for.
+    from .worker import Agent
+    agent = Agent(config, site, store, door, model, tracker, CrashPlan([]), initial_state())
+    try:
+        for page in range(1, config.pages + 1):
+            agent.run_page(page)
+            check_reads_back(config, cls, run_dir, store.states[-1], report, page)
+    finally:
+        store.close()
+        model.close()
+        tracker.close()
+    return ops, store.states, store.events
+
+
+def check_reads_back(config, cls, run_dir, state, report: Report, page: int) -> None:
+    report.checked["commit-reads-back"] += 1
+    try:
+        got = cls(run_dir, config, Door(config.fsync)).load().state
+    except StoreDamage as e:
+        got = f"a refusal ({e})"
+    if got != state:
+        report.violations.append(Violation(
+            "commit-reads-back", f"right after page {page}'s commit returned",
+            f"load() gave {describe(got)}, not the committed {describe(state)}"))
+
+
+# --- checking one crash state ------------------------------------------------------------------
+
+def describe(state) -> str:
+    if not isinstance(state, dict):
+        return str(state)
+    return (f"next page {state.get('next_page')}, findings {state.get('findings')}, "
+            f"seq {state.get('seq')}")
+
+
+def describe_op(op: dict | None) -> str:
+    if op is None:
+        return "before any operation"
+    kind = op["op"]
+    if kind == "write":
+        n = len(base64.b64decode(op["data"]))
+        return f"write of {n} bytes to {op['path']} at offset {op['offset']}"
+    if kind == "rename":
+        return f"rename {op['src']} -> {op['dst']}"
+    if kind == "fsync_dir":
+        return "directory fsync"
+    if kind == "mark":
+        return {"commit-end": f"commit of event {op.get('seq')} returned",
+                "commit-begin": f"commit of event {op.get('seq')} began"}.get(
+            op.get("what"), f"{op.get('what')} (page {op.get('page')})")
+    return f"{kind} {op.get('path', '')}".strip()
+
+
+def _preview(files: dict[str, bytes]) -> dict[str, str]:
+    return {name: (repr(data[-60:]) if len(data) > 60 else repr(data)) + f" ({len(data)} bytes)"
+            for name, data in sorted(files.items())}
+
+
+def _read(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _write(directory: Path, files: dict[str, bytes]) -> None:
+    directory.mkdir()
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+
+
+def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: str,
+                where: str, acknowledged: int, states: list[dict], events: list[dict],
+                report: Report) -> None:
+    """Every rule at one crash state: `files` is what the disk holds after it."""
+    real = {json.dumps(s, sort_keys=True): i for i, s in enumerate(states)}
+    passed_rule = "crash-leaves-a-real-state" if kind == "kill" else "power-cut-leaves-a-real-state"
+    keeps_rule = "kill-keeps-acknowledged" if kind == "kill" else (
+        "fsync-keeps-acknowledged" if config.fsync == "always" else None)
+
+    def violation(rule, detail, file=None):
+        report.violations.append(Violation(rule, where, detail, file, _preview(files)))
+
+    _write(directory, files)
+    report.checked["load-reads-only"] += 1
+    report.checked[passed_rule] += 1
+    try:
+        recovered = cls(directory, config, Door(config.fsync)).load()
+    except StoreDamage as e:
+        recovered = None
+        refusal = str(e)
+        if not (str(directory) in refusal or any(name in refusal for name in files)):
+            violation(passed_rule, f"the refusal names no file: {refusal}")
+    except Exception as e:             # a learner's store may raise anything
+        violation(passed_rule, f"load() raised {type(e).__name__}: {e}")
+        if keeps_rule:
+            report.checked[keeps_rule] += 1
+            violation(keeps_rule, f"{acknowledged} commits had returned, but load() raised "
+                                  f"{type(e).__name__}")
+        return
+    if _read(directory) != files:
+        changed = sorted(n for n in set(files) | set(_read(directory))
+                         if files.get(n) != _read(directory).get(n))
+        violation("load-reads-only", f"load() changed {', '.join(changed)}",
+                  changed[0] if changed else None)
+        _write_over(directory, files)
+    index = None
+    if recovered is not None:
+        index = real.get(json.dumps(recovered.state, sort_keys=True))
+        if index is None:
+            violation(passed_rule, f"load() gave {describe(recovered.state)}: a state this run "
+                                   "never was in")
+    if keeps_rule:
+        report.checked[keeps_rule] += 1
+        if index is None or index < acknowledged:
+            got = "a refusal" if recovered is None else describe(recovered.state)
+            violation(keeps_rule, f"{acknowledged} commits had returned, but load() gave {got}")
+    if index is None:
+        return
+    _check_repair_and_resume(config, cls, directory, files, index, states, events, violation,
+                             report)
+
+
+def _write_over(directory: Path, files: dict[str, bytes]) -> None:
+    for p in directory.iterdir():
+        if p.is_file() and p.name not in files:
+            p.unlink()
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+
+
+def _check_repair_and_resume(config, cls, directory, files, index, states, events, violation,
+                             report):
+    report.checked["repair-is-idempotent"] += 1
+    try:
+        first = cls(directory, config, Door(config.fsync))
+        state = first.load().state
+        first.open_for_append()
+        first.close()
+        once = _read(directory)
+        second = cls(directory, config, Door(config.fsync))
+        again = second.load().state
+        second.open_for_append()
+        second.close()
+    except StoreDamage as e:
+        violation("repair-is-idempotent", f"after the repair, load() refused: {e}")
+        return
+    except Exception as e:
+        violation("repair-is-idempotent", f"the repair raised {type(e).__name__}: {e}")
+        return
+    if _read(directory) != once:
+        changed = sorted(n for n in once if _read(directory).get(n) != once[n])
+        violation("repair-is-idempotent", "a second open_for_append() changed the files again",
+                  changed[0] if changed else None)
+    elif again != state:
+        violation("repair-is-idempotent", f"after the repair load() gave {describe(again)}, "
+                                          f"before it {describe(state)}")
+    if index >= len(events):
+        return                                  # the run was complete: nothing to resume
+    report.checked["resume-appends-cleanly"] += 1
+    try:
+        store = cls(directory, config, Door(config.fsync))
+        store.load()
+        store.open_for_append()
+        store.commit(states[index + 1], events[index], mid=lambda: None)
+        store.close()
+        got = cls(directory, config, Door(config.fsync)).load().state
+    except StoreDamage as e:
+        violation("resume-appends-cleanly", f"after recovering and committing event "
+                                            f"{events[index]['seq']}, load() refused: {e}")
+        return
+    except Exception as e:
+        violation("resume-appends-cleanly", f"recovering and committing raised "
+                                            f"{type(e).__name__}: {e}")
+        return
+    if got != states[index + 1]:
+        violation("resume-appends-cleanly",
+                  f"recovered {describe(states[index])}, committed event {events[index]['seq']} "
+                  f"({events[index]['t']}), then load() gave {describe(got)}")
+
+
+# --- the suite ---------------------------------------------------------------------------------
+
+def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 0,
+            pages: int = SUITE_PAGES) -> Report:
+    """Check the store `cls` (default: the one `config.store` names) at every crash state of a
+    `pages`-page run with this configuration."""
+    config = config.replace(pages=pages) if pages else config
+    cls = cls or store_class(config.store)
+    report = Report(store=getattr(cls, "name", cls.__name__), config=config)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bughunt-conformance-") as tmp:
+        tmp = Path(tmp)
+        run_dir = tmp / "run"
+        run_dir.mkdir()
+        ops, states, events = record(config, cls, run_dir, report)
+        acked = [0]
+        for op in ops:
+            acked.append(acked[-1] + (op["op"] == "mark" and op.get("what") == "commit-end"))
+        seen: set[tuple[str, int]] = set()
+        n = 0
+        cases = [("kill", s) for s in kill_states(ops)]
+        cases += [("power", s) for s in crash_states(ops, samples_per_cut=power_samples,
+                                                     seed=seed, dedupe=False)]
+        for kind, s in cases:
+            key = (kind, s.digest(), acked[s.cut])
+            if key in seen:
+                continue
+            seen.add(key)
+            n += 1
+            op = ops[s.cut - 1] if s.cut else None
+            where = (f"kill -9 after operation {s.cut} ({describe_op(op)})" if kind == "kill"
+                     else f"power cut after operation {s.cut} ({describe_op(op)}; {s.choice})")
+            check_state(config, cls, tmp / f"s{n}", s.files, kind=kind, where=where,
+                        acknowledged=acked[s.cut], states=states, events=events, report=report)
+        report.states = n
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+#: Every design of the lab's own stores under the contract: store x write mode x fsync policy.
+def lab_designs() -> dict[str, RunConfig]:
+    designs = {}
+    for store, every in (("snapshot", 0), ("log", 0), ("log", 2)):
+        for mode in ("atomic", "torn", "no-newline"):
+            for fsync in ("never", "always"):
+                name = (f"{store}{f'+snapshot/{every}' if every else ''}, {mode}, "
+                        f"fsync {fsync}")
+                designs[name] = RunConfig(store=store, snapshot_every=every, write_mode=mode,
+                                          fsync=fsync)
+    return designs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bughunt.conformance",
+        description="Check a checkpoint store against every crash state of a run, rule by rule.")
+    add_config_arguments(parser)
+    parser.add_argument("--all", action="store_true",
+                        help="every design of the lab's own stores (store x write mode x fsync)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+        designs = lab_designs() if args.all else {config.store: config}
+        reports = {name: conform(cfg) for name, cfg in designs.items()}
+    except ConfigError as e:
+        parser.error(e.as_flag())
+    except StoreSpecError as e:
+        print(f"bughunt.conformance: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump({name: r.to_json() for name, r in reports.items()}, sys.stdout)
+        print()
+    else:
+        for name, r in reports.items():
+            verdict = "passes every rule" if r.ok else "breaks " + ", ".join(r.broken())
+            print(f"{name}: {r.states} crash states, {verdict} ({r.seconds:.2f} s)")
+            for rule in r.broken():
+                print(f"  {r.first(rule)}")
+    return 0 if all(r.ok for r in reports.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
