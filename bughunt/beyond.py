@@ -29,13 +29,12 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (PausedWorker, crash_and_resume, crash_points, default_workers, forget,
+from .experiment import (PausedWorker, crash_and_resume, crash_points, forget, in_parallel,
                          outcome, run_crash_jobs, run_worker, spawn, work_dir, worker_command)
 from .instruments import mutants
 from .powerloss import crash_states, materialize, read_journal
@@ -111,23 +110,15 @@ def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = N
     """
     pairs = chain_pairs(config) if pairs is None else pairs
     firsts = sorted({p for p, _ in pairs}, key=lambda p: p.index)
-    total = len(pairs) + len(firsts)
-    done = [0]
-
-    def tick():
-        done[0] += 1
-        if progress:
-            progress(done[0], total)
-
-    with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        singles = {p.index: pool.submit(crash_and_resume, config, p, base / f"single-{p.index:03d}",
-                                        code=code) for p in firsts}
-        chains = [pool.submit(chain_record, config, p, j, base / f"chain-{p.index:03d}-{j}",
-                              code=code) for p, j in pairs]
-        for f in [*singles.values(), *chains]:
-            f.add_done_callback(lambda _: tick())
-        reference = {i: f.result()["final_state"] for i, f in singles.items()}
-        records = [f.result() for f in chains]
+    with work_dir(in_memory=True) as base:
+        calls = [functools.partial(crash_and_resume, config, p, base / f"single-{p.index:03d}",
+                                   code=code) for p in firsts]
+        calls += [functools.partial(chain_record, config, p, j,
+                                    base / f"chain-{p.index:03d}-{j}", code=code)
+                  for p, j in pairs]
+        results = in_parallel(calls, workers, progress)
+    reference = {p.index: r["final_state"] for p, r in zip(firsts, results)}
+    records = results[len(firsts):]
     for r in records:
         r["same_as_single"] = outcome_of(r["final_state"]) == outcome_of(reference[r["first"]])
         r["correct"] = (r["error"] is None and r["duplicate_reports"] == 0
@@ -227,7 +218,8 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
         except (ValueError, KeyError, TypeError):
             pass
     final = outcome(run_dir, config, {"state": states[0]} if states else None)
-    return {"first": first.index, "first_point": first.name, "paused": sorted(seen.values()), "exits": sorted(codes),
+    return {"first": first.index, "first_point": first.name, "paused": sorted(seen.values()),
+            "exits": sorted(codes),
             "proceeded": sum(c == 0 for c in codes), "refused_busy": sum(c == 75 for c in codes),
             "exactly_one": sorted(codes) == [0, 75],
             "duplicate_events": len(seqs) - len(set(seqs)),
@@ -246,15 +238,11 @@ def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, l
     points = [p for p in crash_points(config)
               if not (p.page == config.pages and p.label == "after_commit")]
     firsts = [rng.choice(points) for _ in range(trials)]
-    out = []
-    with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        futures = [pool.submit(two_resumers_trial, config, f, base / f"race-{i:03d}", lock=lock,
-                               code=code) for i, f in enumerate(firsts)]
-        for i, f in enumerate(futures, 1):
-            out.append({"trial": i, **f.result()})
-            if progress:
-                progress(i, trials)
-    return out
+    with work_dir(in_memory=True) as base:
+        results = in_parallel([functools.partial(two_resumers_trial, config, f,
+                                                 base / f"race-{i:03d}", lock=lock, code=code)
+                               for i, f in enumerate(firsts)], workers, progress)
+    return [{"trial": i, **r} for i, r in enumerate(results, 1)]
 
 
 # --- what the run lock does, and does not do ------------------------------------------------------
@@ -377,15 +365,10 @@ def fault_record(config: RunConfig, flag: tuple[str, ...], k: int, run_dir: Path
 
 
 def _fault_sweep(config, flags_for, n, workers, progress):
-    with work_dir() as base, ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        futures = [pool.submit(fault_record, config, flags_for(k), k, base / f"k{k:03d}")
-                   for k in range(1, n + 1)]
-        out = []
-        for i, f in enumerate(futures, 1):
-            out.append(f.result())
-            if progress:
-                progress(i, n)
-    return out
+    with work_dir(in_memory=True) as base:
+        return in_parallel([functools.partial(fault_record, config, flags_for(k), k,
+                                              base / f"k{k:03d}") for k in range(1, n + 1)],
+                           workers, progress)
 
 
 def disk_full_sweep(config: RunConfig = SAFE, *, errno_name: str = "ENOSPC",
@@ -463,22 +446,17 @@ def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
 def power_loss_sweep(variant: Variant, *, samples_per_cut: int = 3, seed: int = 0,
                      workers: int | None = None, progress=None) -> list[dict]:
     """Journal one clean run of `variant`, build every power-cut state, recover and check each."""
-    with work_dir() as base:
+    with work_dir(in_memory=True) as base:
         proc = run_worker(base / "journaled", variant.config, extra=("--io-trace",),
                           code=variant.code)
         if proc.returncode != 0:
             raise RuntimeError(f"journaled run failed: {proc.stderr.strip()}")
         journal = read_journal(base / "journaled" / "io.jsonl")
         states = list(crash_states(journal, samples_per_cut=samples_per_cut, seed=seed))
-        with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-            futures = [pool.submit(power_state_record, variant, st, base / f"state-{i:04d}")
-                       for i, st in enumerate(states)]
-            out = []
-            for i, f in enumerate(futures, 1):
-                out.append({"variant": variant.name, **f.result()})
-                if progress:
-                    progress(i, len(states))
-    return out
+        results = in_parallel([functools.partial(power_state_record, variant, st,
+                                                 base / f"state-{i:04d}")
+                               for i, st in enumerate(states)], workers, progress)
+    return [{"variant": variant.name, **r} for r in results]
 
 
 def power_summary(records: list[dict]) -> dict:
@@ -516,7 +494,7 @@ def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
     elif check.startswith("crash sweep"):
         cfg = SAFE.replace(pages=pages)
     if check.startswith("crash sweep"):
-        with work_dir() as base:
+        with work_dir(in_memory=True) as base:
             recs = run_crash_jobs([("bug", cfg, p) for p in crash_points(cfg)], base,
                                   measure=functools.partial(crash_and_resume, code=code))
         return sum(r["duplicate_reports"] > 0 for r in recs)

@@ -183,7 +183,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The configuration flags, shared by `run`, `points`, `sweep` and `kill-random`."""
     d = RunConfig()
     g = parser.add_argument_group("checkpoint design")
-    g.add_argument("--store", type=_store, default=d.store, metavar="{none,snapshot,log,FILE.py:Class}",
+    g.add_argument("--store", type=_store, default=d.store,
+                   metavar="{none,snapshot,log,FILE.py:Class}",
                    help="where progress is kept: nothing, a snapshot file, an event log, or your "
                         "own store class (see bughunt/stores/contract.py)")
     g.add_argument("--snapshot-every", type=_count, default=d.snapshot_every, metavar="N",

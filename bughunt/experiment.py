@@ -369,10 +369,16 @@ def default_workers() -> int:
 
 
 @contextmanager
-def work_dir(base: Path | None = None):
-    """A directory for run dirs: `base` (created, must be new or empty) or a temp dir removed after."""
+def work_dir(base: Path | None = None, *, in_memory: bool = False):
+    """A directory for run dirs: `base` (created, must be new or empty) or a temp dir removed after.
+
+    `in_memory`: the temp dir goes to /dev/shm (a RAM file system) where the machine has one with
+    room, for sweeps. A kill -9 leaves the same bytes on any file system (the page cache survives
+    it), and a sweep counts calls and reports, not disk time; only fsync costs nothing there, which
+    is why the lessons that time writes (6, the appendix) run on the real disk.
+    """
     if base is None:
-        tmp = tempfile.mkdtemp(prefix="bughunt-")
+        tmp = tempfile.mkdtemp(prefix="bughunt-", dir=ram_dir() if in_memory else None)
         try:
             yield Path(tmp)
         finally:
@@ -388,6 +394,22 @@ def work_dir(base: Path | None = None):
     except OSError as e:
         raise FileExistsError(f"--work-dir {base}: cannot be created ({e.strerror})") from None
     yield base
+
+
+def ram_dir(room: int = 256 << 20) -> str | None:
+    """Where sweeps keep their run directories: $BUGHUNT_RAM_DIR if set (empty: the default temp
+    dir), else /dev/shm when it exists, is writable and has `room` bytes free; else None (the
+    default temp dir). macOS has no /dev/shm."""
+    chosen = os.environ.get("BUGHUNT_RAM_DIR")
+    if chosen is not None:
+        return chosen or None
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < room or not os.access("/dev/shm", os.W_OK):
+        return None
+    return "/dev/shm"
 
 
 def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
@@ -461,7 +483,7 @@ def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = Non
         if not wanted:
             raise NoSuchPoint("no crash points given")
         all_points = [p for p in all_points if p.index in wanted]
-    with work_dir(base_dir) as base:
+    with work_dir(base_dir, in_memory=True) as base:
         return run_crash_jobs([(tag, config, p) for p in all_points], base, workers, progress)
 
 
@@ -715,7 +737,7 @@ def lesson(*, workers: int | None = None, progress: Progress | None = None,
     """Run the lesson's five sweeps in one pool; return figures, summaries and every record."""
     jobs = [(tag, cfg, p) for tag, cfg in LESSON_CONFIGS.items() for p in crash_points(cfg)]
     t0 = time.perf_counter()
-    with work_dir(base_dir) as base:
+    with work_dir(base_dir, in_memory=True) as base:
         records = run_crash_jobs(jobs, base, workers, progress)
     elapsed = time.perf_counter() - t0
     by = {tag: [r for r in records if r["sweep"] == tag] for tag in LESSON_CONFIGS}

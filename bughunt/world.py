@@ -19,6 +19,7 @@ else's system and stay intact whatever happens to the agent's disk.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -63,16 +64,13 @@ class Site:
     def load(cls, pages: int = 12, path: Path | None = None) -> "Site":
         path = path or data_dir() / "site.json"
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            template = [Page(p["page"], p["path"], p["title"], p["bug"]) for p in raw["pages"]]
-            task_id = raw["task_id"]
+            mtime = path.stat().st_mtime_ns
         except FileNotFoundError:
             raise SiteError(f"{path}: site file not found (set BUGHUNT_DATA)") from None
-        except (ValueError, KeyError, TypeError) as e:
-            raise SiteError(f"{path}: not a valid site file ({e})") from None
-        if not template or [p.page for p in template] != list(range(1, len(template) + 1)):
-            raise SiteError(f"{path}: pages must be numbered 1, 2, 3, ... in order")
-        return cls(pages, template, task_id)
+        except OSError as e:
+            raise SiteError(f"{path}: cannot be read ({e.strerror})") from None
+        template, task_id = _read_site(path, mtime)
+        return cls(pages, list(template), task_id)
 
     def page(self, n: int) -> Page:
         t = self._template[(n - 1) % len(self._template)]
@@ -85,6 +83,20 @@ class Site:
     @property
     def bug_pages(self) -> list[int]:
         return [n for n in range(1, self.pages + 1) if self.page(n).bug]
+
+
+@functools.lru_cache(maxsize=8)
+def _read_site(path: Path, mtime: int) -> tuple[tuple[Page, ...], str]:
+    """The site file, parsed once per version of it (sweeps load it in every process)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        template = tuple(Page(p["page"], p["path"], p["title"], p["bug"]) for p in raw["pages"])
+        task_id = raw["task_id"]
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        raise SiteError(f"{path}: not a valid site file ({e})") from None
+    if not template or [p.page for p in template] != list(range(1, len(template) + 1)):
+        raise SiteError(f"{path}: pages must be numbered 1, 2, 3, ... in order")
+    return template, task_id
 
 
 def report_key(task_id: str, page: int) -> str:

@@ -44,7 +44,8 @@ def wait_for(condition, timeout: float = 60.0) -> None:
 
 
 def start(args: list[str], tmp: Path, tag: str) -> subprocess.Popen:
-    env = {**os.environ, "TMPDIR": str(tmp), "BUGHUNT_TEST_TAG": tag}
+    env = {**os.environ, "TMPDIR": str(tmp), "BUGHUNT_RAM_DIR": str(tmp),
+           "BUGHUNT_TEST_TAG": tag}
     return subprocess.Popen([sys.executable, "-m", "bughunt", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -30,7 +30,7 @@ def redone_by_design(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
 
     jobs = [(name.replace(" ", "_"), cfg, p) for name, cfg in designs.items()
             for p in crash_points(cfg)]
-    with work_dir() as base:
+    with work_dir(in_memory=True) as base:
         records = run_crash_jobs(jobs, base, progress=progress)
     df = pd.DataFrame(records)
     df["design"] = df["sweep"].str.replace("_", " ")

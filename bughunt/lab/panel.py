@@ -122,7 +122,7 @@ def cached_sweeps(configs: dict[str, RunConfig], progress=None) -> dict[str, lis
     tags = {name: f"s{i}" for i, name in enumerate(todo)}
     jobs = [(tags[name], cfg, p) for name, cfg in todo.items() for p in crash_points(cfg)]
     if jobs:
-        with work_dir() as base:
+        with work_dir(in_memory=True) as base:
             records = run_crash_jobs(jobs, base, progress=progress)
         for name, cfg in todo.items():
             _SWEEPS[cfg] = [r for r in records if r["sweep"] == tags[name]]

@@ -70,7 +70,7 @@ def clean_event_log(config: RunConfig = DESIGNS["pure log"]):
     """
     import pandas as pd
 
-    with work_dir() as base:
+    with work_dir(in_memory=True) as base:
         clean_run(config, base / "clean")
         events = read_events(base / "clean")
     return pd.DataFrame([{"seq": e["seq"], "type": e["t"], "page": e["page"],
@@ -173,7 +173,7 @@ def replay_by_interval(intervals=INTERVALS, base: RunConfig = DESIGNS["pure log"
 
     configs = {n: base.replace(snapshot_every=n) for n in intervals}
     jobs = [(f"n{n:02d}", cfg, p) for n, cfg in configs.items() for p in crash_points(cfg)]
-    with work_dir() as tmp:
+    with work_dir(in_memory=True) as tmp:
         rows = run_crash_jobs(jobs, tmp, progress=progress, measure=replay_after_crash)
     df = pd.DataFrame(rows)
     df["snapshot_every"] = df["sweep"].str[1:].astype(int)
@@ -373,7 +373,7 @@ def panel(base: RunConfig = DESIGNS["snapshot every 4"],
 @functools.lru_cache(maxsize=32)
 def _max_replayed(config: RunConfig) -> int:
     """The truth for exercise 3.1, measured once per configuration (54 kills are a few seconds)."""
-    with work_dir() as tmp:
+    with work_dir(in_memory=True) as tmp:
         rows = run_crash_jobs([("ex", config, p) for p in crash_points(config)], tmp,
                               measure=replay_after_crash)
     return max(r["replayed_events"] for r in rows)

@@ -101,7 +101,7 @@ def sweep_write_modes(configs: dict[str, RunConfig] = MODE_CONFIGS, *, progress=
     key = tuple(configs.items())
     if key not in _SWEEPS:
         jobs = [(mode, cfg, p) for mode, cfg in configs.items() for p in crash_points(cfg)]
-        with work_dir() as base:
+        with work_dir(in_memory=True) as base:
             records = run_crash_jobs(jobs, base, progress=progress, measure=measure_torn)
         df = pd.DataFrame(records).rename(columns={"sweep": "write_mode"})
         df["verdict"] = [verdict(r) for r in records]
@@ -333,7 +333,7 @@ def snapshot_tears(configs: dict[str, RunConfig] = SNAPSHOT_CONFIGS, *, progress
 
     jobs = [(mode, cfg, p) for mode, cfg in configs.items() for p in crash_points(cfg)
             if p.label == MID_COMMIT]
-    with work_dir() as base:
+    with work_dir(in_memory=True) as base:
         records = run_crash_jobs(jobs, base, progress=progress)
     df = pd.DataFrame(records).rename(columns={"sweep": "write_mode"})
     df["verdict"] = [verdict(r) for r in records]
