@@ -42,9 +42,11 @@ def _sockets(pid: int) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
-def test_the_fork_parent_holds_no_socket_a_child_could_share(lab):
+def test_the_fork_parent_is_one_thread_and_holds_no_socket_a_child_could_share(lab):
     cif.clean_call()                                  # it has forked at least one call process
-    assert lab.forks.alive() and _sockets(lab.forks.proc.pid) == []
+    pid = lab.forks.proc.pid
+    assert lab.forks.alive() and _sockets(pid) == []
+    assert len(os.listdir(f"/proc/{pid}/task")) == 1  # fork() copies only the calling thread
 
 
 def test_a_call_process_forked_from_the_parent_dies_by_a_real_sigkill(lab, tmp_path):
