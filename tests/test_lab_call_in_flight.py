@@ -213,11 +213,12 @@ def test_panel_shows_the_default_kill_and_fault(panel):
     assert len(panel.plot_out.outputs) == 1 and "2 call(s) billed" in panel.status.value
 
 
-def test_moving_the_crash_point_reruns_the_kill_only(panel):
-    hits = cif.cached_sdk.cache_info()
+def test_moving_the_crash_point_reruns_the_kill_only(panel, monkeypatch):
+    def no_sdk_call(*args, **kwargs):
+        raise AssertionError("the SDK call ran again")
+    monkeypatch.setattr(cif.inflight, "sdk_call", no_sdk_call)
     panel.crash_point.value = "chunk#9"
     assert panel.kill.crash_point == "chunk#9" and panel.kill.chunks_held == 9
-    assert cif.cached_sdk.cache_info() == hits
     panel.pending.value = "abort"
     assert panel.kill.pending == "abort" and panel.kill.billed_calls == 1
 
@@ -249,16 +250,18 @@ def test_a_kill_that_fails_is_said_in_the_status_line(panel, monkeypatch):
                                   "failed (1) before chunk#7: boom.")
 
 
-def test_reset_goes_back_to_the_lessons_settings_and_forgets_results(panel):
+def test_reset_goes_back_to_the_lessons_settings_and_forgets_results(panel, monkeypatch):
     panel.fault.value = "malformed chunk 3"
     panel.crash_point.value = "sent"
     panel.reset_button.click()
     assert (panel.crash_point.value, panel.fault.value, panel.max_retries.value) == (
         "chunk#5", "connection cut after 3 chunks", 2)
     assert panel.kill is None and panel.plot_out.outputs == () and panel.status.value == "Reset."
-    assert cif.cached_kill.cache_info().currsize == 0 and cif.cached_sdk.cache_info().currsize == 0
-    panel.run_button.click()
+    runs, real = [], cif.kill_in_call
+    monkeypatch.setattr(cif, "kill_in_call", lambda *a, **k: runs.append(a) or real(*a, **k))
+    panel.run_button.click()               # chunk#5 ran before the reset: it runs for real again
     assert panel.kill.crash_point == "chunk#5" and panel.sdk.fault == "cut=3"
+    assert len(runs) == 1
 
 
 def test_the_panel_figure_shows_the_bill_beside_the_prefix(at_chunk5):

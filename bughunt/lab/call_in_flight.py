@@ -20,7 +20,6 @@ the fork parent, which imports this module, starts in well under a second.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
 import inspect
@@ -46,6 +45,7 @@ from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, page_messages
 from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
                            prompt_tokens, read_bill)
 from ..world import Site
+from . import results
 from .exercises import exercise
 
 PAGE = 3                    # the lesson's first bug page: its call is the one killed here
@@ -596,7 +596,7 @@ def lesson2_contrast():
         for name in (f"p{PAGE}.after_model_call", f"p{PAGE}.after_visit"):
             r = crash_and_resume(config, crash_point(config, name), Path(tmp) / name)
             rows.append({"crash point": name, "where": "lesson 2 worker, per-operation "
-                         "snapshots", "redone model calls": r["redone_model_calls"]})
+                         "snapshots", "redone model calls": r.redone_model_calls})
     for point in ("sent", "chunk#5", "last_chunk"):
         r = kill_in_call(point, "redo")
         rows.append({"crash point": point, "where": "inside the call (this lesson), resume "
@@ -642,12 +642,12 @@ FAULTS = {
 }
 
 
-@functools.lru_cache(maxsize=128)
+@results.memoized
 def cached_kill(crash_point: str, pending: str, stream: bool) -> CallKilled:
     return kill_in_call(crash_point, pending, stream=stream)
 
 
-@functools.lru_cache(maxsize=128)
+@results.memoized
 def cached_sdk(fault: str, stream: bool, max_retries: int) -> SdkBehaviour:
     spec, timeout = FAULTS[fault]
     lab_ = lab()
@@ -860,9 +860,8 @@ class CallPanel:
                                                 format="png"))
 
     def reset(self) -> None:
-        """Back to the lesson's settings; forget every cached result."""
-        cached_kill.cache_clear()
-        cached_sdk.cache_clear()
+        """Back to the lesson's settings; forget every cached result (`results.reset`)."""
+        results.reset()
         d = self.DEFAULTS
         self._move(self.stream, value=d["stream"])
         self._move(self.crash_point, options=points_of(PAGE, d["stream"]), value=d["crash_point"])
