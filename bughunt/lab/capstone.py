@@ -1,0 +1,521 @@
+"""Lesson 9, your own store (capstone): write a checkpoint store, and let the crash sweep grade it.
+
+The learner writes a store in a notebook cell (`%%writefile my_store.py`), against the store
+contract (`bughunt.stores.contract`). `grade("my_store.py:MyStore")` (the robust part lives in
+`bughunt.grader`) runs the conformance suite at every kill -9 and power-cut state, and a
+real-SIGKILL sweep at every named crash point; this module shows the grades beside the lab's own
+stores, as tables and a figure, and holds the skeleton, the reference solution, the panel and the
+exercises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import inspect
+import tempfile
+import textwrap
+from pathlib import Path
+
+from ..config import RunConfig, is_store_file
+from ..conformance import conform
+from ..crashpoints import LABELS
+from ..experiment import VERDICTS, frame, summarize
+from ..grader import GRADE_PAGES, LESSONS, Grade
+from ..grader import grade as _grade
+from ..stores import contract
+from ..stores.contract import RULES
+from . import results
+from .exercises import exercise
+from .plots import verdict_handles
+from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+
+#: The lab's own stores the grades are drawn beside (lesson 4's effectively once: key and intent).
+LAB_STORES = {"lab: log + intents + key": "log", "lab: snapshot": "snapshot"}
+
+
+# --- the skeleton and the door ------------------------------------------------------------------
+
+_SIGNATURES = {
+    "__init__": "def __init__(self, run_dir: Path, config, door):",
+    "load": "def load(self) -> Recovered:",
+    "open_for_append": "def open_for_append(self) -> Repairs:",
+    "commit": "def commit(self, state: dict, event: dict, *, mid) -> None:",
+    "close": "def close(self) -> None:",
+}
+_BODIES = {
+    "__init__": ["self.run_dir, self.config, self.door = run_dir, config, door",
+                 "self.files = door.files    # the door's system calls: open, write, fsync, "
+                 "close, rename, fsync_dir, unlink"],
+    "load": ["raise NotImplementedError(\"load(): read your files, return Recovered(state)\")"],
+    "open_for_append": ["return Repairs()"],
+    "commit": ["raise NotImplementedError(\"commit(): make `state` durable, call mid() once\")"],
+    "close": ["pass"],
+}
+
+
+def skeleton(class_name: str = "MyStore") -> str:
+    """A store to start from: the contract's methods, each with its promise as its docstring,
+    and the rules it will be graded on. Copy it into a cell under `%%writefile my_store.py`."""
+    rules = "\n".join(textwrap.fill(f"- {rule}: {promise}", 92, subsequent_indent="  ")
+                      for rule, promise in RULES.items())
+    out = ['"""My checkpoint store (lesson 9). Grade it: grade("my_store.py:MyStore")."""',
+           "import json", "import os", "from pathlib import Path", "",
+           "from bughunt.events import apply_event, initial_state",
+           "from bughunt.stores import Recovered, Repairs, StoreDamage", "", "",
+           f"class {class_name}:",
+           '    """Graded on every rule of the store contract:', "",
+           textwrap.indent(rules, "    "), '    """', "",
+           '    name = "my store"']
+    for method, signature in _SIGNATURES.items():
+        doc = inspect.getdoc(getattr(contract.CheckpointStore, method))
+        doc = "\n".join(textwrap.fill(p, 88) for p in doc.split("\n\n"))
+        body = textwrap.indent('"""' + doc.replace("\n", "\n") + '"""', "        ")
+        out += ["", "    " + signature, body,
+                *("        " + line for line in _BODIES[method])]
+    return "\n".join(out) + "\n"
+
+
+def door_methods():
+    """What a store may call to write, read from the code: the door's methods and, under them,
+    its system calls (`door.files`), each with the first sentence of its docstring."""
+    import pandas as pd
+
+    from ..diskio import Door, Files
+
+    rows = []
+    for owner, cls, names in (("door", Door, ("open_append", "append", "close", "write_atomic",
+                                              "write_in_place", "remove")),
+                              ("door.files", Files, ("open", "write", "fsync", "close", "rename",
+                                                     "fsync_dir", "unlink"))):
+        for name in names:
+            fn = getattr(cls, name)
+            params = ", ".join(p for p in list(inspect.signature(fn).parameters)[1:])
+            doc = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
+            first = doc.split(". ")[0].rstrip(".") + "."
+            rows.append({"call": f"{owner}.{name}({params})", "what it does": first})
+    return pd.DataFrame(rows).set_index("call")
+
+
+# --- grading, cached -------------------------------------------------------------------------------
+
+def _sources_key(store: str) -> str:
+    """A digest of the store's file and every .py beside it (a step may import another): a
+    changed file is graded again, an unchanged one is not."""
+    if not is_store_file(store):
+        return ""
+    folder = Path(store.rpartition(":")[0]).expanduser().resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+        try:
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        except OSError:
+            pass
+    return h.hexdigest()
+
+
+def grade(store: str, **settings) -> Grade:
+    """`bughunt.grader.grade`, kept in the lab's results cache until its files change (or
+    `results.reset()`)."""
+    key = ("capstone-grade", store, _sources_key(store), tuple(sorted(settings.items())))
+    return results.remember(key, lambda: _grade(store, **settings))
+
+
+#: The reference solution (exercise 9.1): an event log with a snapshot every 4 pages.
+REFERENCE = '''\
+"""A reference store (lesson 9): an event log, with a snapshot every 4 pages."""
+import json
+import os
+
+from bughunt.events import apply_event, initial_state
+from bughunt.stores import Recovered, Repairs, StoreDamage
+
+EVERY = 4
+
+
+class MyStore:
+    """Every event one JSON line, appended in one write (door.append: fsynced when the run's
+    fsync policy is "always"). Every 4 pages, the whole state and how many log bytes it covers,
+    in snapshot.json, written by door.write_atomic (temp file, fsync, rename, directory fsync).
+    Recovery loads the snapshot and replays only the log after it (lesson 3); it skips and counts
+    a line cut by a crash, and open_for_append() ends such a line first (lesson 5)."""
+
+    name = "reference: log + snapshot every 4"
+
+    def __init__(self, run_dir, config, door):
+        self.log = run_dir / "events.jsonl"
+        self.snapshot = run_dir / "snapshot.json"
+        self.door = door
+        self.fd = None
+        self.size = 0
+
+    def load(self):
+        state, start = initial_state(), 0
+        if self.snapshot.exists():
+            try:
+                saved = json.loads(self.snapshot.read_bytes())
+                state, start = saved["state"], saved["log_bytes"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise StoreDamage(self.snapshot, None, f"not a snapshot ({e})") from None
+        data = self.log.read_bytes() if self.log.exists() else b""
+        if len(data) < start:
+            raise StoreDamage(self.log, None, f"{len(data)} bytes, but the snapshot covers "
+                                              f"{start}")
+        replayed = torn = 0
+        first_line = data[:start].count(b"\\n") + 1
+        for number, line in enumerate(data[start:].split(b"\\n"), first_line):
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                torn += 1                  # a line cut by a crash: skipped, counted
+                continue
+            if event.get("seq") != state["seq"] + 1:
+                raise StoreDamage(self.log, number, f"expected event {state['seq'] + 1}, "
+                                                    f"found {event.get('seq')}")
+            state = apply_event(state, event)
+            replayed += 1
+        return Recovered(state, replayed_events=replayed, torn_lines_skipped=torn,
+                         snapshot_used=start > 0)
+
+    def open_for_append(self):
+        repairs = Repairs()
+        if self.log.exists() and self.log.stat().st_size:
+            with open(self.log, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                ends_clean = f.read(1) == b"\\n"
+            if not ends_clean:             # end the fragment, so nothing glues onto it
+                fd = self.door.open_append(self.log)
+                self.door.append(fd, b"\\n", kind="repair")
+                self.door.close(fd)
+                repairs.tails_repaired = 1
+        tmp = self.snapshot.with_name(self.snapshot.name + ".tmp")
+        if tmp.exists():                   # a kill between the temp file and its rename
+            self.door.remove(tmp)
+            repairs.temp_files_removed = 1
+        self.fd = self.door.open_append(self.log)
+        self.size = os.fstat(self.fd).st_size
+        return repairs
+
+    def commit(self, state, event, *, mid):
+        line = (json.dumps(event, sort_keys=True) + "\\n").encode()
+        self.door.append(self.fd, line, mid=mid)
+        self.size += len(line)
+        if event["t"] == "page_done" and event["page"] % EVERY == 0:
+            data = json.dumps({"state": state, "log_bytes": self.size}).encode()
+            self.door.write_atomic(self.snapshot, data)
+
+    def close(self):
+        if self.fd is not None:
+            self.door.close(self.fd)
+            self.fd = None
+'''
+
+
+def _graded_source(source: str, name: str, file: str, **settings) -> Grade:
+    """Grade a store given as source text (saved to a temporary folder); cached by its text."""
+    def run():
+        with tempfile.TemporaryDirectory(prefix="bughunt-capstone-") as tmp:
+            path = Path(tmp) / file
+            path.write_text(source)
+            return _grade(f"{path}:{name}", **settings)
+    key = ("capstone-source", hashlib.sha256(source.encode()).hexdigest(), name,
+           tuple(sorted(settings.items())))
+    g = results.remember(key, run)
+    # Shown as the learner would name it, not by its temporary folder.
+    import dataclasses
+    return dataclasses.replace(g, store=f"{file}:{name}")
+
+
+def reference(**settings) -> Grade:
+    """The reference solution, graded."""
+    return _graded_source(REFERENCE, "MyStore", "reference_store.py", **settings)
+
+
+def grade_skeleton() -> Grade:
+    """The skeleton as it is, graded: what the grader says about a store that is not written
+    yet (without touching a file of yours)."""
+    return _graded_source(skeleton(), "MyStore", "my_store.py")
+
+
+# --- the lab's own stores, with the same settings ----------------------------------------------
+
+def lab_config(config: RunConfig, store: str) -> RunConfig:
+    return config.replace(store=store)
+
+
+def lab_sweeps(config: RunConfig) -> dict[str, list]:
+    """The lab's log and snapshot stores, swept with a grade's settings (the results cache)."""
+    return results.sweeps({label: lab_config(config, store)
+                           for label, store in LAB_STORES.items()})
+
+
+@results.memoized
+def lab_rules(config: RunConfig) -> dict[str, int]:
+    """How many rules each lab store breaks with a grade's settings (the conformance suite)."""
+    return {label: len(conform(lab_config(config, store), pages=config.pages).broken())
+            for label, store in LAB_STORES.items()}
+
+
+# --- tables and the figure ------------------------------------------------------------------------
+
+def _row(label: str, records, rules_broken, states, rules_checked) -> dict:
+    s = summarize(list(records)) if records else {}
+    ran = [r for r in records if r.error is None]
+    redone = (sum(r.redone_model_calls for r in ran) / len(ran)) if ran else None
+    return {"store": label,
+            "rules broken": f"{rules_broken} of {rules_checked}" if rules_checked else "-",
+            "crash states": states or "-",
+            "crash points": s.get("crash_points", 0),
+            "correct": s.get("correct_runs", 0),
+            "avg redone model calls": None if redone is None else round(redone, 2),
+            "duplicate points": s.get("duplicate_points", 0),
+            "lost points": s.get("lost_points", 0),
+            "three-way failures": s.get("three_way_failures", 0),
+            "resume failed": s.get("errors", 0)}
+
+
+def compare_table(grades: dict[str, Grade], *, lab: bool = True):
+    """One row per graded store (and the lab's own stores with the first grade's settings):
+    rules broken, crash points recovered correctly, redone model calls, duplicate and lost
+    reports, three-way check failures. Averages leave out runs whose resume failed."""
+    import pandas as pd
+
+    rows = [_row(label, g.records, len(g.broken()), g.states, len(g.rules))
+            for label, g in grades.items()]
+    if lab and grades:
+        config = next(iter(grades.values())).config
+        broken = lab_rules(config)
+        for label, records in lab_sweeps(config).items():
+            rows.append(_row(label, records, broken[label], None, len(RULES)))
+    return pd.DataFrame(rows).set_index("store")
+
+
+def rules_matrix(grades: dict[str, Grade]):
+    """Rule by store: violations found (0 = the rule holds at every crash state)."""
+    import pandas as pd
+
+    return pd.DataFrame({label: {r.rule: r.violations for r in g.rules}
+                         for label, g in grades.items()}).reindex(list(RULES)).fillna("-")
+
+
+def _point_order(name: str) -> tuple[int, int]:
+    page, _, label = name.partition(".")
+    return int(page[1:]), LABELS.index(label) if label in LABELS else len(LABELS)
+
+
+def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
+    """Left: one strip per store, one cell per crash point, coloured and hatched by verdict.
+    Right: the average model calls a crash costs each store (runs whose resume failed left out).
+    The lab's own stores, swept with the same settings, are the last strips."""
+    rows = [(label, list(g.records)) for label, g in grades.items()]
+    if lab and grades:
+        config = next(iter(grades.values())).config
+        rows += list(lab_sweeps(config).items())
+    names = sorted({r.crash_point for _, recs in rows for r in recs}, key=_point_order)
+    x = {n: i for i, n in enumerate(names)}
+    fig, (ax, bars) = new_figure(12, 1.6 + 0.62 * len(rows), 1, 2,
+                                 gridspec_kw={"width_ratios": [4.2, 1]}, sharey=True)
+    seen = []
+    for y, (label, recs) in enumerate(rows):
+        for r in recs:
+            color, hatch = VERDICT_STYLE[r.verdict]
+            ax.bar(x[r.crash_point], 0.8, bottom=y - 0.4, width=0.92, color=color, hatch=hatch,
+                   edgecolor="white", linewidth=0.5)
+            seen.append(r.verdict)
+    labels = []
+    for label, recs in rows:
+        counts = {v: sum(r.verdict == v for r in recs) for v in VERDICTS}
+        bad = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v != "correct" and counts[v])
+        labels.append(f"{label}\n{bad or 'all correct'}" if recs else f"{label}\nnot swept")
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.6)
+    firsts = {}
+    for n in names:
+        firsts.setdefault(n.split(".")[0], x[n])
+    ax.set_xticks(list(firsts.values()), list(firsts))
+    ax.set_xlim(-0.7, len(names) - 0.3)
+    ax.set_xlabel("crash point (grouped by page; p3 = first point of page 3)")
+    ax.set_title("Each store killed by SIGKILL at every crash point, then resumed", fontsize=10)
+    ax.legend(handles=verdict_handles(seen), fontsize=8, loc="lower left",
+              bbox_to_anchor=(0.0, 1.06), ncols=len(set(seen)), frameon=False)
+    averages = []
+    for y, (label, recs) in enumerate(rows):
+        ran = [r.redone_model_calls for r in recs if r.error is None]
+        avg = sum(ran) / len(ran) if ran else 0.0
+        averages.append(avg)
+        bars.barh(y, avg, height=0.6, color=SERIES[0] if not label.startswith("lab:")
+                  else COLORS["grey"])
+        bars.text(avg, y, f" {avg:.2f}" if ran else " n/a", va="center", fontsize=8)
+    bars.set_xlim(0, max([1.0, *averages]) * 1.45)
+    bars.set_xlabel("avg redone model calls\nper crash (calls)")
+    bars.set_title("cost of a crash\n(blue: yours, grey: the lab's)", fontsize=9)
+    return fig
+
+
+def explain(g: Grade) -> str:
+    """The grade in words: the verdict, the hint, the first violation (crash state, file, what
+    was on disk), and what one commit did on disk."""
+    lines = [f"{g.name} ({g.store})", "", textwrap.fill(g.verdict, 100)]
+    if g.hint:
+        lines += ["", textwrap.fill(str(g.hint), 100)]
+    broken = g.broken()
+    if broken:
+        r = g.first(broken[0])
+        lines += ["", f"The first violation of {r.rule} ({r.violations} in all):",
+                  textwrap.fill(f"crash state: {r.state}", 100, subsequent_indent="  "),
+                  textwrap.fill(f"what load() said: {r.detail}", 100, subsequent_indent="  "),
+                  "on disk at that moment (the last bytes of each file):"]
+        lines += [f"  {name}: {preview}" for name, preview in r.disk.items()]
+    if g.profile.commit_ops:
+        lines += ["", "What one commit (page 2's page_done) did, through the door:"]
+        lines += [f"  {i}. {op}" for i, op in enumerate(g.profile.commit_ops, 1)]
+    return "\n".join(lines)
+
+
+def hint_link(g: Grade) -> str:
+    """The grade's hint as Markdown, with a link to the lesson it names."""
+    from IPython.display import Markdown
+
+    if g.hint is None:
+        return Markdown("")
+    notebook, title = LESSONS[g.hint.lesson]
+    return Markdown(f"**Hint** ([lesson {g.hint.lesson}, {title}]({notebook})): "
+                    f"{html.escape(g.hint.text)}")
+
+
+# --- the panel ---------------------------------------------------------------------------------
+
+class GradePanel:
+    """Grade a store file: its name, the run's settings (idempotency key, intent, what recovery
+    does with a pending intent), and Grade. Shows the verdict, the hint, the rules and the sweep
+    beside the lab's stores. Reset forgets every result (`results.reset`)."""
+
+    def __init__(self, store: str = "my_store.py:MyStore"):
+        import ipywidgets as W
+
+        from .panel import ON_OFF, _toggle
+
+        self.default = store
+        self.store = W.Text(value=store, description="store", placeholder="FILE.py:ClassName",
+                            layout=W.Layout(width="420px"))
+        self.key = _toggle(ON_OFF, True)
+        self.intent = _toggle(ON_OFF, True)
+        self.pending = _toggle(["redo", "abort"], "redo")
+        self.grade_button = W.Button(description="Grade", button_style="primary", icon="check")
+        self.reset_button = W.Button(description="Reset", icon="undo")
+        self.status = W.HTML()
+        self.rules_out = W.Output()
+        self.plot_out = W.Output(layout=W.Layout(min_height="200px"))
+        self.grade_button.on_click(lambda _: self.run())
+        self.reset_button.on_click(lambda _: self.reset())
+        self.last: Grade | None = None
+
+    def run(self) -> Grade:
+        from IPython.display import Image
+
+        self.grade_button.disabled = True
+        self.status.value = ("Grading: the conformance suite, then a worker killed at every "
+                             "crash point...")
+        try:
+            g = grade(self.store.value.strip(), idempotency_key=self.key.value,
+                      intent=self.intent.value, pending=self.pending.value)
+        finally:
+            self.grade_button.disabled = False
+        self.last = g
+        self.status.value = ("<pre style='white-space: pre-wrap'>"
+                             f"{html.escape(explain(g))}</pre>")
+        self.rules_out.outputs = ()
+        self.plot_out.outputs = ()
+        if g.rules:
+            self.rules_out.append_display_data(g.rules_table())
+        if g.records:
+            fig = plot_grades({g.name: g})
+            self.plot_out.append_display_data(Image(data=png(fig), format="png"))
+        return g
+
+    def reset(self) -> None:
+        results.reset()
+        self.store.value = self.default
+        self.key.value, self.intent.value, self.pending.value = True, True, "redo"
+        self.rules_out.outputs = ()
+        self.plot_out.outputs = ()
+        self.status.value = "Reset."
+        self.last = None
+
+    def widget(self):
+        import ipywidgets as W
+
+        def row(label, w):
+            return W.HBox([W.Label(label, layout=W.Layout(width="120px")), w])
+        return W.VBox([W.HTML("<h3>Grade a checkpoint store</h3>"), self.store,
+                       row("idempotency key", self.key), row("intent", self.intent),
+                       row("pending intent", self.pending),
+                       W.HBox([self.grade_button, self.reset_button]), self.status,
+                       self.rules_out, self.plot_out])
+
+    def show(self):
+        """Grade the store named (when its file exists), then return the widget to display."""
+        if Path(self.store.value.rpartition(":")[0]).is_file():
+            self.run()
+        else:
+            self.status.value = html.escape(
+                f"{self.store.value.rpartition(':')[0]} does not exist yet: write your store "
+                "(exercise 9.1), then press Grade.")
+        return self.widget()
+
+
+def panel(store: str = "my_store.py:MyStore") -> GradePanel:
+    return GradePanel(store)
+
+
+# --- exercises -------------------------------------------------------------------------------
+
+@exercise("9.1", "Write your own store: copy the skeleton (cap.skeleton()) into a cell under "
+          "%%writefile my_store.py, fill in its methods, and check it with its name, "
+          "'my_store.py:MyStore'. It must keep every rule of the contract at every crash state "
+          "and recover correctly at every crash point (idempotency key and intent on).",
+          "One answer, an event log with a snapshot every 4 pages (the lab's own design, lesson "
+          "3), written from the door's methods:\n\n" + REFERENCE + "\nSimpler stores pass too: "
+          "the last log of section 6, or the durable snapshot of section 5. What each needs: "
+          "bytes a reader sees whole or not at all (one appended line, or a temp file renamed), "
+          "fsync of the file and its directory before commit() returns, a load() that only reads "
+          "and skips a line cut short, and a repair in open_for_append().")
+def _ex_9_1(answer):
+    if not isinstance(answer, str) or ":" not in answer:
+        return False, "Answer with your store's name as a string: 'my_store.py:MyStore'."
+    g = grade(answer)
+    if g.passed:
+        s = g.summary
+        return True, (f"Every rule held at {g.states} crash states, and all {s['crash_points']} "
+                      f"crash points recovered correctly (avg redone model calls "
+                      f"{s['avg_redone_model_calls']:.2f}).")
+    return False, f"{g.verdict}\n{g.hint}"
+
+
+#: Exercise 9.2's store: section 4's, which fsyncs its temp file but not the directory.
+FSYNC_NO_DIR = "fsync_store.py:FsyncStore"
+
+
+@exercise("9.2", "Section 4's store fsyncs its temp file before the rename, but never the "
+          "directory after it. Which rule of the contract does it break? Answer with the rule's "
+          "name, e.g. 'kill-keeps-acknowledged'.",
+          "'fsync-keeps-acknowledged'. A rename changes the directory, and a directory change "
+          "survives a power cut only once the directory is fsynced. A power cut right after the "
+          "rename may bring back the old state.json: a state the run really passed through (so "
+          "power-cut-leaves-a-real-state holds), but older than a commit that had returned. A "
+          "kill -9 cannot undo a rename, so every kill rule holds too.")
+def _ex_9_2(answer):
+    if not Path(FSYNC_NO_DIR.partition(":")[0]).is_file():
+        return False, "Run section 4 first: it writes fsync_store.py, which this check grades."
+    g = grade(FSYNC_NO_DIR)
+    broken = g.broken()
+    if not isinstance(answer, str) or answer not in RULES:
+        return False, f"Answer with one rule's name: one of {', '.join(RULES)}."
+    if broken == [answer]:
+        return True, f"Graded just now: {answer} is the one rule it breaks."
+    if answer in broken:
+        return True, f"Graded just now: it breaks {', '.join(broken)}."
+    return False, ("A kill -9 keeps the rename (the kernel has it); which promise needs the "
+                   "directory entry to reach the disk?")
