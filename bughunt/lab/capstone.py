@@ -30,8 +30,8 @@ from .exercises import exercise
 from .plots import verdict_handles
 from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
 
-#: The lab's own stores the grades are drawn beside (lesson 4's effectively once: key and intent).
-LAB_STORES = {"lab: log + intents + key": "log", "lab: snapshot": "snapshot"}
+#: The lab's own stores the grades are drawn beside, with a grade's settings.
+LAB_STORES = ("log", "snapshot")
 
 
 # --- the skeleton and the door ------------------------------------------------------------------
@@ -45,8 +45,7 @@ _SIGNATURES = {
 }
 _BODIES = {
     "__init__": ["self.run_dir, self.config, self.door = run_dir, config, door",
-                 "self.files = door.files    # the door's system calls: open, write, fsync, "
-                 "close, rename, fsync_dir, unlink"],
+                 "self.files = door.files    # its system calls: open, write, fsync, rename..."],
     "load": ["raise NotImplementedError(\"load(): read your files, return Recovered(state)\")"],
     "open_for_append": ["return Repairs()"],
     "commit": ["raise NotImplementedError(\"commit(): make `state` durable, call mid() once\")"],
@@ -57,7 +56,8 @@ _BODIES = {
 def skeleton(class_name: str = "MyStore") -> str:
     """A store to start from: the contract's methods, each with its promise as its docstring,
     and the rules it will be graded on. Copy it into a cell under `%%writefile my_store.py`."""
-    rules = "\n".join(textwrap.fill(f"- {rule}: {promise}", 92, subsequent_indent="  ")
+    rules = "\n".join(textwrap.fill(f"- {rule}: {promise}", 92, subsequent_indent="  ",
+                                    break_on_hyphens=False)
                       for rule, promise in RULES.items())
     out = ['"""My checkpoint store (lesson 9). Grade it: grade("my_store.py:MyStore")."""',
            "import json", "import os", "from pathlib import Path", "",
@@ -69,32 +69,51 @@ def skeleton(class_name: str = "MyStore") -> str:
            '    name = "my store"']
     for method, signature in _SIGNATURES.items():
         doc = inspect.getdoc(getattr(contract.CheckpointStore, method))
-        doc = "\n".join(textwrap.fill(p, 88) for p in doc.split("\n\n"))
+        doc = "\n\n".join(textwrap.fill(p.replace("kill -9", "kill\0-9"), 88,
+                                        break_on_hyphens=False).replace("\0", " ")
+                          for p in doc.split("\n\n"))
         body = textwrap.indent('"""' + doc.replace("\n", "\n") + '"""', "        ")
         out += ["", "    " + signature, body,
                 *("        " + line for line in _BODIES[method])]
     return "\n".join(out) + "\n"
 
 
-def door_methods():
-    """What a store may call to write, read from the code: the door's methods and, under them,
-    its system calls (`door.files`), each with the first sentence of its docstring."""
+def contract_table():
+    """The store contract's rules, each with its promise (`bughunt.stores.contract.RULES`)."""
     import pandas as pd
 
-    from ..diskio import Door, Files
+    return pd.DataFrame({"promise": RULES}).rename_axis("rule")
 
-    rows = []
-    for owner, cls, names in (("door", Door, ("open_append", "append", "close", "write_atomic",
-                                              "write_in_place", "remove")),
-                              ("door.files", Files, ("open", "write", "fsync", "close", "rename",
-                                                     "fsync_dir", "unlink"))):
-        for name in names:
-            fn = getattr(cls, name)
-            params = ", ".join(p for p in list(inspect.signature(fn).parameters)[1:])
-            doc = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-            first = doc.split(". ")[0].rstrip(".") + "."
-            rows.append({"call": f"{owner}.{name}({params})", "what it does": first})
-    return pd.DataFrame(rows).set_index("call")
+
+#: What a store may call to write: the door's methods (they apply the run's fsync policy), and
+#: under them its system calls, `door.files` (they do exactly what they say, nothing more).
+DOOR_CALLS = {
+    "door.open_append(path)": "open (create if needed) a file for appending; returns a descriptor. "
+                              "With fsync \"always\", a new file's directory is fsynced too",
+    "door.append(fd, data, mid=mid)": "call mid(), then write data in one write(); with fsync "
+                                      "\"always\", fsync the file",
+    "door.close(fd)": "close a descriptor from open_append",
+    "door.write_atomic(path, data, mid=mid)": "temp file, write, fsync, mid(), rename over path, "
+                                              "directory fsync (fsyncs per the policy)",
+    "door.remove(path)": "remove a file (a stale temp file); with fsync \"always\", fsync the "
+                         "directory",
+    "door.files.open(path, flags)": "os.open: returns a descriptor (os.O_WRONLY | os.O_CREAT | "
+                                    "os.O_TRUNC empties the file)",
+    "door.files.write(fd, data, path)": "write all of data at the descriptor's position",
+    "door.files.fsync(fd, path)": "os.fsync: the file's bytes reach the disk",
+    "door.files.close(fd)": "os.close",
+    "door.files.rename(src, dst)": "os.replace: dst is the old file or the new one, never half",
+    "door.files.fsync_dir(directory)": "fsync the directory: names created, renamed or removed "
+                                       "in it reach the disk",
+    "door.files.unlink(path)": "os.unlink",
+}
+
+
+def door_methods():
+    """What a store may call to write, and what each call does (the lab sees every one)."""
+    import pandas as pd
+
+    return pd.DataFrame({"what it does": DOOR_CALLS}).rename_axis("call")
 
 
 # --- grading, cached -------------------------------------------------------------------------------
@@ -241,21 +260,24 @@ def grade_skeleton() -> Grade:
 
 # --- the lab's own stores, with the same settings ----------------------------------------------
 
-def lab_config(config: RunConfig, store: str) -> RunConfig:
-    return config.replace(store=store)
+def lab_stores(config: RunConfig) -> dict[str, RunConfig]:
+    """The lab's own log and snapshot stores with a grade's settings, by label."""
+    extras = "".join([" + intents" if config.intent else "",
+                      " + key" if config.idempotency_key else ""])
+    return {f"lab: log{extras}": config.replace(store="log"),
+            f"lab: snapshot{extras}": config.replace(store="snapshot")}
 
 
 def lab_sweeps(config: RunConfig) -> dict[str, list]:
     """The lab's log and snapshot stores, swept with a grade's settings (the results cache)."""
-    return results.sweeps({label: lab_config(config, store)
-                           for label, store in LAB_STORES.items()})
+    return results.sweeps(lab_stores(config))
 
 
 @results.memoized
 def lab_rules(config: RunConfig) -> dict[str, int]:
     """How many rules each lab store breaks with a grade's settings (the conformance suite)."""
-    return {label: len(conform(lab_config(config, store), pages=config.pages).broken())
-            for label, store in LAB_STORES.items()}
+    return {label: len(conform(cfg, pages=cfg.pages).broken())
+            for label, cfg in lab_stores(config).items()}
 
 
 # --- tables and the figure ------------------------------------------------------------------------
@@ -309,26 +331,30 @@ def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
     """Left: one strip per store, one cell per crash point, coloured and hatched by verdict.
     Right: the average model calls a crash costs each store (runs whose resume failed left out).
     The lab's own stores, swept with the same settings, are the last strips."""
-    rows = [(label, list(g.records)) for label, g in grades.items()]
+    rows = [(label, list(g.records), f"{len(g.broken())} of {len(g.rules)}" if g.rules else "-")
+            for label, g in grades.items()]
     if lab and grades:
         config = next(iter(grades.values())).config
-        rows += list(lab_sweeps(config).items())
-    names = sorted({r.crash_point for _, recs in rows for r in recs}, key=_point_order)
+        broken = lab_rules(config)
+        rows += [(label, recs, f"{broken[label]} of {len(RULES)}")
+                 for label, recs in lab_sweeps(config).items()]
+    names = sorted({r.crash_point for _, recs, _ in rows for r in recs}, key=_point_order)
     x = {n: i for i, n in enumerate(names)}
-    fig, (ax, bars) = new_figure(12, 1.6 + 0.62 * len(rows), 1, 2,
+    fig, (ax, bars) = new_figure(12, 1.6 + 0.75 * len(rows), 1, 2,
                                  gridspec_kw={"width_ratios": [4.2, 1]}, sharey=True)
     seen = []
-    for y, (label, recs) in enumerate(rows):
+    for y, (label, recs, _) in enumerate(rows):
         for r in recs:
             color, hatch = VERDICT_STYLE[r.verdict]
             ax.bar(x[r.crash_point], 0.8, bottom=y - 0.4, width=0.92, color=color, hatch=hatch,
                    edgecolor="white", linewidth=0.5)
             seen.append(r.verdict)
     labels = []
-    for label, recs in rows:
+    for label, recs, rules in rows:
         counts = {v: sum(r.verdict == v for r in recs) for v in VERDICTS}
         bad = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v != "correct" and counts[v])
-        labels.append(f"{label}\n{bad or 'all correct'}" if recs else f"{label}\nnot swept")
+        sweep = (bad or "all correct") if recs else "not swept"
+        labels.append(f"{label}\nsweep: {sweep}\nrules broken: {rules}")
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.6)
     firsts = {}
@@ -341,7 +367,7 @@ def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
     ax.legend(handles=verdict_handles(seen), fontsize=8, loc="lower left",
               bbox_to_anchor=(0.0, 1.06), ncols=len(set(seen)), frameon=False)
     averages = []
-    for y, (label, recs) in enumerate(rows):
+    for y, (label, recs, _) in enumerate(rows):
         ran = [r.redone_model_calls for r in recs if r.error is None]
         avg = sum(ran) / len(ran) if ran else 0.0
         averages.append(avg)
@@ -367,9 +393,11 @@ def explain(g: Grade) -> str:
                   textwrap.fill(f"crash state: {r.state}", 100, subsequent_indent="  "),
                   textwrap.fill(f"what load() said: {r.detail}", 100, subsequent_indent="  "),
                   "on disk at that moment (the last bytes of each file):"]
-        lines += [f"  {name}: {preview}" for name, preview in r.disk.items()]
+        lines += [f"  {name}: {preview}" for name, preview in r.disk.items()] or [
+            "  (no file at all)"]
     if g.profile.commit_ops:
-        lines += ["", "What one commit (page 2's page_done) did, through the door:"]
+        lines += ["", f"What page {g.profile.commit_page}'s commit (its page_done event) did, "
+                      "through the door:"]
         lines += [f"  {i}. {op}" for i, op in enumerate(g.profile.commit_ops, 1)]
     return "\n".join(lines)
 
@@ -494,28 +522,77 @@ def _ex_9_1(answer):
     return False, f"{g.verdict}\n{g.hint}"
 
 
-#: Exercise 9.2's store: section 4's, which fsyncs its temp file but not the directory.
-FSYNC_NO_DIR = "fsync_store.py:FsyncStore"
+#: Exercise 9.2's store: step 1 (in place), with an fsync of the file and of its directory.
+FSYNC_IN_PLACE = '''\
+import json
+import os
+
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
 
 
-@exercise("9.2", "Section 4's store fsyncs its temp file before the rename, but never the "
-          "directory after it. Which rule of the contract does it break? Answer with the rule's "
-          "name, e.g. 'kill-keeps-acknowledged'.",
-          "'fsync-keeps-acknowledged'. A rename changes the directory, and a directory change "
-          "survives a power cut only once the directory is fsynced. A power cut right after the "
-          "rename may bring back the old state.json: a state the run really passed through (so "
-          "power-cut-leaves-a-real-state holds), but older than a commit that had returned. A "
-          "kill -9 cannot undo a rename, so every kill rule holds too.")
+class InPlaceFsyncStore:
+    name = "in place, fsynced"
+
+    def __init__(self, run_dir, config, door):
+        self.path = run_dir / "state.json"
+        self.files = door.files
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_bytes()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        data = json.dumps(state).encode()
+        fd = self.files.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        mid()
+        self.files.write(fd, data, str(self.path))
+        self.files.fsync(fd, str(self.path))
+        self.files.close(fd)
+        self.files.fsync_dir(self.path.parent)
+
+    def close(self):
+        pass
+'''
+#: The four rules the naive store of step 1 breaks.
+NAIVE_BROKEN = ("crash-leaves-a-real-state", "kill-keeps-acknowledged",
+                "power-cut-leaves-a-real-state", "fsync-keeps-acknowledged")
+
+
+def _rule_set(answer) -> set[str] | None:
+    if isinstance(answer, str):
+        answer = {answer}
+    try:
+        items = set(answer)
+    except TypeError:
+        return None
+    return items if all(isinstance(a, str) for a in items) else None
+
+
+@exercise("9.2", "Step 1's store writes state.json in place with no fsync and breaks four rules: "
+          + ", ".join(NAIVE_BROKEN) + ". Keep it in place, but fsync the file after the write "
+          "and the directory after that. Which of the four does it still break? Answer with a "
+          "set of rule names (set() for none).",
+          "All four. fsync decides what survives a power cut, not what a reader sees in between: "
+          "the file is still truncated before the new bytes arrive, so a kill -9 (or a power cut) "
+          "between the two leaves an empty or half file, whatever is fsynced later. Atomicity "
+          "comes from the temp file and the rename; fsync only makes the result durable. The "
+          "check grades that store (cap.FSYNC_IN_PLACE) just now.")
 def _ex_9_2(answer):
-    if not Path(FSYNC_NO_DIR.partition(":")[0]).is_file():
-        return False, "Run section 4 first: it writes fsync_store.py, which this check grades."
-    g = grade(FSYNC_NO_DIR)
-    broken = g.broken()
-    if not isinstance(answer, str) or answer not in RULES:
-        return False, f"Answer with one rule's name: one of {', '.join(RULES)}."
-    if broken == [answer]:
-        return True, f"Graded just now: {answer} is the one rule it breaks."
-    if answer in broken:
-        return True, f"Graded just now: it breaks {', '.join(broken)}."
-    return False, ("A kill -9 keeps the rename (the kernel has it); which promise needs the "
-                   "directory entry to reach the disk?")
+    given = _rule_set(answer)
+    if given is None or not given <= set(RULES):
+        return False, f"Answer with a set of rule names, e.g. {{'{NAIVE_BROKEN[0]}'}}."
+    g = _graded_source(FSYNC_IN_PLACE, "InPlaceFsyncStore", "in_place_fsync_store.py")
+    truth = set(g.broken()) & set(NAIVE_BROKEN)
+    if given == truth:
+        said = "all four" if len(truth) == 4 else f"{len(truth)} of the four"
+        return True, f"Graded just now: it still breaks {said}. fsync makes bytes durable, not atomic."
+    missing, extra = truth - given, given - truth
+    return False, ("Not quite: " + "; ".join(
+        [f"it also breaks {', '.join(sorted(missing))}" if missing else "",
+         f"it keeps {', '.join(sorted(extra))}" if extra else ""]).strip("; ")
+                   + ". Where is the moment a reader can see an empty file?")

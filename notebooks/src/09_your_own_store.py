@@ -1,0 +1,502 @@
+# %% [markdown]
+# # Lesson 9 · Your own store: write a checkpoint store, and let the crash sweep grade it
+#
+# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 10: frameworks →](10_frameworks.ipynb)
+#
+# **The question.** Eight lessons showed why checkpoint stores fail: a report filed twice in the
+# danger window, a snapshot torn in half, a log that glues a record onto a fragment, a rename a
+# power cut undoes. Can you now write a store that does not fail, and prove it the way the lab
+# proves its own: at every crash state a kill -9 or a power cut can leave, and at every crash point
+# of a real worker killed by SIGKILL?
+#
+# **Recap of lesson 8.** The lab's own log and snapshot stores survive a crash during recovery, two
+# resumers, a full disk and simulated power loss; the planted bugs show that its tests would catch
+# them if they did not. Here the store under test is yours.
+
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - write a checkpoint store (检查点) against a contract of four methods, writing only through the
+#   I/O door the lab gives it;
+# - read a grader's report: which rule broke, at which crash state, in which file, with what on
+#   disk, and which lesson teaches the fix;
+# - take a naive store to a passing one, one fix at a time: temp file and rename, fsync, directory
+#   fsync, a log with the newline repair;
+# - tell the store's part of recovery from the run's: the idempotency key (幂等键) belongs to the
+#   side effect, keeping the intent belongs to the store.
+#
+# **Prerequisites.** Lessons 3 to 6 (replay vs snapshot, the danger window, torn writes, kill -9 vs
+# power loss); Python classes; `os.open`, `os.fsync` and `os.replace` by name.
+# **Estimated time:** 60 minutes, most of it writing your own store; the notebook runs in under a
+# minute.
+
+# %% [markdown]
+# **Contents.**
+# [1 The contract](#1.-The-contract) ·
+# [2 The skeleton, the door, the grader](#2.-The-skeleton,-the-door,-the-grader) ·
+# [3 A naive store](#3.-Step-1:-a-naive-store) ·
+# [4 Old or new, never half](#4.-Steps-2-and-3:-old-or-new,-never-half) ·
+# [5 The directory](#5.-Step-4:-the-directory-fsync) ·
+# [6 A log](#6.-Steps-5-and-6:-a-log,-and-the-newline-repair) ·
+# [7 The side effect](#7.-The-side-effect:-the-key-is-the-run's,-the-intent-is-the-store's) ·
+# [8 Beside the lab's stores](#8.-All-of-them,-beside-the-lab's-own-stores) ·
+# [Try it](#Try-it) · [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
+# [Further reading](#Further-reading)
+
+# %%
+# %matplotlib inline
+import pandas as pd
+
+from bughunt.lab import capstone as cap
+from bughunt.lab.exercises import check, solution
+
+pd.options.display.width = 160
+pd.options.display.max_columns = 20
+pd.options.display.max_colwidth = 110
+
+# %% [markdown]
+# ## 1. The contract
+#
+# The worker uses a store in one order, once per process: `load()` what survived, then
+# `open_for_append()` to prepare the files, then `commit(state, event, mid=...)` once per event, then
+# `close()`. Every promise a store makes is one rule, and the lab's own stores keep all of them
+# (`bughunt/stores/contract.py`):
+
+# %%
+cap.contract_table()
+
+# %% [markdown]
+# Two kinds of crash state are checked. After a **kill -9**, everything the process had handed to
+# the kernel is still there (the page cache survives it, lesson 6). After a **power cut**, only
+# what was fsynced is sure to be; of the rest, any prefix of each file's unsynced writes, the last
+# one possibly torn (撕裂写), and directory changes only if the directory was fsynced. The
+# conformance suite runs one 5-page run of the real page loop through a door that journals every
+# operation, builds every such state from the journal (as ALICE and LazyFS do), and checks every
+# rule at each one.
+
+# %% [markdown]
+# ## 2. The skeleton, the door, the grader
+#
+# Here is a store to start from: the contract's methods, each with its promise as its docstring.
+# Exercise 9.1 asks you to copy it into a cell that starts with `%%writefile my_store.py` and fill
+# it in.
+
+# %%
+print(cap.skeleton())
+
+# %% [markdown]
+# A store writes **only through the door** it is given, so that the lab sees every byte: that is
+# where the journal records each operation, where faults are injected, where crash points fire.
+# The door's own methods apply the run's fsync policy (the grader sets it to `always`);
+# `door.files`, the system calls under the door, do exactly what you call and nothing more.
+# Reading is free: `path.read_bytes()`, `path.exists()`.
+
+# %%
+cap.door_methods()
+
+# %% [markdown]
+# `cap.grade("file.py:ClassName")` grades a store in two parts: the conformance suite, then a sweep
+# that kills a real worker using your store at every crash point and resumes it, and asks the three
+# witnesses (the bill, the tracker, a rebuild from disk). Your code never runs in this notebook's
+# process: each part runs in a child process with a time limit, and every process of a grade is
+# fenced by an audit hook that refuses a write, rename or removal outside the run directory (PEP
+# 578). A store that raises, loops, sleeps, exits or writes elsewhere gets a sentence, not a hung
+# kernel. The skeleton as it is, graded:
+
+# %%
+print(cap.explain(cap.grade_skeleton()))
+
+# %% [markdown]
+# What the fence cannot see, said plainly: a C extension writing with its own system calls, or a
+# process the store starts. For those the grader checks two folders afterwards (the children's
+# working directory must stay empty; no file may appear beside your store's file).
+#
+# ## 3. Step 1: a naive store
+#
+# The first store anyone writes: the whole state as JSON, written over the old file in place, no
+# fsync. It uses the door's system calls directly. `mid()` is the lab's mid-commit crash point: the
+# contract asks for it once, in the middle of the write, where a crash would hurt most. Run the
+# cell: it saves the file next to this notebook.
+
+# %% tags=["nbval-ignore-output"]
+# %%writefile naive_store.py
+"""Step 1: the state as JSON, written over the old file in place. No fsync."""
+import json
+import os
+
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class NaiveStore:
+    name = "naive"
+
+    def __init__(self, run_dir, config, door):
+        self.path = run_dir / "state.json"
+        self.files = door.files          # the door's system calls
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_bytes()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        data = json.dumps(state).encode()
+        fd = self.files.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        mid()                            # the old bytes are gone, the new not yet written
+        self.files.write(fd, data, str(self.path))
+        self.files.close(fd)
+
+    def close(self):
+        pass
+
+
+# %%
+naive = cap.grade("naive_store.py:NaiveStore")
+print(cap.explain(naive))
+
+# %% [markdown]
+# The suite names the rule, the crash state (a kill -9 right after the file was created, before a
+# byte of it was written), the file, and what was on disk there: nothing. `load()` raised instead
+# of finding a state the run passed through. Rule by rule:
+
+# %%
+naive.rules_table()
+
+# %% [markdown]
+# The real-SIGKILL sweep agrees where a kill can see it: at every `mid_commit` point the resume
+# finds an empty `state.json` and cannot start (and so never files the reports of the pages after
+# it). Only the failing points:
+
+# %%
+table = naive.sweep_table()
+table[table["verdict"] != "correct"]
+
+# %% [markdown]
+# ## 4. Steps 2 and 3: old or new, never half
+#
+# The hint sends us to lesson 5: write the new state to a temp file, then rename it over the old
+# one. `os.replace` (what `door.files.rename` calls) is atomic: a reader sees the old file or the
+# new one, never half. The new store subclasses the naive one and changes only `commit`; the
+# grader puts the store's folder on the import path, so one file can import another.
+
+# %% tags=["nbval-ignore-output"]
+# %%writefile rename_store.py
+"""Step 2: write a temp file, then rename it over the old one."""
+import json
+import os
+
+from naive_store import NaiveStore
+
+
+class RenameStore(NaiveStore):
+    name = "temp file + rename"
+
+    def commit(self, state, event, *, mid):
+        data = json.dumps(state).encode()
+        tmp = self.path.with_name("state.json.tmp")
+        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, data, str(tmp))
+        self.files.close(fd)
+        mid()                            # a kill here leaves the old state.json whole
+        self.files.rename(tmp, self.path)
+
+
+# %%
+renamed = cap.grade("rename_store.py:RenameStore")
+print(cap.explain(renamed))
+
+# %% [markdown]
+# Every kill rule holds now, and the sweep finds all 22 crash points correct. But two power-cut
+# rules break: the rename reached the disk before the bytes it names did, so after a power cut
+# `state.json` can be an empty file. No kill -9 can show this (the kernel still writes everything
+# out); only the power-cut states of the suite can. The hint sends us to lesson 6: fsync the temp
+# file before the rename.
+
+# %% tags=["nbval-ignore-output"]
+# %%writefile fsync_store.py
+"""Step 3: fsync the temp file before the rename."""
+import json
+import os
+
+from naive_store import NaiveStore
+
+
+class FsyncStore(NaiveStore):
+    name = "temp file + fsync + rename"
+
+    def commit(self, state, event, *, mid):
+        data = json.dumps(state).encode()
+        tmp = self.path.with_name("state.json.tmp")
+        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, data, str(tmp))
+        self.files.fsync(fd, str(tmp))   # new: the bytes reach the disk before the name moves
+        self.files.close(fd)
+        mid()
+        self.files.rename(tmp, self.path)
+
+
+# %%
+fsynced = cap.grade("fsync_store.py:FsyncStore")
+print(cap.explain(fsynced))
+
+# %% [markdown]
+# ## 5. Step 4: the directory fsync
+#
+# One rule left, and the crash state says why: a power cut right after a commit returned, where
+# "nothing unsynced survived", left no `state.json` at all. A rename changes the directory, and a
+# directory change is durable only once the directory itself is fsynced (fsync(2)). A rename is
+# atomic, not durable.
+
+# %% tags=["nbval-ignore-output"]
+# %%writefile durable_store.py
+"""Step 4: and fsync the directory after the rename."""
+import json
+import os
+
+from naive_store import NaiveStore
+
+
+class DurableStore(NaiveStore):
+    name = "temp file + fsync + rename + dir fsync"
+
+    def commit(self, state, event, *, mid):
+        data = json.dumps(state).encode()
+        tmp = self.path.with_name("state.json.tmp")
+        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, data, str(tmp))
+        self.files.fsync(fd, str(tmp))
+        self.files.close(fd)
+        mid()
+        self.files.rename(tmp, self.path)
+        self.files.fsync_dir(self.path.parent)   # new: the rename itself reaches the disk
+
+
+# %%
+durable = cap.grade("durable_store.py:DurableStore")
+print(cap.explain(durable))
+
+# %% [markdown]
+# Every rule at every crash state, and every crash point of the sweep. The last lines show what one
+# commit does, operation by operation: the same steps as the lab's own `Door.write_atomic`, and as
+# Codex's rollout migration (staged file, `sync_all`, rename, fsync of the parent directory). It is
+# also the dearest write of lesson 6's table, paid at every event.
+#
+# ## 6. Steps 5 and 6: a log, and the newline repair
+#
+# A log appends one line per event instead of rewriting the whole state: the cheap write of lesson
+# 6, and lesson 3's design. `load()` replays the lines through `apply_event` and skips a line that
+# does not parse (a fragment cut by a crash), counting it. Here the door's own methods do the
+# writing, and its fsync policy (`always` in a grade) fsyncs each append and the new file's
+# directory.
+
+# %% tags=["nbval-ignore-output"]
+# %%writefile log_store.py
+"""Step 5: an event log. Each commit appends one line; load() replays them."""
+import json
+
+from bughunt.events import apply_event, initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class LogStore:
+    name = "my log"
+
+    def __init__(self, run_dir, config, door):
+        self.path = run_dir / "events.jsonl"
+        self.door = door
+        self.fd = None
+
+    def load(self):
+        state, replayed, torn = initial_state(), 0, 0
+        data = self.path.read_bytes() if self.path.exists() else b""
+        for line in data.split(b"\n"):
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:           # half a line, cut by a crash: skip it, count it
+                torn += 1
+                continue
+            state = apply_event(state, event)
+            replayed += 1
+        return Recovered(state, replayed_events=replayed, torn_lines_skipped=torn)
+
+    def open_for_append(self):
+        self.fd = self.door.open_append(self.path)
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        line = (json.dumps(event) + "\n").encode()
+        self.door.append(self.fd, line, mid=mid)   # one write, fsynced by the door's policy
+
+    def close(self):
+        if self.fd is not None:
+            self.door.close(self.fd)
+            self.fd = None
+
+
+# %%
+log = cap.grade("log_store.py:LogStore")
+print(cap.explain(log))
+
+# %% [markdown]
+# The sweep is all correct again, and so is every kill rule: an append is one `write()`, which a
+# kill leaves whole or not at all. A power cut can cut it, though (look at the bytes on disk: half
+# a `page_done` record, no newline). `load()` skips that fragment; but the next append lands right
+# after it, the two become one line that does not parse, and the new record is lost too. That is
+# lesson 5's no-newline trap, and its fix is Codex's `ensure_rollout_is_newline_terminated`: before
+# the first append, end a torn last line with a newline. Doing it twice must change nothing.
+
+# %% tags=["nbval-ignore-output"]
+# %%writefile repaired_log_store.py
+"""Step 6: the log, with the newline repair before the first append."""
+import os
+
+from bughunt.stores import Repairs
+from log_store import LogStore
+
+
+class RepairedLogStore(LogStore):
+    name = "my log, repaired"
+
+    def open_for_append(self):
+        repairs = Repairs()
+        if self.path.exists() and self.path.stat().st_size:
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                torn_tail = f.read(1) != b"\n"
+            if torn_tail:                # end the fragment: nothing glues onto it
+                fd = self.door.open_append(self.path)
+                self.door.append(fd, b"\n", kind="repair")
+                self.door.close(fd)
+                repairs.tails_repaired = 1
+        self.fd = self.door.open_append(self.path)
+        return repairs
+
+
+# %%
+repaired = cap.grade("repaired_log_store.py:RepairedLogStore")
+print(cap.explain(repaired))
+
+# %% [markdown]
+# ## 7. The side effect: the key is the run's, the intent is the store's
+#
+# Every grade so far ran with lesson 4's effectively once (效果上恰好一次): an intent recorded before
+# the report is filed, and a deterministic idempotency key the tracker deduplicates. Those are
+# settings of the run, not of the store. Grade the same, passing store without them:
+
+# %%
+no_key = cap.grade("repaired_log_store.py:RepairedLogStore", idempotency_key=False,
+                   intent=False)
+print(cap.explain(no_key))
+
+# %%
+table = no_key.sweep_table()
+table[table["verdict"] != "correct"]
+
+# %% [markdown]
+# Every rule still holds, and yet page 3's report is filed twice when the worker dies after the
+# submit or inside the commit: the danger window (危险窗口). No store can close it, because the
+# effect happened outside the process before the checkpoint did. What the store owes the side
+# effect is smaller and just as strict: keep the intent event (the state's `pending`) like any
+# other, so that the resume redoes the report with the same key, and the tracker files it once.
+# With the key and the intent on, section 6's grade had no duplicate.
+#
+# ## 8. All of them, beside the lab's own stores
+#
+# Every step, graded with the same settings, and the lab's own event log and snapshot store swept
+# with those settings too. The rule column comes from the conformance suite, the rest from the real
+# kills (runs whose resume failed are left out of the average).
+
+# %%
+steps = {"1 naive": naive, "2 temp + rename": renamed, "3 + fsync": fsynced,
+         "4 + dir fsync": durable, "5 log": log, "6 log + repair": repaired}
+cap.compare_table(steps)
+
+# %%
+cap.plot_grades(steps)
+
+# %% [markdown]
+# The strips tell the lesson of this notebook: from step 2 on, the sweep finds nothing wrong,
+# while the left labels still list broken rules. A kill -9 sweep, however exhaustive, cannot see
+# what only a power cut breaks; the power-cut states of the suite can. And the cost of a crash
+# (right) is the same for all: each store commits every event, so a crash redoes at most the
+# model call in flight. Rule by rule, violations found:
+
+# %%
+cap.rules_matrix(steps)
+
+# %% [markdown]
+# ## Try it
+#
+# Grade any store file by its name (`FILE.py:ClassName`), with the run's settings of lesson 4:
+# the idempotency key, the intent, and what recovery does with a pending intent (`abort` gives the
+# page up: at most once). **Grade** runs the suite and the sweep (a few seconds), **Reset**
+# forgets every result. Try `naive_store.py:NaiveStore`, your own `my_store.py:MyStore`, or
+# `repaired_log_store.py:RepairedLogStore` with `pending intent` set to `abort`.
+
+# %% tags=["panel", "nbval-ignore-output"]
+p = cap.panel("repaired_log_store.py:RepairedLogStore")
+p.show()
+
+# %% [markdown]
+# ## What to remember
+#
+# - A store is four methods and nine promises; a grader that checks every crash state and every
+#   crash point turns "it worked when I tried" into "it holds at all 65 states and 22 points".
+# - In place is never safe: a kill between the truncate and the write leaves nothing. A temp file
+#   and a rename give old or new, never half; fsync does not give that (exercise 9.2).
+# - Durable takes three steps: fsync the bytes, rename, fsync the directory. A kill -9 sweep cannot
+#   see the last two missing; power-cut states can.
+# - A log skips a line it cannot parse, and ends a torn last line with a newline before it appends,
+#   idempotently.
+# - The danger window is not the store's to close: the key belongs to the side effect. The store's
+#   part is to keep the intent.
+#
+# ## Exercises
+#
+# **9.1** Write your own store: copy the skeleton of section 2 into a new cell under
+# `%%writefile my_store.py`, fill in its methods, run the cell, and check it by name. Every rule,
+# every crash point. (Stuck? The sections above have two passing stores; `solution("9.1")` shows a
+# third, a log with a snapshot every 4 pages.)
+
+# %%
+answer_9_1 = None          # "my_store.py:MyStore" once you have written it
+check("9.1", answer_9_1)
+
+# %% [markdown]
+# **9.2** Step 1's store breaks four rules. Keep it writing in place, but fsync the file after the
+# write and the directory after that. Which of the four rules does it still break? Predict, then
+# check: the check grades that store.
+
+# %%
+answer_9_2 = None          # a set of rule names, e.g. {"kill-keeps-acknowledged"}
+check("9.2", answer_9_2)
+
+# %% [markdown]
+# Stuck? `solution("9.2")` prints a worked answer.
+#
+# ## Further reading
+#
+# - The store contract and its suite, in this repository: `bughunt/stores/contract.py`,
+#   `bughunt/conformance.py` (`python -m bughunt.conformance --store my_store.py:MyStore`), and
+#   the grader, `bughunt/grader.py` (`python -m bughunt.grader --store my_store.py:MyStore`)
+# - fsync(2), Linux man-pages: a new or renamed file also needs its directory fsynced:
+#   https://man7.org/linux/man-pages/man2/fsync.2.html
+# - Python's `os.replace` ("the renaming will be an atomic operation"):
+#   https://docs.python.org/3/library/os.html#os.replace
+# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014: the crash states an
+#   application's writes can leave: https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
+# - LazyFS, a file system that loses unsynced writes on purpose:
+#   https://github.com/dsrhaslab/lazyfs
+# - Dan Luu, "Files are hard": https://danluu.com/file-consistency/
+# - PEP 578, Python runtime audit hooks (the grader's fence): https://peps.python.org/pep-0578/
+# - Codex's newline repair, `ensure_rollout_is_newline_terminated`, in
+#   [openai/codex](https://github.com/openai/codex)
+#
+# ---
+# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 10: frameworks →](10_frameworks.ipynb)
