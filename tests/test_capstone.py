@@ -205,6 +205,20 @@ def bad_file(tmp_path_factory) -> Path:
     return folder / "bad.py"
 
 
+@pytest.fixture
+def deadline():
+    """A grade that never returns must fail this test, not hang the suite: SIGALRM after 90 s."""
+    import signal
+
+    def expired(signum, frame):
+        raise TimeoutError("the grade did not return within 90 s")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(90)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
 def grader_processes() -> set[int]:
     """Processes a grade started (their environment carries the fence), Linux only."""
     found = set()
@@ -259,7 +273,7 @@ def test_a_store_that_misbehaves_gets_one_sentence_and_one_hint(bad_file, monkey
     ("bad.py:HangsInWorker", "sweep_timeout", "the sweep did not finish within 3 s"),
 ])
 def test_a_store_that_never_returns_is_stopped_at_its_time_limit_and_leaves_nothing_running(
-        bad_file, monkeypatch, spec, limit, words):
+        bad_file, monkeypatch, deadline, spec, limit, words):
     import time
 
     monkeypatch.chdir(bad_file.parent)
@@ -378,6 +392,14 @@ def test_the_hint_points_to_the_lesson_that_teaches_the_first_fix(broken, profil
     assert hint.notebook.startswith(f"{lesson:02d}_")
 
 
+def test_a_log_that_raises_on_a_torn_line_is_sent_to_lesson_5_not_to_fsync():
+    for broken in (["crash-leaves-a-real-state"], ["power-cut-leaves-a-real-state"]):
+        g = _grade(broken, DiskProfile(appends=True),
+                   detail="load() raised JSONDecodeError: Unterminated string")
+        hint = choose_hint(g)
+        assert hint.lesson == 5 and "skip a line that does not parse" in hint.text, broken
+
+
 def test_a_grade_with_a_problem_hints_at_the_problem_first():
     g = dataclasses.replace(_grade(["crash-leaves-a-real-state"]),
                             problems=(Problem("timeout", "X.load did not return within 3 s"),))
@@ -405,6 +427,9 @@ def test_the_journal_tells_an_in_place_write_from_a_durable_rename():
     assert durable.commit_ops[-1] == "directory fsync"
     early = disk_profile(commit(1, tmp[0], tmp[1], tmp[3], tmp[2]), events[:1])
     assert early.renamed_unsynced
+    # the directory fsynced after the temp file was created, but not after the rename
+    created_only = disk_profile(commit(1, tmp[0], {"op": "fsync_dir"}, *tmp[1:]), events[:1])
+    assert created_only.dir_unsynced
 
 
 def test_a_failed_resume_shows_no_redone_calls_and_one_line_of_error(steps):
