@@ -1,0 +1,180 @@
+# %% [markdown]
+# # Closing · The interview answer, and what to do in your own agent
+#
+# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
+#
+# **The question.** The first source text ends with an interview summary (面试要点): an agent
+# killed by `kill -9` halfway through its task, where does it resume (断点续跑), and how do you know
+# the resume was right? Answer it in one breath, with this machine's numbers behind every claim;
+# then turn the lessons into a checklist for an agent of your own.
+#
+# **Recap.** Lessons 1 to 6 reproduced the source text's experiment and its table; lesson 7 took the
+# second text's durable runtime; lesson 8 ran what the first text left untested; lesson 9 had you
+# write a store and grade it; lessons 10 and 11 put the same kill -9 on frameworks and on a real
+# model call.
+
+# %% [markdown]
+# **Learning objectives.** After this notebook you can
+#
+# - answer "where does a killed agent resume, and how do you know it is right?" in one breath,
+#   and back each part with a measured number;
+# - answer the follow-up questions (追问) an interviewer asks next;
+# - go through a checklist for your own agent, and find for each item the lesson that measured it.
+#
+# **Prerequisites.** Lessons 1 to 6 at least; the others for the items they measured.
+# **Estimated time:** 20 minutes; the notebook runs in under half a minute.
+
+# %% [markdown]
+# **Contents.**
+# [1 The table, live](#1.-The-lesson's-table,-measured-just-now) ·
+# [2 In one breath](#2.-In-one-breath) ·
+# [3 Follow-up questions](#3.-Follow-up-questions) ·
+# [4 Your own agent](#4.-What-to-do-in-your-own-agent) ·
+# [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
+# [Further reading](#Further-reading)
+
+# %%
+import pandas as pd
+from IPython.display import Markdown
+
+from bughunt.lab import closing
+from bughunt.lab.exercises import check, solution
+
+pd.options.display.width = 140
+pd.options.display.max_colwidth = 60
+
+# %% [markdown]
+# ## 1. The lesson's table, measured just now
+#
+# Five sweeps of the source text's experiment (12 pages, bugs on pages 3, 7 and 10), every crash
+# point killed by a real SIGKILL and resumed: 264 crash+resume pairs, a few seconds. The source
+# text's figure beside this machine's:
+
+# %%
+result = closing.lesson_results()
+closing.the_table(result)
+
+# %% [markdown]
+# ## 2. In one breath
+#
+# *Resuming after a crash has three layers.*
+#
+# 1. **How state is kept**: replay an event log, load a snapshot, or load a snapshot and replay the
+#    log after it. The finer the checkpoints (检查点), the less a crash loses and the more is
+#    written (lessons 2 and 3).
+# 2. **Side effects**: record the intent first, then act; on recovery, redo it with the same
+#    deterministic idempotency key (幂等键) and let the outside system deduplicate, so that the
+#    effect happens once: effectively once (效果上恰好一次) (lesson 4).
+# 3. **A checkpoint damaged while it was written**: write a snapshot to a temp file and rename it
+#    atomically; the log reader skips a line it cannot parse and the writer ends a torn tail with a
+#    newline (撕裂写, lesson 5). Surviving kill -9 only needs the kernel; surviving power loss needs
+#    fsync of the file and of its directory (lesson 6).
+#
+# *It is tested not by random kills but by killing at every crash point, and judged by the
+# three-way check (三方一致): the outside system == the resumed run's memory == a fresh rebuild
+# from disk.*
+#
+# The numbers behind each layer, measured in section 1:
+
+# %%
+Markdown(closing.behind_the_answer(result))
+
+# %% [markdown]
+# ## 3. Follow-up questions
+#
+# 1. *Why not kill it at random a few dozen times?* The danger window (危险窗口) is narrow: in the
+#    source text, 40 random kills (39 landed) hit one duplicate report, by luck, while the
+#    exhaustive sweep finds all 6 every time. Zero failures in n random kills only bound the
+#    failure rate below about 3/n, the rule of three ([lesson 4](04_danger_window.ipynb)).
+# 2. *How do you judge that a recovery is correct?* Three witnesses must agree: the tracker (no
+#    report twice, none missing), the resumed run's result in memory, and a fresh rebuild from
+#    disk. The last catches bugs that are right now and wrong at the next recovery, like the
+#    missing newline ([lesson 5](05_torn_writes.ipynb)).
+# 3. *Does Codex re-run an interrupted tool?* No. A call without an output gets a synthetic
+#    "aborted" output in the prompt (never written to the rollout), and the model decides whether
+#    to call again: at most once at the harness, so the tool's own idempotency is what matters
+#    ([lesson 4](04_danger_window.ipynb)).
+# 4. *What did the experiment not cover?* A crash during recovery, two resumers at once, a full
+#    disk, a real power cut. All four are run in [lesson 8](08_beyond.ipynb): the log design
+#    survives a second crash at every pair of points, the run lock lets exactly one resumer
+#    proceed, a full disk stops the run without losing what was acknowledged, and power cuts are
+#    simulated from the journal of every disk operation.
+# 5. *And the model call that was streaming when the process died?* No checkpoint covers it: its
+#    answer is on the server, billed, and the client held a prefix. Redo it (at least once, billed
+#    twice) or record it aborted (at most once). [Lesson 7](07_durable_tasks.ipynb)'s runtime
+#    redoes it and keeps the half answer as an aborted entry; [lesson 11](11_call_in_flight.ipynb)
+#    measures both choices on a real server's bill.
+# 6. *Would a framework do all this for me?* Its checkpointer keeps the state; the side effect's
+#    key is still yours. [Lesson 10](10_frameworks.ipynb) sweeps LangGraph and DBOS with the same
+#    kills.
+
+# %% [markdown]
+# ## 4. What to do in your own agent
+#
+# Each item, the measurement behind it (taken in this kernel, from real processes killed by
+# SIGKILL, or from the conformance suite's crash states), and the lesson where it is measured and
+# explained:
+
+# %%
+Markdown(closing.checklist(result))
+
+# %% [markdown]
+# What fsync costs on this machine (lesson 6's measurement, a few hundred writes; times differ from
+# run to run, so this cell's output is not checked):
+
+# %% tags=["nbval-ignore-output"]
+from bughunt.lab import durability
+from bughunt.lab.reference import APPEND, APPEND_FSYNC
+
+lat = durability.measure_latencies(samples=100, kinds=(APPEND, APPEND_FSYNC))
+print(f"append + fsync is {durability.fsync_ratio(lat):.0f} times slower than a plain append "
+      f"here. {durability.what_was_measured(lat)}")
+
+# %% [markdown]
+# ## What to remember
+#
+# - Three layers: how state is kept (log, snapshot, both), what the side effect does across a
+#   crash (intent, then a deterministic key), and what a torn checkpoint does (atomic rename,
+#   skip and repair, fsync for power loss).
+# - Kill at every crash point, and judge by three witnesses; random kills and "it resumed" prove
+#   little.
+# - A store keeps state; it cannot make a side effect happen once. The key does, with a receiver
+#   that deduplicates.
+# - Every item above has a number measured on this machine: when you change your agent, measure
+#   again.
+#
+# ## Exercises
+#
+# **12.1** The interviewer asks: with a snapshot after every page, how many model calls does a
+# crash cost, on average over the 51 crash points? Answer with this machine's figure.
+
+# %%
+answer_12_1 = None
+check("12.1", answer_12_1)
+
+# %% [markdown]
+# **12.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
+# sends each payment with no idempotency key. Is every payment made exactly once, whatever the
+# crash? (True or False)
+
+# %%
+answer_12_2 = None
+check("12.2", answer_12_2)
+
+# %% [markdown]
+# Stuck? `solution("12.1")` prints a worked answer.
+#
+# ## Further reading
+#
+# - The lessons' own further reading; the appendix keeps the public sources in one place:
+#   [Appendix: what durability costs](09_appendix_costs.ipynb)
+# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014:
+#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
+# - Stripe, "Designing robust and predictable APIs with idempotency" (idempotency keys on the
+#   receiver's side): https://stripe.com/blog/idempotency
+# - fsync(2), Linux man-pages: https://man7.org/linux/man-pages/man2/fsync.2.html
+# - Codex's rollout, its newline repair and its "aborted" tool outputs:
+#   [openai/codex](https://github.com/openai/codex)
+#
+# ---
+# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
