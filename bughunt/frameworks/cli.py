@@ -20,6 +20,7 @@ import sys
 from dataclasses import asdict
 
 from .contract import ADAPTERS, AdapterError, adapter_class
+from ..interrupts import Interrupted, interruptible
 from .sweep import (DEFAULT_TIMEOUT, SweepError, SweepSettings, summarize, sweep_many,
                     varying_points)
 
@@ -194,12 +195,13 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             print(f"\r{done}/{total} crash runs", end="", file=sys.stderr, flush=True)
 
     try:
-        results = sweep_many(settings, points=args.points, repeat=args.repeat,
-                             workers=args.workers, timeout=args.timeout, progress=progress)
-    except KeyboardInterrupt:
-        print("\nbughunt frameworks: interrupted; every child was killed and the temp dir "
+        with interruptible():          # Ctrl-C and SIGTERM alike: the sweep cleans up, we say so
+            results = sweep_many(settings, points=args.points, repeat=args.repeat,
+                                 workers=args.workers, timeout=args.timeout, progress=progress)
+    except Interrupted as e:
+        print(f"\nbughunt frameworks: {e.what}; every child was killed and the temp dir "
               "removed", file=sys.stderr)
-        return 130
+        return e.code
     except ValueError as e:               # --points that match nothing
         parser.error(str(e))
     except SweepError as e:
