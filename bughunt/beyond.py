@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
 from .crashpoints import PAUSE_BANNER, CrashPoint
-from .experiment import (PausedWorker, crash_and_resume, crash_points, forget, in_parallel,
+from .experiment import (Outcome, PausedWorker, crash_and_resume, crash_points, forget, in_parallel,
                          outcome, run_crash_jobs, run_worker, spawn, work_dir, worker_command)
 from .instruments import mutants
 from .powerloss import crash_states, materialize, read_journal
@@ -98,8 +99,13 @@ def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Pat
               else f"exits {r1.returncode}, {r2.returncode}, {r3.returncode}, {r4.returncode}: "
                    f"{(r3.stderr or r4.stderr).strip()[-200:]}",
               "noop_resume_changed_files": checkpoint_digest(run_dir) != before,
-              **outcome(run_dir, config, report)}
+              **row(outcome(run_dir, config, report))}
     return record
+
+
+def row(seen: Outcome) -> dict:
+    """An Outcome as columns of a record, with the lab's one verdict on it (`outcome_correct`)."""
+    return {**dataclasses.asdict(seen), "outcome_correct": seen.correct}
 
 
 def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = None,
@@ -117,12 +123,11 @@ def chain_sweep(config: RunConfig = SAFE, *, pairs=None, workers: int | None = N
                                     base / f"chain-{p.index:03d}-{j}", code=code)
                   for p, j in pairs]
         results = in_parallel(calls, workers, progress)
-    reference = {p.index: r["final_state"] for p, r in zip(firsts, results)}
+    reference = {p.index: r.final_state for p, r in zip(firsts, results)}
     records = results[len(firsts):]
     for r in records:
         r["same_as_single"] = outcome_of(r["final_state"]) == outcome_of(reference[r["first"]])
-        r["correct"] = (r["error"] is None and r["duplicate_reports"] == 0
-                        and r["lost_reports"] == 0 and r["three_way_ok"] and r["same_as_single"]
+        r["correct"] = (r["error"] is None and r["outcome_correct"] and r["same_as_single"]
                         and not r["noop_resume_changed_files"])
     return records
 
@@ -138,7 +143,7 @@ def chain_summary(records: list[dict]) -> dict:
     return {"pairs": len(records), "second crash really happened": len(killed),
             "duplicates": sum(r["duplicate_reports"] > 0 for r in records),
             "lost reports": sum(r["lost_reports"] > 0 for r in records),
-            "three-way failures": sum(not r["three_way_ok"] for r in records),
+            "three-way failures": sum(not r["three_way_check"] for r in records),
             "differs from a single resume": sum(not r["same_as_single"] for r in records),
             "a no-op resume changed files": sum(r["noop_resume_changed_files"] for r in records),
             "errors": sum(r["error"] is not None for r in records),
@@ -225,9 +230,9 @@ def two_resumers_trial(config: RunConfig, first: CrashPoint, run_dir: Path, *, l
             "duplicate_events": len(seqs) - len(set(seqs)),
             "forked_state": len(states) == 2 and states[0] != states[1] or (
                 len(states) == 2 and len(seqs) != len(set(seqs))),
-            "rebuild_refused": final["disk_error"] is not None,
-            "duplicate_reports": final["duplicate_reports"], "lost_reports": final["lost_reports"],
-            "three_way_ok": final["three_way_ok"]}
+            "rebuild_refused": final.disk_error is not None,
+            "duplicate_reports": final.duplicate_reports, "lost_reports": final.lost_reports,
+            "three_way_check": final.three_way_check}
 
 
 def two_resumers(config: RunConfig = SAFE, *, trials: int = 12, seed: int = 0, lock: bool = True,
@@ -359,9 +364,8 @@ def fault_record(config: RunConfig, flag: tuple[str, ...], k: int, run_dir: Path
             "fsyncs_after_failure": sum(op["op"] in ("fsync", "fsync_dir") for op in journal),
             "acknowledged_before": acknowledged,
             "acknowledged_kept": set(acknowledged) <= tracker_after,
-            "resume_exit": resumed.returncode, **final,
-            "correct_after_resume": (resumed.returncode == 0 and final["duplicate_reports"] == 0
-                                     and final["lost_reports"] == 0 and final["three_way_ok"])}
+            "resume_exit": resumed.returncode, **row(final),
+            "correct_after_resume": resumed.returncode == 0 and final.correct}
 
 
 def _fault_sweep(config, flags_for, n, workers, progress):
@@ -437,10 +441,8 @@ def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
     final = outcome(run_dir, variant.config, report)
     return {"cut": state.cut, "choice": state.choice, "committed_pages": committed,
             "recovered_pages": done, "committed_pages_lost": max(0, committed - done),
-            "refused": refused, "resume_exit": resumed.returncode, **final,
-            "correct": (resumed.returncode == 0 and final["duplicate_reports"] == 0
-                        and final["lost_reports"] == 0 and final["three_way_ok"]
-                        and committed <= done)}
+            "refused": refused, "resume_exit": resumed.returncode, **row(final),
+            "correct": resumed.returncode == 0 and final.correct and committed <= done}
 
 
 def power_loss_sweep(variant: Variant, *, samples_per_cut: int = 3, seed: int = 0,
@@ -497,7 +499,7 @@ def detect(check: str, bug: str | None, *, pages: int = 4) -> int:
         with work_dir(in_memory=True) as base:
             recs = run_crash_jobs([("bug", cfg, p) for p in crash_points(cfg)], base,
                                   measure=functools.partial(crash_and_resume, code=code))
-        return sum(r["duplicate_reports"] > 0 for r in recs)
+        return sum(r.duplicate_reports > 0 for r in recs)
     if check.startswith("resume twice"):
         cfg = SAFE.replace(write_mode="torn", pages=pages)
         pairs = [(p, "after_repair") for p in crash_points(cfg) if p.label == "mid_commit"]

@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 STORES = ("none", "snapshot", "log")
@@ -41,27 +41,98 @@ class ConfigError(ValueError):
         self.field, self.reason = field, reason
 
     def as_flag(self) -> str:
-        return f"--{self.field.replace('_', '-')}: {reason_as_flags(self.reason)}"
+        return f"{flag(self.field)}: {reason_as_flags(self.reason)}"
 
 
 def reason_as_flags(text: str) -> str:
     """A reason that mentions other fields (`store`), said with their flags (`--store`)."""
     names = "|".join(f.name for f in dataclasses.fields(RunConfig))
-    return re.sub(rf"`({names})`", lambda m: "--" + m.group(1).replace("_", "-"), text)
+    return re.sub(rf"`({names})`", lambda m: flag(m.group(1)), text)
+
+
+# --- parsers for the command line, named in each setting -----------------------------------
+
+def _store(value: str) -> str:
+    if value in STORES or is_store_file(value):
+        return value
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(STORES)}, or FILE.py:Class, "
+                                     f"got {value!r}")
+
+
+def _on_off(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
+    return value == "on"
+
+
+def _whole(value: str, low: int) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < low:
+        raise argparse.ArgumentTypeError(f"expected {low} or more, got {n}")
+    return n
+
+
+def _count(value: str) -> int:
+    return _whole(value, 0)
+
+
+def _positive(value: str) -> int:
+    return _whole(value, 1)
+
+
+def _latency(value: str) -> float:
+    """Milliseconds: a finite number from 0 to 60,000."""
+    try:
+        ms = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {value!r}") from None
+    if not 0 <= ms <= 60_000:          # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected 0 to 60000 milliseconds, got {value!r}")
+    return ms
+
+
+def setting(default, help: str, *, label: str, choices: tuple | None = None, parse=None,
+            metavar: str | None = None, hidden: bool = False):
+    """A field of RunConfig with what the command line and the panels need to offer it: the one
+    place a setting is described (`--flag`, its help and parser, the panel's label)."""
+    return field(default=default, metadata={"help": help, "label": label, "choices": choices,
+                                            "parse": parse, "metavar": metavar,
+                                            "hidden": hidden})
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    store: str = "log"
-    snapshot_every: int = 0          # log store: also a snapshot every N pages (0 = pure log)
-    granularity: str = "page"        # snapshot store: after every page, or after every operation
-    write_mode: str = "atomic"
-    fsync: str = "never"             # flush (the kernel hand-off) always happens
-    idempotency_key: bool = True
-    intent: bool = True
-    pending: str = "redo"            # what recovery does with a pending intent
-    pages: int = 12
-    task_id: str = "bughunt"
+    store: str = setting(
+        "log", "where progress is kept: nothing, a snapshot file, an event log, or your own "
+        "store class (see bughunt/stores/contract.py)", label="store",
+        metavar="{none,snapshot,log,FILE.py:Class}", parse=_store)
+    snapshot_every: int = setting(
+        0, "log store: also write a snapshot every N pages (0 = pure log)",
+        label="snapshot every", parse=_count, metavar="N")
+    granularity: str = setting(
+        "page", "snapshot store: checkpoint after every page, or after every operation",
+        label="granularity", choices=GRANULARITIES)
+    write_mode: str = setting(
+        "atomic", "how a checkpoint reaches the file: atomic, torn at the crash, or torn without "
+        "the newline repair", label="write mode", choices=WRITE_MODES)
+    fsync: str = setting(
+        "never", "fsync after each checkpoint write (flush to the kernel always happens)",
+        label="fsync", choices=FSYNC_POLICIES)
+    idempotency_key: bool = setting(
+        True, "file reports with a deterministic key the tracker deduplicates",
+        label="idempotency key", parse=_on_off, metavar="on|off")
+    intent: bool = setting(True, "record an intent before filing a report", label="intent",
+                           parse=_on_off, metavar="on|off")
+    pending: str = setting(
+        "redo", "what recovery does with a pending intent: redo it, or mark it aborted",
+        label="pending intent", choices=PENDING_POLICIES)
+    pages: int = setting(12, "pages on the site (12 in the source text)", label="pages",
+                         parse=_positive, metavar="N")
+    task_id: str = setting("bughunt", "the task's name (part of every idempotency key)",
+                           label="task id", hidden=True)
 
     def __post_init__(self):
         def one_of(field, choices):
@@ -95,9 +166,9 @@ class RunConfig:
             ("granularity", self.granularity == "page" or self.store == "snapshot",
              "op applies only when `store` is snapshot"),
         ]
-        for field, ok, reason in checks:
+        for name, ok, reason in checks:
             if not ok:
-                raise ConfigError(field, reason)
+                raise ConfigError(name, reason)
 
     def to_json(self) -> dict:
         return {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
@@ -126,92 +197,36 @@ class RunConfig:
     def to_args(self) -> list[str]:
         """The worker's command-line flags for this configuration."""
         onoff = {True: "on", False: "off"}
-        return [
-            "--store", self.store, "--snapshot-every", str(self.snapshot_every),
-            "--granularity", self.granularity, "--write-mode", self.write_mode,
-            "--fsync", self.fsync, "--idempotency-key", onoff[self.idempotency_key],
-            "--intent", onoff[self.intent], "--pending", self.pending,
-            "--pages", str(self.pages), "--task-id", self.task_id,
-        ]
+        args = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            args += [flag(f.name), onoff[value] if isinstance(value, bool) else str(value)]
+        return args
 
 
-def _store(value: str) -> str:
-    if value in STORES or is_store_file(value):
-        return value
-    raise argparse.ArgumentTypeError(f"expected one of {', '.join(STORES)}, or FILE.py:Class, "
-                                     f"got {value!r}")
-
-
-def _on_off(value: str) -> bool:
-    if value not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
-    return value == "on"
-
-
-def _count(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {n}")
-    return n
-
-
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
-    return n
-
-
-def _latency(value: str) -> float:
-    """Milliseconds: a finite number from 0 to 60,000."""
-    try:
-        ms = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected milliseconds, got {value!r}") from None
-    if not 0 <= ms <= 60_000:          # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"expected 0 to 60000 milliseconds, got {value!r}")
-    return ms
+def flag(name: str) -> str:
+    """The command-line flag of a RunConfig field: `snapshot_every` -> `--snapshot-every`."""
+    return "--" + name.replace("_", "-")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """The configuration flags, shared by `run`, `points`, `sweep` and `kill-random`."""
-    d = RunConfig()
+    """The configuration flags, shared by `run`, `points`, `sweep` and `kill-random`: one per
+    field of RunConfig, as its `setting` describes it."""
     g = parser.add_argument_group("checkpoint design")
-    g.add_argument("--store", type=_store, default=d.store,
-                   metavar="{none,snapshot,log,FILE.py:Class}",
-                   help="where progress is kept: nothing, a snapshot file, an event log, or your "
-                        "own store class (see bughunt/stores/contract.py)")
-    g.add_argument("--snapshot-every", type=_count, default=d.snapshot_every, metavar="N",
-                   help="log store: also write a snapshot every N pages (0 = pure log)")
-    g.add_argument("--granularity", choices=GRANULARITIES, default=d.granularity,
-                   help="snapshot store: checkpoint after every page, or after every operation")
-    g.add_argument("--write-mode", choices=WRITE_MODES, default=d.write_mode,
-                   help="how a checkpoint reaches the file: atomic, torn at the crash, or torn "
-                        "without the newline repair")
-    g.add_argument("--fsync", choices=FSYNC_POLICIES, default=d.fsync,
-                   help="fsync after each checkpoint write (flush to the kernel always happens)")
-    g.add_argument("--idempotency-key", type=_on_off, default=d.idempotency_key, metavar="on|off",
-                   help="file reports with a deterministic key the tracker deduplicates")
-    g.add_argument("--intent", type=_on_off, default=d.intent, metavar="on|off",
-                   help="record an intent before filing a report")
-    g.add_argument("--pending", choices=PENDING_POLICIES, default=d.pending,
-                   help="what recovery does with a pending intent: redo it, or mark it aborted")
-    g.add_argument("--pages", type=_positive, default=d.pages, metavar="N",
-                   help="pages on the site (12 in the lesson)")
-    g.add_argument("--task-id", default=d.task_id, help=argparse.SUPPRESS)
+    for f in dataclasses.fields(RunConfig):
+        m = f.metadata
+        options = {"default": f.default, "help": argparse.SUPPRESS if m["hidden"] else m["help"]}
+        if m["choices"]:
+            options["choices"] = m["choices"]
+        if m["parse"]:
+            options["type"] = m["parse"]
+        if m["metavar"]:
+            options["metavar"] = m["metavar"]
+        g.add_argument(flag(f.name), dest=f.name, **options)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return RunConfig(store=args.store, snapshot_every=args.snapshot_every,
-                     granularity=args.granularity, write_mode=args.write_mode, fsync=args.fsync,
-                     idempotency_key=args.idempotency_key, intent=args.intent,
-                     pending=args.pending, pages=args.pages, task_id=args.task_id)
+    return RunConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)})
 
 
 def dumps(config: RunConfig) -> bytes:

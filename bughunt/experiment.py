@@ -14,6 +14,8 @@ Results are plain dicts (one per crash point); `sweep` and friends also give pan
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 import functools
 import json
 import os
@@ -274,26 +276,123 @@ def three_way_check(run_dir: Path, config: RunConfig, memory_state: dict | None)
         else:
             result["disk_findings"] = disk_state["findings"]
             result["disk_matches_memory"] = disk_state == memory_state
-    result["three_way_ok"] = (memory_state is not None
+    result["agree"] = (memory_state is not None
                               and tracker_pages == sorted(memory_state["findings"])
                               and result["disk_matches_memory"] is not False
                               and result["disk_error"] is None)
     return result
 
 
-def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What the witnesses say after the last process of a run."""
+
+    duplicate_reports: int               # reports the tracker holds twice (or more)
+    lost_reports: int                    # bug pages with no report in the tracker
+    three_way_check: bool                # tracker == the agent's memory == a rebuild from disk
+    rebuild_ok: bool | None              # the rebuild equals the memory (None: no third witness)
+    disk_error: str | None               # the rebuild refused (or a learner's store raised)
+    tracker_pages: list[int]
+    memory_findings: list[int] | None
+    final_state: dict | None
+
+    @property
+    def correct(self) -> bool:
+        """The lab's one definition of a correct recovery: no report twice, none lost, and the
+        three witnesses agree."""
+        return self.duplicate_reports == 0 and self.lost_reports == 0 and self.three_way_check
+
+
+def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> Outcome:
     """After the last process of a run: duplicate and lost reports (the tracker against the site's
     bugs) and the three-way check. `report` is the last worker's JSON report, or None if it failed."""
     check = three_way_check(run_dir, config, report["state"] if report else None)
     tracker = check["tracker_pages"]
-    return {"duplicate_reports": len(tracker) - len(set(tracker)),
-            "lost_reports": len(set(Site.load(config.pages).bug_pages) - set(tracker)),
-            "three_way_ok": check["three_way_ok"],
-            "rebuild_ok": check["disk_matches_memory"],
-            "disk_error": check["disk_error"],
-            "tracker_pages": tracker,
-            "memory_findings": check["memory_findings"],
-            "final_state": report["state"] if report else None}
+    return Outcome(duplicate_reports=len(tracker) - len(set(tracker)),
+                   lost_reports=len(set(Site.load(config.pages).bug_pages) - set(tracker)),
+                   three_way_check=check["agree"],
+                   rebuild_ok=check["disk_matches_memory"], disk_error=check["disk_error"],
+                   tracker_pages=tracker, memory_findings=check["memory_findings"],
+                   final_state=report["state"] if report else None)
+
+
+#: Verdicts of a crash run, best first (figures colour them; `CrashRun.verdict` gives one).
+VERDICTS = ("correct", "rebuild fails", "tracker disagrees", "lost", "duplicate", "error")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrashRun(Outcome):
+    """One crash run: a fresh worker killed by SIGKILL at one crash point, a second one resuming
+    to the end, and the witnesses read: the bill, the tracker, the rebuild from disk."""
+
+    sweep: str = ""                      # which sweep it belongs to
+    crash_point: str                     # the stable name: p3.after_submit
+    index: int                           # its number in this configuration
+    page: int
+    label: str                           # the step
+    error: str | None                    # the experiment itself went wrong (no kill, no resume)
+    redone_model_calls: int              # calls on the bill beyond a clean run's
+    replayed_events: int | None          # log events applied at recovery
+    aborted_pages: list[int] | None = None
+    torn_lines_skipped: int | None = None
+    tails_repaired: int | None = None
+    temp_files_removed: int | None = None
+    snapshot_fallback: str | None = None
+    resume_exit: int | None = None
+    lesson_reader_ok: bool | None = None   # the source text's reader (log store only)
+
+    @property
+    def correct(self) -> bool:
+        return self.error is None and Outcome.correct.fget(self)
+
+    @property
+    def resumed_right(self) -> bool:
+        """The resumed run itself is right: nothing twice, nothing lost, and the tracker agrees
+        with the agent's memory. The rebuild from disk is not asked (the no-newline trap)."""
+        return (self.error is None and self.duplicate_reports == 0 and self.lost_reports == 0
+                and self.tracker_pages == sorted(self.memory_findings or []))
+
+    @property
+    def verdict(self) -> str:
+        """One word, worst first: error, duplicate, lost, rebuild fails, tracker disagrees (the
+        agent's result and the tracker differ), correct."""
+        if self.error is not None:
+            return "error"
+        if self.duplicate_reports:
+            return "duplicate"
+        if self.lost_reports:
+            return "lost"
+        if self.rebuild_ok is False or self.disk_error is not None:
+            return "rebuild fails"
+        if not self.three_way_check:
+            return "tracker disagrees"
+        return "correct"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayCount:
+    """A worker killed at one crash point, and what a recovery would replay (read-only)."""
+
+    sweep: str = ""
+    crash_point: str
+    index: int
+    page: int
+    label: str
+    replayed_events: int
+    snapshot_used: bool
+    torn_lines_skipped: int
+
+
+def frame(records):
+    """Records (CrashRun, ReplayCount, ...) as a DataFrame, one row each, with a `verdict` column
+    for crash runs: the one way the lab turns its results into a table."""
+    import pandas as pd
+
+    rows = [{**dataclasses.asdict(r),
+             **({"verdict": r.verdict, "resumed_right": r.resumed_right}
+                if isinstance(r, CrashRun) else {})}
+            for r in records]
+    return pd.DataFrame(rows)
 
 
 def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int, *,
@@ -308,7 +407,7 @@ def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int
 
 
 def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
-                     extra: tuple[str, ...] = (), code: Path | None = None) -> dict:
+                     extra: tuple[str, ...] = (), code: Path | None = None) -> CrashRun:
     """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist.
 
     `extra` worker flags and `code` (another copy of the package: a mutant) apply to both
@@ -316,35 +415,31 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    record = {"crash_point": point.name, "index": point.index, "page": point.page,
-              "label": point.label, "error": None}
+    error = None
     first = run_worker(run_dir, config, crash_at=point, extra=extra, code=code)
     if first.returncode != -signal.SIGKILL:
-        record["error"] = (f"first run was not killed at the crash point (exit "
-                           f"{first.returncode}): {first.stderr.strip()[-300:]}")
+        error = (f"first run was not killed at the crash point (exit {first.returncode}): "
+                 f"{first.stderr.strip()[-300:]}")
     resume = run_worker(run_dir, config, extra=extra, code=code)
     report = None
     if resume.returncode == 0:
         report = json.loads(resume.stdout)
-    elif record["error"] is None:
-        record["error"] = f"resume exited {resume.returncode}: {resume.stderr.strip()[-300:]}"
-    record.update({
-        "redone_model_calls": len(read_bill(run_dir)) - config.pages,
-        "replayed_events": report["replayed_events"] if report else None,
-        **outcome(run_dir, config, report),
-        "aborted_pages": report["aborted"] if report else None,
-        "torn_lines_skipped": report["torn_lines_skipped"] if report else None,
-        "tails_repaired": report["tails_repaired"] if report else None,
-        "temp_files_removed": report["temp_files_removed"] if report else None,
-        "snapshot_fallback": report["snapshot_fallback"] if report else None,
-        "resume_exit": resume.returncode,
-    })
-    if config.store == "log" and report:
-        record["lesson_reader_ok"] = lesson_reader(run_dir) == report["state"]
-    return record
+    elif error is None:
+        error = f"resume exited {resume.returncode}: {resume.stderr.strip()[-300:]}"
+    seen = dataclasses.asdict(outcome(run_dir, config, report))
+    get = (lambda key: report[key]) if report else (lambda key: None)
+    return CrashRun(
+        crash_point=point.name, index=point.index, page=point.page, label=point.label,
+        error=error, redone_model_calls=len(read_bill(run_dir)) - config.pages,
+        replayed_events=get("replayed_events"), **seen, aborted_pages=get("aborted"),
+        torn_lines_skipped=get("torn_lines_skipped"), tails_repaired=get("tails_repaired"),
+        temp_files_removed=get("temp_files_removed"), snapshot_fallback=get("snapshot_fallback"),
+        resume_exit=resume.returncode,
+        lesson_reader_ok=(lesson_reader(run_dir) == report["state"]
+                          if config.store == "log" and report else None))
 
 
-def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> dict:
+def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> ReplayCount:
     """Kill a fresh run at `point` and count what recovery would replay, without resuming.
 
     The count comes from the store's read-only `load()`, the same code a resuming worker runs
@@ -354,9 +449,9 @@ def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> d
     run_dir.mkdir(parents=True)
     crash_worker(run_dir, config, point)
     rec = rebuild_from_disk(run_dir, config)
-    return {"crash_point": point.name, "index": point.index, "page": point.page, "label": point.label,
-            "replayed_events": rec.replayed_events, "snapshot_used": rec.snapshot_used,
-            "torn_lines_skipped": rec.torn_lines_skipped}
+    return ReplayCount(crash_point=point.name, index=point.index, page=point.page,
+                       label=point.label, replayed_events=rec.replayed_events,
+                       snapshot_used=rec.snapshot_used, torn_lines_skipped=rec.torn_lines_skipped)
 
 
 # --- sweeps --------------------------------------------------------------------------------------
@@ -423,8 +518,8 @@ def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
     measure = measure or crash_and_resume
     calls = [functools.partial(measure, config, point, base / f"{tag}-{point.index:03d}")
              for tag, config, point in jobs]
-    return [{"sweep": tag, **r} for (tag, _, _), r in zip(jobs, in_parallel(calls, workers,
-                                                                             progress))]
+    return [dataclasses.replace(r, sweep=tag)
+            for (tag, _, _), r in zip(jobs, in_parallel(calls, workers, progress))]
 
 
 def in_parallel(calls: list[Callable[[], dict]], workers: int | None = None,
@@ -488,63 +583,38 @@ def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = Non
 
 
 def sweep(config: RunConfig, **kwargs):
-    """`sweep_records` as a pandas DataFrame, one row per crash point."""
+    """`sweep_records` as a pandas DataFrame, one row per crash point, with its verdict."""
+    return frame(sweep_records(config, **kwargs))
+
+
+def summarize(records) -> dict:
+    """The sweep's summary: averages and maxima over crash points, counts of bad outcomes.
+    `records`: crash runs, or their DataFrame (`frame`)."""
     import pandas as pd
 
-    return pd.DataFrame(sweep_records(config, **kwargs))
-
-
-def summarize(records: list[dict]) -> dict:
-    """The sweep's summary: averages and maxima over crash points, counts of bad outcomes."""
-    n = len(records)
+    df = records if isinstance(records, pd.DataFrame) else frame(records)
 
     def avg(key):
-        values = [r[key] for r in records if r[key] is not None]
-        return round(sum(values) / len(values), 4) if values else None
+        values = df[key].dropna() if key in df else []
+        return round(float(values.mean()), 4) if len(values) else None
 
     def top(key):
-        values = [r[key] for r in records if r[key] is not None]
-        return max(values) if values else None
+        values = df[key].dropna() if key in df else []
+        return int(values.max()) if len(values) else None
 
     return {
-        "crash_points": n,
+        "crash_points": len(df),
         "avg_redone_model_calls": avg("redone_model_calls"),
         "max_redone_model_calls": top("redone_model_calls"),
         "avg_replayed_events": avg("replayed_events"),
         "max_replayed_events": top("replayed_events"),
-        "duplicate_points": sum(r["duplicate_reports"] > 0 for r in records),
-        "lost_points": sum(r["lost_reports"] > 0 for r in records),
-        "three_way_failures": sum(not r["three_way_ok"] for r in records),
-        "rebuild_failures": sum(r["rebuild_ok"] is False or r["disk_error"] is not None
-                                for r in records),
-        "errors": sum(r["error"] is not None for r in records),
-        "correct_runs": sum(is_correct(r) for r in records),
+        "duplicate_points": int((df["duplicate_reports"] > 0).sum()),
+        "lost_points": int((df["lost_reports"] > 0).sum()),
+        "three_way_failures": int((~df["three_way_check"].astype(bool)).sum()),
+        "rebuild_failures": int(((df["rebuild_ok"] == False) | df["disk_error"].notna()).sum()),  # noqa: E712
+        "errors": int(df["error"].notna().sum()),
+        "correct_runs": int((df["verdict"] == "correct").sum()),
     }
-
-
-def is_correct(record: dict) -> bool:
-    """A crash run that recovered correctly: no error, no duplicate, nothing lost, three-way ok."""
-    return (record["error"] is None and record["duplicate_reports"] == 0
-            and record["lost_reports"] == 0 and record["three_way_ok"])
-
-
-def verdict(record: dict) -> str:
-    """One word for a crash run, worst first: error, duplicate, lost, rebuild fails, tracker
-    disagrees (the agent's result and the tracker differ), correct."""
-    if record["error"] is not None:
-        return "error"
-    if record["duplicate_reports"]:
-        return "duplicate"
-    if record["lost_reports"]:
-        return "lost"
-    if record["rebuild_ok"] is False or record["disk_error"] is not None:
-        return "rebuild fails"
-    if not record["three_way_ok"]:
-        return "tracker disagrees"
-    return "correct"
-
-
-VERDICTS = ("correct", "rebuild fails", "tracker disagrees", "lost", "duplicate", "error")
 
 
 # --- random kills --------------------------------------------------------------------------------
@@ -740,7 +810,7 @@ def lesson(*, workers: int | None = None, progress: Progress | None = None,
     with work_dir(base_dir, in_memory=True) as base:
         records = run_crash_jobs(jobs, base, workers, progress)
     elapsed = time.perf_counter() - t0
-    by = {tag: [r for r in records if r["sweep"] == tag] for tag in LESSON_CONFIGS}
+    by = {tag: [r for r in records if r.sweep == tag] for tag in LESSON_CONFIGS}
     s = {tag: summarize(rs) for tag, rs in by.items()}
     figures = {
         "crash_points_no_intent": s["snapshot"]["crash_points"],
@@ -757,14 +827,11 @@ def lesson(*, workers: int | None = None, progress: Progress | None = None,
     nonl = by["log_no_newline"]
     no_newline = {
         "crash_points": len(nonl),
-        "resume_correct": sum(r["error"] is None and r["duplicate_reports"] == 0
-                              and r["lost_reports"] == 0
-                              and r["tracker_pages"] == sorted(r["memory_findings"] or [])
-                              for r in nonl),
+        "resume_correct": sum(r.resumed_right for r in nonl),
         "rebuild_failures": s["log_no_newline"]["rebuild_failures"],
-        "rebuild_failure_points": [(r["index"], r["page"], r["label"]) for r in nonl
-                                   if r["rebuild_ok"] is False or r["disk_error"]],
-        "lesson_reader_failures": sum(r.get("lesson_reader_ok") is False for r in nonl),
+        "rebuild_failure_points": [r.crash_point for r in nonl
+                                   if r.rebuild_ok is False or r.disk_error],
+        "lesson_reader_failures": sum(r.lesson_reader_ok is False for r in nonl),
     }
     return {"figures": figures, "lesson": dict(LESSON_FIGURES), "summaries": s,
             "no_newline": no_newline, "records": records, "elapsed_s": elapsed,

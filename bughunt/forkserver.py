@@ -11,6 +11,13 @@ timeout) and its exit status when it ends (negative for a signal, as `subprocess
 Protocol, one JSON object per line on the server's stdin/stdout:
     request {"argv": [...], "out": PATH, "err": PATH}  ->  {"pid": N}, then {"status": CODE}
 
+A request may also name another program to run in the child, `"entry": "module:function"` (the
+function takes argv and returns an exit code), and the server may be started with `--preload
+MOD,MOD` to import more modules once, before any fork (`module:function` also calls it once):
+lesson 10's framework agents and lesson 11's call processes start this way,
+so that each child skips the second it takes to import a framework. Objects with threads (a
+framework's runtime) are built in the child only; the server itself never starts a thread.
+
 `ForkServerPool.run(argv)` hides all of this behind a `subprocess.CompletedProcess`, one server per
 concurrent caller. Set BUGHUNT_FORKSERVER=0 to start every worker as a fresh interpreter instead.
 """
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib
 import json
 import os
 import queue
@@ -34,9 +42,20 @@ from pathlib import Path
 from .interrupts import deferred
 
 
-def serve() -> None:
+def _entry(name: str):
+    """`module:function` -> the function (imported in the server, before the fork, if preloaded)."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def serve(preload: tuple[str, ...] = ()) -> None:
     """The server loop: fork one worker per request, report its pid and its exit status."""
     from . import worker          # imported once, here, before any fork
+    for name in preload:          # "module", or "module:function" to also call it once
+        if ":" in name:
+            _entry(name)()
+        else:
+            importlib.import_module(name)
 
     worker.warm_up()              # and run once, so that children start where a second run does
 
@@ -63,7 +82,10 @@ def serve() -> None:
                     os.close(target)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 gc.disable()                           # a short life: nothing to collect
-                code = worker.main(request["argv"], prog="python -m bughunt.worker")
+                if "entry" in request:
+                    code = _entry(request["entry"])(request["argv"])
+                else:
+                    code = worker.main(request["argv"], prog="python -m bughunt.worker")
             except SystemExit as e:                    # argparse errors exit this way
                 code = e.code if isinstance(e.code, int) else 1
             except BaseException:                      # a crash of the worker is its own result
@@ -91,11 +113,12 @@ def serve() -> None:
 class ForkServer:
     """One server process; used by one caller at a time."""
 
-    def __init__(self, env: dict[str, str] | None = None):
+    def __init__(self, env: dict[str, str] | None = None, preload: tuple[str, ...] = ()):
         # Unbuffered replies: select() must see every line the server wrote, not one a buffer
         # already swallowed. A session of its own keeps terminal signals for the caller. `env`
         # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
-        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver"],
+        extra = ["--preload", ",".join(preload)] if preload else []
+        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                      start_new_session=True, env=env)
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
@@ -110,9 +133,13 @@ class ForkServer:
             raise RuntimeError("the fork server died")
         return json.loads(line)
 
-    def run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-        self.proc.stdin.write((json.dumps({"argv": argv, "out": str(self.out),
-                                           "err": str(self.err)}) + "\n").encode())
+    def run(self, argv: list[str], timeout: float = 120,
+            entry: str | None = None) -> subprocess.CompletedProcess:
+        """Run `argv` in a forked child (the worker, or `entry` "module:function" if given)."""
+        request = {"argv": argv, "out": str(self.out), "err": str(self.err)}
+        if entry is not None:
+            request["entry"] = entry
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         pid = self._reply(timeout)["pid"]
         try:
@@ -152,15 +179,17 @@ class ForkServer:
 class ForkServerPool:
     """Idle servers, handed out to concurrent callers; one more is started when all are busy."""
 
-    def __init__(self, env: dict[str, str] | None = None):
+    def __init__(self, env: dict[str, str] | None = None, preload: tuple[str, ...] = ()):
         self.env = env
+        self.preload = tuple(preload)
         self._idle: queue.SimpleQueue[ForkServer] = queue.SimpleQueue()
         self._all: list[ForkServer] = []
         self._lock = threading.Lock()
         self._killed = False
         atexit.register(self.close)
 
-    def run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], timeout: float = 120,
+            entry: str | None = None) -> subprocess.CompletedProcess:
         try:
             server = self._idle.get_nowait()
         except queue.Empty:
@@ -168,10 +197,10 @@ class ForkServerPool:
                 if self._killed:
                     raise RuntimeError("the fork servers were stopped")
                 with deferred():     # no interrupt between "it exists" and "the pool knows it"
-                    server = ForkServer(self.env)
+                    server = ForkServer(self.env, self.preload)
                     self._all.append(server)
         try:
-            result = server.run(argv, timeout)
+            result = server.run(argv, timeout, entry)
         except BaseException:
             server.close()                 # a server in an unknown state is not reused
             raise
@@ -201,4 +230,5 @@ def enabled() -> bool:
 
 
 if __name__ == "__main__":
-    serve()
+    modules = sys.argv[2].split(",") if sys.argv[1:2] == ["--preload"] else []
+    serve(tuple(m for m in modules if m))

@@ -438,6 +438,11 @@ def main(argv: list[str] | None = None) -> int:
     except openai.APIError as e:
         print(f"{PROG}: the call failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except json.JSONDecodeError as e:
+        # The SDK parses each streamed chunk with json.loads and lets this escape (lesson 11).
+        print(f"{PROG}: the call failed: a chunk of the answer is not valid JSON "
+              f"(json.JSONDecodeError: {e})", file=sys.stderr)
+        return 1
     print(json.dumps(result))
     return 0
 

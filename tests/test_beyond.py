@@ -35,7 +35,7 @@ def test_resuming_twice_ends_where_resuming_once_does_with_abort_too():
 
 def test_two_resumers_with_the_lock_exactly_one_proceeds_every_time():
     records = B.two_resumers(SMALL, trials=6, seed=3)
-    assert all(r["exactly_one"] and r["three_way_ok"] for r in records)
+    assert all(r["exactly_one"] and r["three_way_check"] for r in records)
     assert all(r["duplicate_events"] == 0 for r in records)
 
 

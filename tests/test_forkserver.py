@@ -32,10 +32,10 @@ def test_a_forked_worker_is_a_separate_process_killed_by_a_real_sigkill(tmp_path
 
 def test_fork_server_and_fresh_interpreters_measure_the_same(monkeypatch):
     keys = ["index", "redone_model_calls", "replayed_events", "duplicate_reports",
-            "lost_reports", "three_way_ok", "tracker_pages"]
-    forked = [{k: r[k] for k in keys} for r in ex.sweep_records(SMALL)]
+            "lost_reports", "three_way_check", "tracker_pages"]
+    forked = [{k: getattr(r, k) for k in keys} for r in ex.sweep_records(SMALL)]
     monkeypatch.setenv("BUGHUNT_FORKSERVER", "0")
-    fresh = [{k: r[k] for k in keys} for r in ex.sweep_records(SMALL)]
+    fresh = [{k: getattr(r, k) for k in keys} for r in ex.sweep_records(SMALL)]
     assert forked == fresh and sum(r["duplicate_reports"] for r in forked) == 2
 
 

@@ -79,6 +79,17 @@ def test_bad_flags_of_the_call_process_exit_2_naming_the_flag(tmp_path, args, fl
     assert "Traceback" not in proc.stderr and not (tmp_path / "j").exists()
 
 
+def test_a_malformed_chunk_fails_the_call_process_with_one_sentence_not_a_traceback(tmp_path):
+    with ModelServer(tmp_path / "bill.jsonl") as server:
+        proc = subprocess.run([sys.executable, "-m", "bughunt.inflight", "--base-url",
+                               server.base_url, "--journal", str(tmp_path / "j.jsonl"),
+                               "--fault", "malformed=3"], capture_output=True, text=True,
+                              timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "not valid JSON" in proc.stderr
+
+
 # --- what the SDK does by itself ---------------------------------------------------------------
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from bughunt.experiment import kill_random
 from bughunt.lab import danger
 from bughunt.lab.exercises import judge
-from bughunt.lab.panel import cached_sweep, clear_caches
+from bughunt.lab import results
 
 SMALL_KEY = {name: cfg.replace(pages=4) for name, cfg in danger.KEY_SWEEPS.items()}   # 17 points
 SMALL_CHOICES = {name: cfg.replace(pages=4) for name, cfg in danger.CHOICES.items()}  # 18 points
@@ -70,9 +70,9 @@ def test_at_most_once_loses_at_after_intent_and_disagrees_with_the_tracker_after
 
 
 def test_sweeps_already_run_are_reused_not_rerun(key_df):
-    before = cached_sweep(SMALL_KEY["key off"])
+    before = results.sweep(SMALL_KEY["key off"])
     again = danger.run_sweeps({"key off": SMALL_KEY["key off"]})
-    assert cached_sweep(SMALL_KEY["key off"]) is before
+    assert results.sweep(SMALL_KEY["key off"]) is before
     assert len(again) == 17
 
 
@@ -157,11 +157,11 @@ def test_lesson_4_panel_starts_inside_the_window_with_its_knobs():
 
 
 def test_panel_runs_a_sweep_and_shows_duplicates_when_the_key_is_switched_off(tmp_path):
-    clear_caches()
+    results.reset()
     p = danger.panel(base=SMALL_CHOICES["effectively once"], crash_point="p3.after_submit")
     p.results_dir = tmp_path
     p.controls["idempotency_key"].value = False
-    assert p.record["label"] == "after_submit" and p.record["duplicate_reports"] == 1
+    assert p.record.label == "after_submit" and p.record.duplicate_reports == 1
     p.run_button.click()
     assert p.progress.value == p.progress.max == 18
     assert "2 with a duplicate" in p.status.value
@@ -169,21 +169,21 @@ def test_panel_runs_a_sweep_and_shows_duplicates_when_the_key_is_switched_off(tm
 
 
 def test_panel_abort_loses_the_report_killed_at_after_intent():
-    clear_caches()
+    results.reset()
     p = danger.panel(base=SMALL_CHOICES["effectively once"], crash_point="p3.after_intent")
     p.controls["pending"].value = "abort"
-    assert p.record["label"] == "after_intent" and p.record["lost_reports"] == 1
+    assert p.record.label == "after_intent" and p.record.lost_reports == 1
 
 
 def test_panel_is_handed_the_sweeps_this_kernel_already_ran(monkeypatch):
-    clear_caches()
+    results.reset()
     ran = danger.run_sweeps(SMALL_CHOICES)
-    monkeypatch.setattr("bughunt.lab.panel.sweep_records",
+    monkeypatch.setattr("bughunt.lab.results.run_crash_jobs",
                         lambda *a, **k: pytest.fail("the panel swept again"))
     p = danger.panel(base=SMALL_CHOICES["effectively once"])
     cfg = SMALL_CHOICES["effectively once"]
-    mine = ran[ran["sweep"] == "effectively once"].drop(columns=["verdict"]).to_dict("records")
-    assert [r["crash_point"] for r in cached_sweep(cfg)] == [r["crash_point"] for r in mine]
+    mine = ran[ran["sweep"] == "effectively once"]
+    assert [r.crash_point for r in results.sweep(cfg)] == list(mine["crash_point"])
     assert len(p.run()) == 18                              # served from the cache, not re-run
 
 

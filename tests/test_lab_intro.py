@@ -69,7 +69,7 @@ def test_with_a_snapshot_and_a_key_only_the_call_in_flight_is_paid_again():
 def test_lesson_1_panel_draws_the_timeline_of_the_chosen_point():
     p = restart.panel(crash_point=11)
     p.run_point()
-    assert len(p.point_out.outputs) == 1 and p.record["label"] == "after_submit"
+    assert len(p.point_out.outputs) == 1 and p.record.label == "after_submit"
 
 
 def test_exercises_of_lessons_0_and_1_accept_the_truth_only():

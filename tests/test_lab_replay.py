@@ -11,7 +11,7 @@ from bughunt.config import RunConfig
 from bughunt.experiment import crash_point, replay_after_crash
 from bughunt.lab import replay
 from bughunt.lab.exercises import judge
-from bughunt.lab.panel import clear_caches
+from bughunt.lab import results
 from bughunt.stores import records
 
 LOG4 = RunConfig(store="log", intent=True, pages=4)
@@ -21,14 +21,14 @@ SMALL_DESIGNS = {"pure log": LOG4, "snapshot every 2": SNAP2}
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    clear_caches()
+    results.reset()
     yield
-    clear_caches()
+    results.reset()
 
 
 @pytest.fixture(scope="module")
 def small_sweeps():
-    clear_caches()
+    results.reset()
     return replay.replay_sweeps(SMALL_DESIGNS)
 
 
@@ -60,7 +60,7 @@ def test_pure_log_replays_everything_written_and_snapshots_cut_it(small_sweeps):
 def test_replay_sweep_counts_equal_a_read_only_recovery_after_the_same_crash(small_sweeps,
                                                                              tmp_path):
     point = crash_point(SNAP2, "p4.mid_commit")
-    direct = replay_after_crash(SNAP2, point, tmp_path / "run")["replayed_events"]
+    direct = replay_after_crash(SNAP2, point, tmp_path / "run").replayed_events
     row = small_sweeps[(small_sweeps["design"] == "snapshot every 2")
                        & (small_sweeps["crash_point"] == "p4.mid_commit")]
     assert int(row["replayed_events"].iloc[0]) == direct == 2
@@ -149,17 +149,17 @@ def test_lesson_3_panel_builds_with_the_lesson_defaults():
 
 def test_panel_slider_and_knob_rerun_the_crash_and_sweep_plots_replay():
     p = replay.panel(base=SNAP2, crash_point="p4.mid_commit")
-    assert p.run_point()["replayed_events"] == 2
+    assert p.run_point().replayed_events == 2
     p.controls["snapshot_every"].value = 0                    # pure log: the knob re-runs the point
-    assert p.config.snapshot_every == 0 and p.record["replayed_events"] == 4
+    assert p.config.snapshot_every == 0 and p.record.replayed_events == 4
     df = p.run()
     assert len(df) == 18 and int(df["replayed_events"].max()) == 5
     assert len(p.plot_out.outputs) == 1 and p.plot_out.outputs[0]["data"]["image/png"]
     assert "18 correct" in p.status.value
     p.controls["intent"].value = False           # 17 points; the slider stays at p4.mid_commit
-    assert len(p.crash_point.options) == 17 and p.record["crash_point"] == "p4.mid_commit"
-    assert p.record["index"] == 16 and p.point_note == ""
-    assert p.record["replayed_events"] == 3                   # pages 1-3 done, no intents
+    assert len(p.crash_point.options) == 17 and p.record.crash_point == "p4.mid_commit"
+    assert p.record.index == 16 and p.point_note == ""
+    assert p.record.replayed_events == 3                   # pages 1-3 done, no intents
 
 
 def test_panel_plot_draws_replayed_events_with_the_lesson_line():

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from bughunt.lab import torn
 from bughunt.lab.exercises import judge
-from bughunt.lab.panel import clear_caches
+from bughunt.lab import results
 
 SMALL = {mode: cfg.replace(pages=4) for mode, cfg in torn.MODE_CONFIGS.items()}
 SMALL_SNAPSHOT = {mode: cfg.replace(pages=4) for mode, cfg in torn.SNAPSHOT_CONFIGS.items()}
@@ -45,7 +45,7 @@ def test_torn_mode_repairs_and_skips_one_fragment_per_mid_commit_kill(sweep):
 
 def test_no_newline_resume_is_right_but_rebuild_fails_at_every_mid_commit(sweep):
     d = mode(sweep, "no-newline")
-    assert d["resume_right"].all()
+    assert d["resumed_right"].all()
     failing = d[d["verdict"] == "rebuild fails"]
     assert sorted(failing["index"]) == MID_COMMITS_4_PAGES
     assert set(failing["label"]) == {"mid_commit"}
@@ -180,13 +180,13 @@ def test_panel_builds_with_the_lesson_trap_and_its_knobs():
 
 
 def test_panel_sweep_shows_the_trap_and_the_repair_clears_it():
-    clear_caches()
+    results.reset()
     p = torn.panel(base=SMALL["no-newline"], crash_point="p2.mid_commit")
     p.run()
     assert "4 failing the three-way check" in p.status.value
     assert p.plot_out.outputs[0]["data"]["image/png"]
     p.controls["write_mode"].value = "torn"
-    assert p.record["label"] == "mid_commit" and "three-way check" in p.point_info.value
+    assert p.record.label == "mid_commit" and "three-way check" in p.point_info.value
     p.run()
     assert "0 failing the three-way check" in p.status.value
 

@@ -20,7 +20,7 @@ def lesson():
 
 
 def by_sweep(lesson, tag):
-    return [r for r in lesson["records"] if r["sweep"] == tag]
+    return [r for r in lesson["records"] if r.sweep == tag]
 
 
 def test_lesson_table_is_reproduced_exactly(lesson):
@@ -33,28 +33,28 @@ def test_lesson_table_is_reproduced_exactly(lesson):
 
 def test_every_crash_run_was_really_killed_and_resumed(lesson):
     assert lesson["pairs"] == 51 + 51 + 54 + 54 + 54
-    assert [r for r in lesson["records"] if r["error"]] == []
+    assert [r for r in lesson["records"] if r.error] == []
 
 
 def test_safe_configuration_has_no_duplicate_no_loss_no_disagreement_at_any_point(lesson):
     records = by_sweep(lesson, "log")
     assert len(records) == 54
     for r in records:
-        assert (r["duplicate_reports"], r["lost_reports"], r["three_way_ok"]) == (0, 0, True), r
+        assert (r.duplicate_reports, r.lost_reports, r.three_way_check) == (0, 0, True), r
 
 
 def test_duplicates_without_key_fall_exactly_in_the_danger_window(lesson):
-    dup = [(r["page"], r["label"]) for r in by_sweep(lesson, "snapshot") if r["duplicate_reports"]]
+    dup = [(r.page, r.label) for r in by_sweep(lesson, "snapshot") if r.duplicate_reports]
     assert dup == [(p, label) for p in (3, 7, 10) for label in ("after_submit", "mid_commit")]
 
 
 def test_no_newline_sweep_fails_the_rebuild_at_its_mid_commit_points_and_nowhere_else(lesson):
     records = by_sweep(lesson, "log_no_newline")
-    failing = [r["label"] for r in records if not r["three_way_ok"]]
+    failing = [r.label for r in records if not r.three_way_check]
     assert failing == ["mid_commit"] * 12
     for r in records:       # the resumed run itself is right every time, as the lesson says
-        assert r["duplicate_reports"] == r["lost_reports"] == 0
-        assert r["tracker_pages"] == sorted(r["memory_findings"])
+        assert r.duplicate_reports == r.lost_reports == 0
+        assert r.tracker_pages == sorted(r.memory_findings)
     # The lesson's reader (no sequence numbers) misses the 3 bug pages, where the lost record
     # is a repeated intent.
     assert lesson["no_newline"]["lesson_reader_failures"] == 9
@@ -63,32 +63,34 @@ def test_no_newline_sweep_fails_the_rebuild_at_its_mid_commit_points_and_nowhere
 def test_snapshot_per_page_with_keys_on_is_safe_at_every_point():
     records = ex.sweep_records(RunConfig(store="snapshot", intent=False, idempotency_key=True))
     assert len(records) == 51
-    assert all(ex.is_correct(r) for r in records), [r for r in records if not ex.is_correct(r)]
+    assert all(r.correct for r in records), [r for r in records if not r.correct]
 
 
 def test_torn_log_with_newline_repair_recovers_at_every_point():
     records = ex.sweep_records(RunConfig(store="log", write_mode="torn"))
-    assert all(ex.is_correct(r) for r in records)
-    skipped = [r["label"] for r in records if r["torn_lines_skipped"]]
+    assert all(r.correct for r in records)
+    skipped = [r.label for r in records if r.torn_lines_skipped]
     assert skipped == ["mid_commit"] * 12
 
 
 def test_pending_abort_is_at_most_once():
     config = RunConfig(store="log", intent=True, pending="abort")
-    by_label = {r["label"]: r for r in ex.sweep_records(config, points=[11, 12])}   # page 3
+    by_label = {r.label: r for r in ex.sweep_records(
+        config, points=["p3.after_intent", "p3.after_submit"])}
     not_filed, filed = by_label["after_intent"], by_label["after_submit"]
-    assert not_filed["aborted_pages"] == [3] and not_filed["lost_reports"] == 1
-    assert filed["aborted_pages"] == [3] and filed["tracker_pages"] == [3, 7, 10]
-    assert not filed["three_way_ok"]   # the tracker has a report the agent gave up on
+    assert not_filed.aborted_pages == [3] and not_filed.lost_reports == 1
+    assert filed.aborted_pages == [3] and filed.tracker_pages == [3, 7, 10]
+    assert not filed.three_way_check   # the tracker has a report the agent gave up on
+    assert not_filed.verdict == "lost" and filed.verdict == "tracker disagrees"
 
 
 def test_operation_granularity_redoes_only_the_call_in_flight():
     records = ex.sweep_records(RunConfig(store="snapshot", granularity="op", intent=False,
                                          idempotency_key=False))
-    redone = {r["label"] for r in records if r["redone_model_calls"]}
+    redone = {r.label for r in records if r.redone_model_calls}
     assert redone == {"after_model_call"}
     assert ex.summarize(records)["avg_redone_model_calls"] == round(12 / 51, 4)
-    assert {r["label"] for r in records if r["duplicate_reports"]} == {"after_submit"}
+    assert {r.label for r in records if r.duplicate_reports} == {"after_submit"}
 
 
 def test_lesson_json_prints_exactly_the_lessons_keys(tmp_path):
@@ -110,7 +112,7 @@ def test_sweep_json_has_summary_and_points(tmp_path):
     assert [p["redone_model_calls"] for p in out["points"]] == [1, 12]
     assert set(out["points"][0]) >= {"crash_point", "index", "redone_model_calls",
                                      "replayed_events", "duplicate_reports", "lost_reports",
-                                     "three_way_ok"}
+                                     "three_way_check"}
 
 
 def test_work_dir_that_is_not_empty_is_refused(tmp_path):

@@ -7,7 +7,8 @@ from bughunt.config import RunConfig
 from bughunt.experiment import summarize, sweep_records
 from bughunt.lab import granularity
 from bughunt.crashpoints import NoSuchPoint
-from bughunt.lab.panel import CrashPanel, cached_point, clear_caches, slug
+from bughunt.lab import results
+from bughunt.lab.panel import CrashPanel, slug
 from bughunt.lab.plots import plot_points
 
 SMALL = RunConfig(store="snapshot", intent=False, pages=4)    # 17 crash points
@@ -15,15 +16,15 @@ SMALL = RunConfig(store="snapshot", intent=False, pages=4)    # 17 crash points
 
 @pytest.fixture
 def panel(tmp_path):
-    clear_caches()
+    results.reset()
     return CrashPanel(name="test", base=SMALL, plot=plot_points, results_dir=tmp_path,
                       knobs=["checkpoint", "write_mode", "idempotency_key", "intent"])
 
 
 def test_slider_runs_one_real_crash_and_shows_it(panel):
     panel.crash_point.value = "p3.after_submit"
-    assert panel.record["crash_point"] == "p3.after_submit"
-    assert panel.record["redone_model_calls"] == 1 and panel.record["duplicate_reports"] == 0
+    assert panel.record.crash_point == "p3.after_submit"
+    assert panel.record.redone_model_calls == 1 and panel.record.duplicate_reports == 0
     assert "p3.after_submit" in panel.point_info.value
     assert "three-way check" in panel.point_info.value
 
@@ -35,7 +36,7 @@ def test_run_sweeps_draws_and_matches_a_direct_call(panel):
     assert len(panel.plot_out.outputs) == 1
     assert panel.plot_out.outputs[0]["data"]["image/png"]
     direct = summarize(sweep_records(SMALL.replace(idempotency_key=False)))
-    assert summarize(df.to_dict("records")) == direct
+    assert summarize(df) == direct
     assert f"{direct['duplicate_points']} with a duplicate" in panel.status.value
     assert not panel.run_button.disabled
 
@@ -71,14 +72,14 @@ def test_flipping_intent_keeps_the_named_point_and_says_when_it_cannot(panel):
     panel.crash_point.value = "p4.after_visit"
     panel.controls["intent"].value = True        # every number after page 3 shifts by one
     assert panel.crash_point.value == "p4.after_visit"
-    assert panel.record["crash_point"] == "p4.after_visit" and panel.record["index"] == 16
+    assert panel.record.crash_point == "p4.after_visit" and panel.record.index == 16
     assert panel.point_note == ""
     panel.crash_point.value = "p3.after_intent"
     panel.controls["intent"].value = False       # that point does not exist without intents
     assert panel.crash_point.value == "p3.after_submit"
     assert "p3.after_intent does not exist" in panel.status.value
     assert "p3.after_submit" in panel.status.value
-    assert panel.record["crash_point"] == "p3.after_submit"
+    assert panel.record.crash_point == "p3.after_submit"
 
 
 def test_a_panel_refuses_a_default_point_its_settings_lack():
@@ -90,7 +91,7 @@ def test_a_panel_refuses_a_default_point_its_settings_lack():
 def test_cached_point_refuses_numbers_out_of_range():
     for bad in (0, -1, 18):
         with pytest.raises(NoSuchPoint):
-            cached_point(SMALL, bad)
+            results.point(SMALL, bad)
 
 
 def test_lesson_2_panel_builds_with_the_lesson_defaults():

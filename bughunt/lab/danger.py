@@ -21,13 +21,14 @@ import statistics
 from matplotlib.patches import Patch
 
 from ..config import RunConfig
-from ..experiment import (LESSON_FIGURES, VERDICTS, PausedWorker, clean_run, crash_point,
-                          WAITING, read_trace, rule_of_three, run_life, run_worker, summarize,
-                          verdict, work_dir)
+from ..experiment import (LESSON_FIGURES, VERDICTS, WAITING, CrashRun, PausedWorker, clean_run,
+                          crash_point, frame, read_trace, rule_of_three, run_life, run_worker,
+                          summarize, work_dir)
 from ..stores import rebuild_from_disk
 from ..world import read_reports
+from . import results
 from .exercises import exercise
-from .panel import CrashPanel, cached_point, cached_sweep, cached_sweeps
+from .panel import CrashPanel
 from .plots import describe_config, verdict_handles, verdict_row
 from .style import COLORS, LESSON_STYLE, SERIES, new_figure, page_ticks
 
@@ -64,23 +65,19 @@ WINDOW_STYLE = {"facecolor": COLORS["red"], "alpha": 0.25, "hatch": "xx",
 def run_sweeps(sweeps: dict[str, RunConfig] = SWEEPS, *, progress=None):
     """Crash at every point of every configuration, in one pool; one row per crash run.
 
-    The records stay in the panel's cache for this kernel, so later cells, the panel and the
-    exercises reuse them instead of killing the same points again.
+    The records stay in the lab's results cache for this kernel, so later cells, the panel and
+    the exercises reuse them instead of killing the same points again.
     """
     import pandas as pd
 
-    frames = []
-    for name, records in cached_sweeps(sweeps, progress=progress).items():
-        df = pd.DataFrame(records)
-        df["sweep"] = name
-        df["verdict"] = [verdict(r) for r in records]
-        frames.append(df)
+    frames = [frame(records).assign(sweep=name)
+              for name, records in results.sweeps(sweeps, progress=progress).items()]
     return pd.concat(frames, ignore_index=True)
 
 
-def records_for(config: RunConfig) -> list[dict]:
+def records_for(config: RunConfig) -> list[CrashRun]:
     """Every crash run of `config`, from this kernel's sweeps if it already ran them."""
-    return cached_sweep(config)
+    return results.sweep(config)
 
 
 def duplicate_points(df, sweep: str = "key off"):
@@ -95,7 +92,7 @@ def key_table(df):
 
     rows = []
     for name in KEY_SWEEPS:
-        s = summarize(df[df["sweep"] == name].to_dict("records"))
+        s = summarize(df[df["sweep"] == name])
         rows.append({"idempotency key": name.split()[1], "crash points": s["crash_points"],
                      "points that duplicate a report": s["duplicate_points"],
                      "lesson": LESSON_FIGURES["duplicate_points_no_key"] if name == "key off"
@@ -110,7 +107,7 @@ def choices_table(df):
 
     rows = []
     for name, cfg in CHOICES.items():
-        s = summarize(df[df["sweep"] == name].to_dict("records"))
+        s = summarize(df[df["sweep"] == name])
         rows.append({"choice": name, "key": "on" if cfg.idempotency_key else "off",
                      "pending intent": cfg.pending, "crash points": s["crash_points"],
                      "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
@@ -545,8 +542,8 @@ def panel(base: RunConfig = CHOICES["effectively once"],
           "redoes the page and files it again. After the commit the page is done; before the "
           "submit there is nothing to file twice. Six points of 51: the lesson's figure.")
 def _ex_4_1(answer):
-    records = [r for r in records_for(NO_KEY) if r["duplicate_reports"]]
-    names, labels = sorted(r["crash_point"] for r in records), sorted({r["label"] for r in records})
+    records = [r for r in records_for(NO_KEY) if r.duplicate_reports]
+    names, labels = sorted(r.crash_point for r in records), sorted({r.label for r in records})
     try:
         given = list(answer) if not isinstance(answer, str) else None
     except TypeError:
@@ -572,7 +569,7 @@ def _ex_4_1(answer):
           "right at every point.")
 def _ex_4_2(answer):
     truth = [name for name, cfg in CHOICES.items()
-             if cached_point(cfg.replace(pages=4), "p3.after_intent")["lost_reports"]]
+             if results.point(cfg.replace(pages=4), "p3.after_intent").lost_reports]
     if [answer] == truth:
         return True, "Measured on a 4-page run: only that choice loses the report."
     return False, ("Which choice does not redo a pending intent? Look at the after_intent cells "

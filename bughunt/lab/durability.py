@@ -17,7 +17,6 @@ new or was renamed). This module measures what can be measured with real process
 
 from __future__ import annotations
 
-import functools
 import signal
 import subprocess
 import sys
@@ -30,14 +29,15 @@ import numpy as np
 
 from ..bufferdemo import LINE
 from ..config import RunConfig
-from ..diskio import Door
+from ..diskio import Door, Files
 from ..doctor import Storage, file_system, storage
-from ..experiment import LESSON_FIGURES, clean_run, summarize, sweep_records, verdict, work_dir
+from ..experiment import LESSON_FIGURES, clean_run, frame, summarize, sweep_records, work_dir
 from ..stores import LOG_FILE, SNAPSHOT_FILE, records
 from ..stores.snapshot import read_snapshot
 from . import reference
 from .exercises import exercise
-from .panel import CrashPanel, seed_sweep
+from . import results
+from .panel import CrashPanel
 from .plots import describe_config, verdict_handles, verdict_row
 from .reference import (APPEND, APPEND_FSYNC, SNAPSHOT_DIR_FSYNC, SNAPSHOT_NO_DIR_FSYNC,
                         SNAPSHOT_NO_FSYNC)
@@ -70,10 +70,8 @@ def kill9_sweeps(policies: dict[str, RunConfig] = POLICIES, *, progress=None):
         t0 = time.perf_counter()
         recs = sweep_records(config, tag=name.replace(" ", "_"), progress=progress)
         elapsed[name] = time.perf_counter() - t0
-        d = pd.DataFrame(recs)
-        d["fsync"] = name
-        d["verdict"] = [verdict(r) for r in recs]
-        frames.append(d)
+        results.seed(config, recs)            # the panel and the exercises reuse these runs
+        frames.append(frame(recs).assign(fsync=name))
     df = pd.concat(frames, ignore_index=True)
     df.attrs["elapsed_s"] = elapsed
     df.attrs["configs"] = dict(policies)
@@ -86,7 +84,7 @@ def kill9_table(df):
 
     rows = []
     for name, d in df.groupby("fsync", sort=False):
-        s = summarize(d.to_dict("records"))
+        s = summarize(d)
         rows.append({"fsync": name, "crash points": s["crash_points"],
                      "recovered correctly": s["correct_runs"],
                      "source text (fsync never)": LESSON_FIGURES["log_runs_correct"],
@@ -245,18 +243,18 @@ def plot_buffer(table):
 
 # --- 3. what each kind of checkpoint write costs, timed by the I/O door ---------------------------
 
-class LessonDoor(Door):
-    """The lab's door minus the directory fsync: the source text's `atomic_write` (tmp, fsync,
-    rename).
+class WithoutDirFsync(Files):
+    """The door's system calls minus the directory fsync, plugged in under the real door: the
+    source text's `atomic_write` (tmp, fsync, rename).
 
     Only for timing the source text's figure; the rename it leaves may be undone by a power cut.
     """
 
-    def _fsync_dir(self, directory: Path) -> None:
+    def fsync_dir(self, directory: Path) -> None:
         pass
 
 
-@functools.lru_cache(maxsize=1)
+@results.memoized
 def worker_records() -> dict[str, bytes]:
     """The bytes a real worker writes: its last `page_done` log line and its final snapshot file.
 
@@ -299,7 +297,8 @@ def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = N
 
     recs = worker_records()
     line, snap = recs["page_done"], recs["snapshot"]
-    plain, synced, lesson = Door("never"), Door("always"), LessonDoor("never")
+    plain, synced = Door("never"), Door("always")
+    lesson = Door("never", files=WithoutDirFsync())
     with _on_a_disk(base_dir) as d:
         where = storage(d)
         fds = {APPEND: plain.open_append(d / "plain.jsonl"),
@@ -535,7 +534,7 @@ def survival_table(buffers, df):
 
 # --- the panel -----------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=64)
+@results.memoized
 def clean_latencies(config: RunConfig) -> dict[str, tuple[int, ...]]:
     """Checkpoint write latencies (ns, by kind) of one clean run of `config`, cached.
 
@@ -615,21 +614,13 @@ def panel_plot(df, config: RunConfig, highlight: str | None = None):
     return fig
 
 
-def panel(base: RunConfig = LOG, crash_point: str = "p7.after_submit", sweep=None) -> CrashPanel:
+def panel(base: RunConfig = LOG, crash_point: str = "p7.after_submit") -> CrashPanel:
     """Lesson 6's panel: store, fsync, write mode, snapshot interval; verdicts and write costs.
-
-    `sweep`: a `kill9_sweeps` DataFrame the notebook already ran; its rows for `base` are handed to
-    the panel, so that showing it does not kill every point a second time.
-    """
-    p = CrashPanel(name="06-kill9", base=base, plot=panel_plot, crash_point=crash_point,
-                   knobs=["store", "fsync", "write_mode", "snapshot_every"],
-                   title="kill -9 vs fsync: verdict per crash point, and what each write costs")
-    if sweep is not None:
-        for name, config in sweep.attrs.get("configs", {}).items():
-            rows = sweep[sweep["fsync"] == name]
-            if config == base and len(rows):
-                seed_sweep(base, rows.drop(columns=["fsync", "verdict"]).to_dict("records"))
-    return p
+    Sweeps `kill9_sweeps` already ran are in the lab's results cache: the panel does not repeat
+    them."""
+    return CrashPanel(name="06-kill9", base=base, plot=panel_plot, crash_point=crash_point,
+                      knobs=["store", "fsync", "write_mode", "snapshot_every"],
+                      title="kill -9 vs fsync: verdict per crash point, and what each write costs")
 
 
 # --- exercises -----------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ page (the lesson's step), a snapshot after every operation (model answer, visit,
 from __future__ import annotations
 
 from ..config import RunConfig
-from ..experiment import (LESSON_FIGURES, clean_run, crash_points, run_crash_jobs, verdict,
-                          work_dir)
+from ..experiment import LESSON_FIGURES, clean_run, frame
+from . import results
 from .exercises import exercise
 from .panel import CrashPanel
 from .plots import explain_average, plot_points
@@ -25,17 +25,13 @@ DESIGN_COLORS = {"none": COLORS["red"], "per page": COLORS["blue"],
 
 
 def redone_by_design(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
-    """Crash at every point of every design, resume, count redone calls on the bill."""
+    """Crash at every point of every design, resume, count redone calls on the bill (one pool;
+    the runs stay in the lab's results cache for the panel and the exercises)."""
     import pandas as pd
 
-    jobs = [(name.replace(" ", "_"), cfg, p) for name, cfg in designs.items()
-            for p in crash_points(cfg)]
-    with work_dir(in_memory=True) as base:
-        records = run_crash_jobs(jobs, base, progress=progress)
-    df = pd.DataFrame(records)
-    df["design"] = df["sweep"].str.replace("_", " ")
-    df["verdict"] = [verdict(r) for r in records]
-    return df
+    return pd.concat([frame(records).assign(sweep=name, design=name)
+                      for name, records in results.sweeps(designs, progress=progress).items()],
+                     ignore_index=True)
 
 
 def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
@@ -128,8 +124,7 @@ def panel(base: RunConfig = DESIGNS["per page"],
           "at page 1, so pages 1 to 7 are asked again: 7 calls. Six of them are the pages that "
           "were done; the seventh is the call that was in flight when the kill came.")
 def _ex_2_1(answer):
-    from .panel import cached_point
-    truth = cached_point(DESIGNS["none"], "p7.after_model_call")["redone_model_calls"]
+    truth = results.point(DESIGNS["none"], "p7.after_model_call").redone_model_calls
     if answer == truth:
         return True, f"Measured just now: {truth} calls."
     return False, ("Count the pages the resumed worker asks about again, including the page the "
@@ -142,9 +137,8 @@ def _ex_2_1(answer):
           "written. That is the call in flight. Every checkpoint design, however fine, has such a "
           "moment, because a checkpoint can only be written after the answer is complete.")
 def _ex_2_2(answer):
-    from ..experiment import sweep_records
-    records = sweep_records(DESIGNS["per operation"].replace(pages=4))
-    truth = sorted({r["label"] for r in records if r["redone_model_calls"]})
+    records = results.sweep(DESIGNS["per operation"].replace(pages=4))
+    truth = sorted({r.label for r in records if r.redone_model_calls})
     if [answer] == truth:
         return True, "Measured on a 4-page run: only that label redoes a call."
     return False, ("Run the panel with 'per operation' and look at which bars are not zero; "

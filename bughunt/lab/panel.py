@@ -14,10 +14,9 @@ JupyterLab, Voila, headless execution, nbval and plain pytest (where `.value = .
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import html
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,8 +27,8 @@ from IPython.display import Image
 from ..config import ConfigError, RunConfig
 from ..crashpoints import LABELS
 from ..experiment import crash_point as find_point
-from ..experiment import (crash_and_resume, crash_points, run_crash_jobs, summarize,
-                          sweep_records, verdict, work_dir)
+from ..experiment import CrashRun, crash_points, frame, summarize
+from . import results
 from .plots import describe_config
 from .style import png
 
@@ -62,7 +61,26 @@ def _apply_checkpoint(c: RunConfig, v: str) -> RunConfig:
 
 ON_OFF = [("on", True), ("off", False)]
 
+
+def field_knob(f: dataclasses.Field) -> Knob:
+    """The widget for one RunConfig field, as its `setting` describes it: a toggle for a choice
+    or on/off, a slider for a count."""
+    name, label = f.name, f.metadata["label"]
+    if f.metadata["choices"]:
+        make = (lambda c: _toggle(list(f.metadata["choices"]), getattr(c, name)))
+    elif f.type in (bool, "bool"):
+        make = (lambda c: _toggle(ON_OFF, getattr(c, name)))
+    else:
+        make = (lambda c: W.IntSlider(value=getattr(c, name), min=0, max=c.pages,
+                                      continuous_update=False, description_allow_html=False))
+    return Knob(label, make, lambda c, v: c.replace(**{name: v}))
+
+
+#: Every setting a panel can offer: one per field of RunConfig, and two that set several fields
+#: at once (the checkpoint design of lessons 1 and 2, the store and what it implies).
 KNOBS: dict[str, Knob] = {
+    **{f.name: field_knob(f) for f in dataclasses.fields(RunConfig)
+       if not f.metadata["hidden"] and f.name not in ("store", "pages")},
     "checkpoint": Knob(
         "checkpoint",
         lambda c: _toggle([("none", "none"), ("per page", "page"), ("per operation", "op")],
@@ -71,97 +89,30 @@ KNOBS: dict[str, Knob] = {
     "store": Knob("store", lambda c: _toggle(["none", "snapshot", "log"], c.store),
                   lambda c, v: c.replace(store=v, snapshot_every=c.snapshot_every if v == "log"
                                          else 0, granularity="page")),
-    "snapshot_every": Knob(
-        "snapshot every",
-        lambda c: W.IntSlider(value=c.snapshot_every, min=0, max=c.pages,
-                              continuous_update=False, description_allow_html=False),
-        lambda c, v: c.replace(snapshot_every=v)),
-    "write_mode": Knob("write mode", lambda c: _toggle(["atomic", "torn", "no-newline"],
-                                                        c.write_mode),
-                       lambda c, v: c.replace(write_mode=v)),
-    "fsync": Knob("fsync", lambda c: _toggle(["never", "always"], c.fsync),
-                  lambda c, v: c.replace(fsync=v)),
-    "idempotency_key": Knob("idempotency key", lambda c: _toggle(ON_OFF, c.idempotency_key),
-                            lambda c, v: c.replace(idempotency_key=v)),
-    "intent": Knob("intent", lambda c: _toggle(ON_OFF, c.intent),
-                   lambda c, v: c.replace(intent=v)),
-    "pending": Knob("pending intent", lambda c: _toggle(["redo", "abort"], c.pending),
-                    lambda c, v: c.replace(pending=v)),
 }
 
 
-# --- cached experiment calls: the same settings never run twice until Reset ---------------------
-
-def cached_point(config: RunConfig, point: str | int) -> dict:
-    """One crash+resume at `point` (a name like "p3.after_submit", or its number), run once per
-    settings until Reset (do not mutate). Raises NoSuchPoint for a point `config` does not have."""
-    return _cached_point(config, find_point(config, point).name)
-
-
-@functools.lru_cache(maxsize=512)
-def _cached_point(config: RunConfig, name: str) -> dict:
-    point = find_point(config, name)
-    with tempfile.TemporaryDirectory(prefix="bughunt-panel-") as tmp:
-        return crash_and_resume(config, point, Path(tmp) / "run")
-
-
-_SWEEPS: dict[RunConfig, list[dict]] = {}
-
-
-def cached_sweep(config: RunConfig, progress=None) -> list[dict]:
-    """Every crash point of `config`, run once per settings until Reset (do not mutate)."""
-    if config not in _SWEEPS:
-        _SWEEPS[config] = sweep_records(config, tag="panel", progress=progress)
-    return _SWEEPS[config]
-
-
-def cached_sweeps(configs: dict[str, RunConfig], progress=None) -> dict[str, list[dict]]:
-    """Several sweeps by name; those not run yet in this kernel run together, in one pool, so a
-    lesson's default experiment, its panel and its exercises never kill the same point twice."""
-    todo = {name: cfg for name, cfg in configs.items() if cfg not in _SWEEPS}
-    tags = {name: f"s{i}" for i, name in enumerate(todo)}
-    jobs = [(tags[name], cfg, p) for name, cfg in todo.items() for p in crash_points(cfg)]
-    if jobs:
-        with work_dir(in_memory=True) as base:
-            records = run_crash_jobs(jobs, base, progress=progress)
-        for name, cfg in todo.items():
-            _SWEEPS[cfg] = [r for r in records if r["sweep"] == tags[name]]
-    return {name: _SWEEPS[cfg] for name, cfg in configs.items()}
-
-
-def seed_sweep(config: RunConfig, records: list[dict]) -> None:
-    """Hand the panel a sweep a notebook cell already ran with these settings, so that the panel's
-    first Run shows it without killing every point again."""
-    _SWEEPS[config] = [dict(r) for r in records]
-
-
-def clear_caches() -> None:
-    _cached_point.cache_clear()
-    _SWEEPS.clear()
-
-
-def point_html(record: dict) -> str:
+def point_html(record: CrashRun) -> str:
     """What happened at one crash point, as a small HTML table."""
     ok = {True: "yes", False: "NO", None: "n/a"}
     rows = [
-        ("crash point", f"{record['crash_point']} (number {record['index']} with these "
-                        "settings)"),
-        ("verdict", verdict(record)),
-        ("redone model calls", record["redone_model_calls"]),
-        ("replayed events", record["replayed_events"]),
-        ("duplicate / lost reports", f"{record['duplicate_reports']} / {record['lost_reports']}"),
-        ("tracker pages", record["tracker_pages"]),
-        ("agent's findings (memory)", record["memory_findings"]),
-        ("rebuild from disk agrees", ok[record["rebuild_ok"]] if not record["disk_error"]
-         else "refused: " + record["disk_error"].split(": ", 1)[-1]),
-        ("three-way check", ok[record["three_way_ok"]]),
+        ("crash point", f"{record.crash_point} (number {record.index} with these settings)"),
+        ("verdict", record.verdict),
+        ("redone model calls", record.redone_model_calls),
+        ("replayed events", record.replayed_events),
+        ("duplicate / lost reports", f"{record.duplicate_reports} / {record.lost_reports}"),
+        ("tracker pages", record.tracker_pages),
+        ("agent's findings (memory)", record.memory_findings),
+        ("rebuild from disk agrees", ok[record.rebuild_ok] if not record.disk_error
+         else "refused: " + record.disk_error.split(": ", 1)[-1]),
+        ("three-way check", ok[record.three_way_check]),
     ]
-    if record.get("aborted_pages"):
-        rows.append(("aborted pages", record["aborted_pages"]))
-    if record.get("torn_lines_skipped"):
-        rows.append(("torn lines skipped", record["torn_lines_skipped"]))
-    if record.get("error"):
-        rows.append(("error", record["error"]))
+    if record.aborted_pages:
+        rows.append(("aborted pages", record.aborted_pages))
+    if record.torn_lines_skipped:
+        rows.append(("torn lines skipped", record.torn_lines_skipped))
+    if record.error:
+        rows.append(("error", record.error))
     body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
                    f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
@@ -171,7 +122,7 @@ def summary_table(df):
     """The sweep's summary as a one-row DataFrame, only the columns that mean something here."""
     import pandas as pd
 
-    s = summarize(df.to_dict("records"))
+    s = summarize(df)
     keep = ["crash_points", "avg_redone_model_calls", "avg_replayed_events", "max_replayed_events",
             "duplicate_points", "lost_points", "three_way_failures", "correct_runs"]
     return pd.DataFrame([{k: s[k] for k in keep}])
@@ -179,9 +130,8 @@ def summary_table(df):
 
 def slug(config: RunConfig) -> str:
     """A file-name-safe summary of a configuration, for exported CSVs."""
-    d = config.to_json()
-    parts = [f"{k}-{d[k]}" for k in ("store", "snapshot_every", "granularity", "write_mode",
-                                      "fsync", "idempotency_key", "intent", "pending", "pages")]
+    parts = [f"{f.name}-{getattr(config, f.name)}" for f in dataclasses.fields(config)
+             if not f.metadata["hidden"]]
     return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts))
 
 
@@ -301,7 +251,7 @@ class CrashPanel:
         except ConfigError as e:
             self.point_info.value = html.escape(str(e))
             return None
-        self.record = dict(cached_point(config, self.crash_point.value))
+        self.record = results.point(config, self.crash_point.value)
         self.point_info.value = point_html(self.record)
         if self.point_plot is not None:
             fig = self.point_plot(config, self.crash_point.value)
@@ -311,8 +261,6 @@ class CrashPanel:
 
     def run(self):
         """Sweep every crash point of the current settings; draw; return the DataFrame."""
-        import pandas as pd
-
         config = self.config
         self.run_button.disabled = True
         self.status.value = "Running: each crash point is a real worker killed and resumed..."
@@ -322,10 +270,9 @@ class CrashPanel:
             self.progress.max, self.progress.value = total, done
 
         try:
-            records = cached_sweep(config, progress=tick)
+            records = results.sweep(config, progress=tick)
             self.progress.value = self.progress.max
-            self.df = pd.DataFrame(list(records))
-            self.df["verdict"] = [verdict(r) for r in records]
+            self.df = frame(records)
             self.df_config = config
             self.draw()
             s = summarize(records)
@@ -346,8 +293,8 @@ class CrashPanel:
         self.table_out.append_display_data(summary_table(self.df))
 
     def reset(self) -> None:
-        """Back to the lesson's settings; forget every cached result."""
-        clear_caches()
+        """Back to the lesson's settings; forget every cached result (`results.reset`)."""
+        results.reset()
         for key, w in self.controls.items():
             w.unobserve(self._on_knob, names="value")
             fresh = KNOBS[key].make(self.base)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.patches import Patch
 
 from ..config import RunConfig
-from ..experiment import VERDICTS, verdict
+from ..experiment import VERDICTS
 from .style import COLORS, VERDICT_STYLE, lesson_line, new_figure, page_ticks
 
 #: Axis labels for the per-crash-point metrics. Each is a count of the thing it names, so the label
@@ -67,7 +67,7 @@ def plot_points(df, config: RunConfig, highlight: str | None = None, *,
                 metric: str = "redone_model_calls", reference: tuple[float, str] | None = None):
     """One bar per crash point: the metric's height, the verdict's colour; the chosen point marked."""
     fig, ax = new_figure(10, 3.8)
-    verdicts = df["verdict"] if "verdict" in df else [verdict(r) for r in df.to_dict("records")]
+    verdicts = df["verdict"]
     colors = [VERDICT_STYLE[v][0] for v in verdicts]
     hatches = [VERDICT_STYLE[v][1] for v in verdicts]
     heights = df[metric].fillna(0)

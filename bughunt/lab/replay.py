@@ -12,7 +12,6 @@ replay in the file, and what recovery does when the newest snapshot is unusable.
 
 from __future__ import annotations
 
-import functools
 import json
 import tempfile
 from pathlib import Path
@@ -22,11 +21,12 @@ from matplotlib.ticker import MaxNLocator
 from ..config import RunConfig
 from ..experiment import crash_point as find_point
 from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points, crash_worker,
-                          replay_after_crash, run_crash_jobs, run_worker, three_way_check,
-                          verdict, work_dir)
+                          frame, replay_after_crash, run_crash_jobs, run_worker, three_way_check,
+                          work_dir)
 from ..stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
+from . import results
 from .exercises import exercise
-from .panel import CrashPanel, cached_sweep
+from .panel import CrashPanel
 from .plots import explain_average, plot_points
 from .style import COLORS, LESSON_STYLE, lesson_line, new_figure, page_ticks
 
@@ -82,19 +82,14 @@ def clean_event_log(config: RunConfig = DESIGNS["pure log"]):
 def replay_sweeps(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
     """Crash at every point of each design, resume, and count the events recovery replayed.
 
-    The sweeps go through the panel's cache, so the panel further down shows these same runs
-    instead of killing and resuming 54 workers again.
+    The sweeps go through the lab's results cache, so the panel further down shows these same
+    runs instead of killing and resuming 54 workers again.
     """
     import pandas as pd
 
-    frames = []
-    for name, cfg in designs.items():
-        records_ = cached_sweep(cfg, progress=progress)
-        d = pd.DataFrame(records_)
-        d["design"] = name
-        d["verdict"] = [verdict(r) for r in records_]
-        frames.append(d)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat([frame(records).assign(design=name)
+                      for name, records in results.sweeps(designs, progress=progress).items()],
+                     ignore_index=True)
 
 
 def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
@@ -171,13 +166,20 @@ def replay_by_interval(intervals=INTERVALS, base: RunConfig = DESIGNS["pure log"
     """
     import pandas as pd
 
+    return pd.concat([frame(rows).assign(snapshot_every=n)
+                      for n, rows in replay_counts(tuple(intervals), base, progress=progress).items()],
+                     ignore_index=True)
+
+
+@results.memoized
+def replay_counts(intervals: tuple[int, ...], base: RunConfig, *,
+                  progress=None) -> dict[int, list]:
+    """Per interval N, a ReplayCount at every crash point (one pool for all of them)."""
     configs = {n: base.replace(snapshot_every=n) for n in intervals}
     jobs = [(f"n{n:02d}", cfg, p) for n, cfg in configs.items() for p in crash_points(cfg)]
     with work_dir(in_memory=True) as tmp:
         rows = run_crash_jobs(jobs, tmp, progress=progress, measure=replay_after_crash)
-    df = pd.DataFrame(rows)
-    df["snapshot_every"] = df["sweep"].str[1:].astype(int)
-    return df
+    return {n: [r for r in rows if r.sweep == f"n{n:02d}"] for n in intervals}
 
 
 def writes_per_clean_run(config: RunConfig) -> dict:
@@ -341,7 +343,7 @@ def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"],
                      "snapshot_fallback": report["snapshot_fallback"] or "-",
                      "replayed events": report["replayed_events"],
                      "findings": report["findings"],
-                     "three-way check": "ok" if check["three_way_ok"] else "FAILS"})
+                     "three-way check": "ok" if check["agree"] else "FAILS"})
     return pd.DataFrame(rows).set_index("snapshot")
 
 
@@ -370,21 +372,18 @@ def panel(base: RunConfig = DESIGNS["snapshot every 4"],
 
 # --- exercises -----------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=32)
 def _max_replayed(config: RunConfig) -> int:
     """The truth for exercise 3.1, measured once per configuration (54 kills are a few seconds)."""
-    with work_dir(in_memory=True) as tmp:
-        rows = run_crash_jobs([("ex", config, p) for p in crash_points(config)], tmp,
-                              measure=replay_after_crash)
-    return max(r["replayed_events"] for r in rows)
+    (rows,) = replay_counts((config.snapshot_every,), config).values()
+    return max(r.replayed_events for r in rows)
 
 
-@functools.lru_cache(maxsize=32)
+@results.memoized
 def _replayed_at(config: RunConfig, name: str) -> int:
     """The truth for exercise 3.2: one worker killed at point `name`, a read-only recovery."""
     with tempfile.TemporaryDirectory(prefix="bughunt-ex-") as tmp:
         return replay_after_crash(config, find_point(config, name),
-                                  Path(tmp) / "run")["replayed_events"]
+                                  Path(tmp) / "run").replayed_events
 
 
 @exercise("3.1", "With a snapshot every 5 pages (12 pages, bugs on 3, 7 and 10, intents on), what "

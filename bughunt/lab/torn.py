@@ -16,9 +16,11 @@ overwritten in place and cut in half, which the checksum catches.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.lines import Line2D
@@ -27,13 +29,14 @@ from matplotlib.patches import Patch
 from ..config import RunConfig
 from ..diskio import Door
 from ..experiment import crash_point as find_point
-from ..experiment import (LESSON_FIGURES, crash_and_resume, crash_points,
-                          run_crash_jobs, run_worker, verdict, work_dir)
+from ..experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, frame,
+                          run_crash_jobs, run_worker, work_dir)
 from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from ..stores.log import ensure_newline_terminated
 from ..world import Site
 from .exercises import exercise
-from .panel import CrashPanel, seed_sweep
+from . import results
+from .panel import CrashPanel
 from .plots import plot_points, verdict_handles, verdict_row
 from .style import COLORS, new_figure, page_ticks
 
@@ -78,44 +81,35 @@ def glued_record(run_dir: Path) -> str | None:
     return None
 
 
-def measure_torn(config: RunConfig, point, run_dir: Path) -> dict:
-    """`crash_and_resume`, plus what a torn write left: the record glued onto a fragment."""
+@dataclass(frozen=True, kw_only=True)
+class TornRun(CrashRun):
+    """A crash run, plus what a torn write left in the log: the record glued onto a fragment."""
+
+    glued_record: str | None = None
+
+
+def measure_torn(config: RunConfig, point, run_dir: Path) -> TornRun:
+    """`crash_and_resume`, plus the glued record (if any)."""
     record = crash_and_resume(config, point, run_dir)
-    record["glued_record"] = glued_record(run_dir)
-    memory = sorted(record["memory_findings"] or [])
-    record["resume_right"] = (record["error"] is None and record["duplicate_reports"] == 0
-                              and record["lost_reports"] == 0 and record["tracker_pages"] == memory)
-    return record
-
-
-_SWEEPS: dict[tuple, object] = {}
+    return TornRun(**dataclasses.asdict(record), glued_record=glued_record(run_dir))
 
 
 def sweep_write_modes(configs: dict[str, RunConfig] = MODE_CONFIGS, *, progress=None):
     """Crash at every point of every write mode, resume, ask the three witnesses: a DataFrame.
 
-    Cached per set of configurations for this session, so exercises reuse the default experiment.
+    The runs stay in the lab's results cache, so exercises and the panel reuse them.
     """
     import pandas as pd
 
-    key = tuple(configs.items())
-    if key not in _SWEEPS:
-        jobs = [(mode, cfg, p) for mode, cfg in configs.items() for p in crash_points(cfg)]
-        with work_dir(in_memory=True) as base:
-            records = run_crash_jobs(jobs, base, progress=progress, measure=measure_torn)
-        df = pd.DataFrame(records).rename(columns={"sweep": "write_mode"})
-        df["verdict"] = [verdict(r) for r in records]
-        _SWEEPS[key] = df
-    return _SWEEPS[key].copy()
+    return pd.concat([frame(records).assign(write_mode=mode)
+                      for mode, records in results.sweeps(configs, progress=progress,
+                                                          measure=measure_torn).items()],
+                     ignore_index=True)
 
 
 def mode_records(mode: str, config: RunConfig | None = None):
-    """One write mode's sweep: from any sweep already run this session, else run just that one."""
-    config = config or MODE_CONFIGS[mode]
-    for key, df in _SWEEPS.items():
-        if (mode, config) in key:
-            return df[df["write_mode"] == mode].copy()
-    return sweep_write_modes({mode: config})
+    """One write mode's sweep (from the results cache if it already ran)."""
+    return sweep_write_modes({mode: config or MODE_CONFIGS[mode]})
 
 
 def mode_table(df):
@@ -127,7 +121,7 @@ def mode_table(df):
         rows.append({
             "write mode": mode, "crash points": len(d),
             "correct runs": int((d["verdict"] == "correct").sum()),
-            "resume right": int(d["resume_right"].sum()),
+            "resume right": int(d["resumed_right"].sum()),
             "torn lines skipped": int(d["torn_lines_skipped"].sum()),
             "tails repaired": int(d["tails_repaired"].sum()),
             "rebuild failures": int(((d["rebuild_ok"] == False)  # noqa: E712 (None = no rebuild)
@@ -329,15 +323,11 @@ def witnesses(glued: dict):
 
 def snapshot_tears(configs: dict[str, RunConfig] = SNAPSHOT_CONFIGS, *, progress=None):
     """Kill the snapshot store inside every page's commit write, resume, measure: a DataFrame."""
-    import pandas as pd
-
     jobs = [(mode, cfg, p) for mode, cfg in configs.items() for p in crash_points(cfg)
             if p.label == MID_COMMIT]
     with work_dir(in_memory=True) as base:
         records = run_crash_jobs(jobs, base, progress=progress)
-    df = pd.DataFrame(records).rename(columns={"sweep": "write_mode"})
-    df["verdict"] = [verdict(r) for r in records]
-    return df
+    return frame(records).rename(columns={"sweep": "write_mode"})
 
 
 def snapshot_table(df):
@@ -384,10 +374,10 @@ def panel(base: RunConfig = MODE_CONFIGS["no-newline"],
 
     Write-mode sweeps this kernel already ran are handed to the panel, so Run does not repeat them.
     """
-    for key, df in _SWEEPS.items():
-        for mode, config in key:
-            rows = df[df["write_mode"] == mode]
-            seed_sweep(config, rows.drop(columns=["write_mode", "verdict"]).to_dict("records"))
+    for config in MODE_CONFIGS.values():        # sweeps this kernel ran, handed to the panel
+        torn = results.cached(config, measure=measure_torn)
+        if torn is not None and results.cached(config) is None:
+            results.seed(config, torn)
     return CrashPanel(name="05-torn-writes", base=base, plot=panel_plot, crash_point=crash_point,
                       knobs=["store", "write_mode", "snapshot_every", "intent"],
                       title="Torn writes: the three-way verdict per crash point")

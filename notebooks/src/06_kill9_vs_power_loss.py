@@ -249,7 +249,7 @@ durability.survival_table(buffers, df)
 
 # %%
 cols = ["fsync", "crash_point", "tracker_pages", "memory_findings", "rebuild_ok",
-        "three_way_ok"]
+        "three_way_check"]
 df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 
 # %% [markdown]
@@ -298,7 +298,7 @@ df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 # `torn` or `no-newline` **write mode** to see verdicts that fsync cannot fix either.
 
 # %% tags=["panel", "nbval-ignore-output"]
-p = durability.panel(sweep=df)
+p = durability.panel()
 p.show()
 
 # %% [markdown]

@@ -1,0 +1,882 @@
+"""Lesson 11, the call in flight: its tables, figures, exercises and panel, over the engine.
+
+The engine is `bughunt.modelserver` (a local OpenAI-compatible server that bills every request at
+arrival), `bughunt.llm` (the model through the real `openai` SDK) and `bughunt.inflight` (a call
+killed inside itself, and what the SDK does by itself against injected faults). This module runs
+them for the notebook and turns their typed records into DataFrames and figures.
+
+**The lab's processes.** `lab()` starts, once per kernel, two processes of its own:
+
+- the model server (`python -m bughunt.modelserver`), its bill in a temporary folder;
+- a fork parent (`python -m bughunt.lab.call_in_flight`), which imports the `openai` SDK once and
+  then forks one process per call (`bughunt.inflight`'s `main`). A fresh interpreter pays about a
+  second of imports per process; a fork pays milliseconds. Each child is still its own process,
+  and the crash points inside the call kill it with a real SIGKILL. The parent only imports and
+  warms the SDK (`llm.warm_sdk`: no connection), so no socket is ever shared across a fork.
+
+Heavy imports (pandas, matplotlib, ipywidgets) are made inside the functions that need them, so
+the fork parent, which imports this module, starts in well under a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import inspect
+import itertools
+import json
+import subprocess
+import tempfile
+import textwrap
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import forkserver, inflight
+from ..inflight import CallKilled, SdkBehaviour
+from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, page_messages
+from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
+                           prompt_tokens, read_bill)
+from ..world import Site
+from . import results
+from .exercises import exercise
+
+PAGE = 3                    # the lesson's first bug page: its call is the one killed here
+PENDING = inflight.PENDING  # what a resume does with the call in flight: redo | abort
+
+
+# --- the fork parent: call processes started from a pre-imported SDK ------------------------------
+
+class CallForks:
+    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent: the lab's
+    fork server (`bughunt.forkserver`), which has imported the SDK and built and closed one client
+    (`llm.warm_sdk`), so it holds no connection a child could share, and runs no thread.
+
+    `run(args)` has the shape `inflight.kill_in_call` expects of its `runner`: it returns a
+    `subprocess.CompletedProcess` whose return code is negative for a signal (-9: SIGKILL).
+    One call at a time; a call that outlives `timeout` is killed and reported as a timeout.
+    """
+
+    ENTRY = "bughunt.inflight:main"
+
+    def __init__(self):
+        self.server = forkserver.ForkServer(preload=("bughunt.llm:warm_sdk",))
+        self.proc = self.server.proc
+        self._lock = threading.Lock()
+        weakref.finalize(self, self.server.close)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Nothing to wait for: the server answers its first request once it has warmed up."""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+        with self._lock:
+            return self.server.run(list(args), timeout, entry=self.ENTRY)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+# --- the lab: one model server, one fork parent, one scratch folder -------------------------------
+
+class CallLab:
+    """The lesson's world: the model server (a real process, with its bill), the fork parent of
+    the call processes, and a scratch folder for their journals."""
+
+    def __init__(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="bughunt-call-")
+        self.dir = Path(self._tmp.name)
+        self.bill = self.dir / "server-bill.jsonl"
+        self.forks = CallForks()                 # imports the SDK while the server starts
+        self.server = ServerProcess(self.bill)
+        self.forks.wait_ready()
+        self._runs = itertools.count(1)
+        weakref.finalize(self, self._tmp.cleanup)
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def alive(self) -> bool:
+        return self.server.proc.poll() is None and self.forks.alive()
+
+    def run_dir(self) -> Path:
+        """A fresh folder for one experiment's journal."""
+        path = self.dir / f"call-{next(self._runs)}"
+        path.mkdir()
+        return path
+
+    def close(self) -> None:
+        self.forks.close()
+        self.server.stop()
+
+
+_LAB: CallLab | None = None
+
+
+def lab() -> CallLab:
+    """The kernel's lab, started at first use (and again if one of its processes died)."""
+    global _LAB
+    if _LAB is None or not _LAB.alive():
+        if _LAB is not None:
+            _LAB.close()
+        _LAB = CallLab()
+    return _LAB
+
+
+def show_source(obj):
+    """The lab's own code for `obj`, as the package has it (read with inspect), as Markdown."""
+    from IPython.display import Markdown
+
+    return Markdown(f"```python\n{textwrap.dedent(inspect.getsource(obj))}```")
+
+
+# --- the answer of a page, and the moments inside its call ----------------------------------------
+
+def answer_of(page: int = PAGE) -> list[str]:
+    """The words the server answers to page `page`'s prompt (one word per token, per chunk)."""
+    return answer_words(DEFAULT_MODEL, page_messages(Site.load(), page))
+
+
+def points_of(page: int = PAGE, stream: bool = True) -> list[str]:
+    """Every crash point inside page `page`'s call. Streamed, the chunks are the role chunk, one
+    per word, the finish chunk and the usage chunk; not streamed, the answer arrives whole."""
+    return inflight.call_points(len(answer_of(page)) + 3) if stream else ["last_chunk"]
+
+
+def clean_call(page: int = PAGE) -> dict:
+    """One call that nobody kills, and the line the server wrote on its bill for it."""
+    lab_ = lab()
+    start = len(read_bill(lab_.bill))
+    result = lab_.forks.run(inflight.call_args(lab_.base_url, lab_.run_dir() / "j.jsonl",
+                                               page=page))
+    if result.returncode != 0:
+        raise RuntimeError(f"the clean call failed: {result.stderr.strip()}")
+    answer = json.loads(result.stdout)
+    line = read_bill(lab_.bill)[start:][-1]
+    return {"reply": answer["reply"], "tokens": answer["tokens"],
+            "bill": {k: line[k] for k in ("model", "prompt_tokens", "completion_tokens",
+                                          "total_tokens", "stream", "retry")}}
+
+
+def kill_in_call(crash_point: str, pending: str = "redo", *, stream: bool = True,
+                 page: int = PAGE) -> CallKilled:
+    """Kill page `page`'s call at `crash_point` (a real SIGKILL inside the call), then resume it
+    with `pending` (redo | abort); judged by the server's bill."""
+    lab_ = lab()
+    run_dir = lab_.run_dir()
+    return inflight.kill_in_call(crash_point, pending=pending, stream=stream, page=page,
+                                 base_url=lab_.base_url, bill=lab_.bill, run_dir=run_dir,
+                                 runner=lab_.forks.run)
+
+
+def kill_sweep(page: int = PAGE, pendings: tuple[str, ...] = PENDING,
+               points: list[str] | None = None, progress=None) -> list[CallKilled]:
+    """`kill_in_call` at every point inside the call, for each resume choice (one at a time: the
+    bill is read per prompt, so two runs of one page must not overlap)."""
+    points = points or points_of(page)
+    jobs = [(p, pending) for pending in pendings for p in points]
+    records = []
+    for i, (point, pending) in enumerate(jobs, start=1):
+        records.append(kill_in_call(point, pending, page=page))
+        if progress:
+            progress(i, len(jobs))
+    return records
+
+
+KILL_COLUMNS = ["crash_point", "pending", "died_by_sigkill", "chunks_held", "prefix_held",
+                "killed_call_billed", "billed_calls", "redone_model_calls", "billed_tokens",
+                "outcome", "reply_matches_clean"]
+
+
+def kill_table(records: list[CallKilled]):
+    """The kills as a table: what the killed process held, what the server billed, what the resume
+    ended with. (Request ids are left out: they differ on every run.)"""
+    df = inflight.frame(records)
+    return df[KILL_COLUMNS]
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _words(text: str | None) -> int:
+    return len((text or "").split())
+
+
+def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
+    """Per crash point inside the call: the calls the server billed for each resume choice (top),
+    and the answer words the killed process held against the whole answer (bottom)."""
+    from .style import COLORS, new_figure
+
+    df = inflight.frame(records)
+    points = list(dict.fromkeys(df["crash_point"]))
+    x = range(len(points))
+    fig, (top, bottom) = new_figure(10, 5.6, nrows=2, sharex=True)
+    styles = {"redo": (COLORS["red"], "o", "-"), "abort": (COLORS["blue"], "s", "--")}
+    for pending, d in df.groupby("pending", sort=False):
+        d = d.set_index("crash_point").loc[points]
+        color, marker, line = styles.get(pending, (COLORS["grey"], "^", ":"))
+        label = {"redo": "redo: call again (at least once)",
+                 "abort": "abort: record it aborted with the prefix (at most once)"}.get(pending,
+                                                                                      pending)
+        top.plot(x, d["billed_calls"], marker=marker, linestyle=line, color=color, label=label)
+    top.axhline(1, color=COLORS["grey"], linestyle=":", linewidth=1.2,
+                label="a clean call: billed once")
+    top.set_ylabel("calls billed for this page\n(server's bill)")
+    top.set_ylim(0, max(2.0, float(df["billed_calls"].max())) + 0.8)
+    top.set_yticks(range(0, int(top.get_ylim()[1]) + 1))
+    top.legend(fontsize=8, loc="upper left", ncols=3)
+    top.set_title(f"A call killed in flight (page {page}): the server billed it whole, the client "
+                  "held only a prefix", fontsize=10)
+    held = df.drop_duplicates("crash_point").set_index("crash_point").loc[points]
+    whole = len(answer_of(page))
+    got = [_words(p) for p in held["prefix_held"]]
+    bottom.bar(x, got, color=COLORS["green"],
+               label="held by the killed process (its journal)")
+    bottom.bar(x, [whole - g for g in got], bottom=got, color=COLORS["orange"], hatch="//",
+               edgecolor="white", label="billed, never received: only on the server")
+    bottom.set_ylim(0, whole * 1.5)
+    bottom.set_yticks(range(0, whole + 1, 2))
+    bottom.set_ylabel("answer words\n(1 word = 1 token)")
+    bottom.set_xticks(list(x), points, rotation=60, ha="right", fontsize=8)
+    bottom.set_xlabel("crash point inside the call (in the order a streamed call reaches them)")
+    bottom.legend(fontsize=8, loc="upper left", ncols=2)
+    return fig
+
+
+# --- what the SDK does by itself ------------------------------------------------------------------
+
+def sdk_measurements() -> list[SdkBehaviour]:
+    """The engine's seven cases with its defaults: timeout, 429, cut stream, cut body, malformed
+    chunk, slow stream, stalled stream (about 5 s, mostly the SDK's own backoff sleeps)."""
+    lab_ = lab()
+    return inflight.sdk_behaviours(base_url=lab_.base_url, bill=lab_.bill)
+
+
+def _outcome(r: SdkBehaviour) -> str:
+    if r.raised is None:
+        return "answered, whole" if r.complete else "answered, incomplete"
+    caught = ("caught by except openai.APIError" if r.caught_by_api_error
+              else "NOT caught by except openai.APIError")
+    return f"raised {r.raised} ({caught})"
+
+
+def _holds(r: SdkBehaviour) -> str:
+    """What the caller collected, said so that it does not depend on the answer's length (each
+    measurement asks a fresh prompt, so its answer has 6 to 15 words)."""
+    if r.complete:
+        return "the whole answer"
+    return f"{_plural(_words(r.prefix), 'word')} ({_plural(r.chunks, 'chunk')}), then nothing"
+
+
+def sdk_table(records: list[SdkBehaviour]):
+    """One row per case: the attempts the SDK sent, the statuses they got, the attempts the server
+    billed, and what reached the caller. (Times are in `sdk_timing`: they vary between runs.)"""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        rows.append({"case": r.case, "fault": r.fault, "stream": r.stream,
+                     "timeout_s": r.timeout_s, "max_retries": r.max_retries,
+                     "requests_sent": r.requests_sent,
+                     "statuses": " ".join(map(str, r.statuses)) or "(none)",
+                     "billed": r.billed, "the caller holds": _holds(r),
+                     "what reached the caller": _outcome(r)})
+    return pd.DataFrame(rows)
+
+
+def sdk_timing(records: list[SdkBehaviour]):
+    """How long each case took against its timeout (varies between runs and machines)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"case": r.case, "timeout_s": r.timeout_s, "elapsed_s": r.elapsed_s,
+                          "elapsed / timeout": round(r.elapsed_s / r.timeout_s, 1)}
+                         for r in records])
+
+
+def plot_sdk(records: list[SdkBehaviour]):
+    """Per case: the attempts the SDK sent beside the attempts the server billed, and what the
+    caller got."""
+    from .style import COLORS, new_figure
+
+    fig, ax = new_figure(10, 0.7 + 0.62 * len(records))
+    y = list(range(len(records)))
+    sent = [r.requests_sent for r in records]
+    billed = [r.billed for r in records]
+    ax.barh([i - 0.19 for i in y], sent, height=0.36, color=COLORS["blue"],
+            label="attempts the SDK sent (counted outside it)")
+    ax.barh([i + 0.19 for i in y], billed, height=0.36, color=COLORS["orange"], hatch="//",
+            edgecolor="white", label="attempts the server billed")
+    for i, r in enumerate(records):
+        ax.text(max(r.requests_sent, r.billed) + 0.08, i, _outcome(r), va="center", fontsize=8,
+                color=COLORS["red"] if r.caught_by_api_error is False else COLORS["black"])
+    ax.set_yticks(y, [f"{r.case} ({r.fault}{'' if r.stream else ', not streamed'})"
+                      for r in records], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(sent + billed) + 4.2)
+    ax.set_xticks(range(0, max(sent + billed) + 1))
+    ax.set_xlabel("HTTP requests for one call (attempts)")
+    ax.set_ylabel("injected fault")
+    ax.set_title("What the openai SDK does by itself (max_retries=2), against the server's bill",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.16), ncols=2)
+    return fig
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One HTTP attempt of one SDK call, as it left the client and as the server billed it."""
+
+    attempt: int
+    retry_count_header: str        # x-stainless-retry-count, as sent
+    idempotency_header: str        # the name of any header carrying an idempotency key, or ""
+    same_body_as_first: bool
+    status: str                    # the HTTP status it got ("" for a timeout)
+    billed: bool                   # a line with this retry count is on the server's bill
+
+
+def attempts_of_a_timed_out_call(timeout: float = 0.2, ttfb: float = 0.6,
+                                 max_retries: int = 2) -> list[Attempt]:
+    """The server is slower to its first byte than the timeout: look at every attempt the SDK
+    sends (an httpx event hook, outside the SDK) and at the server's bill."""
+    import openai
+
+    lab_ = lab()
+    messages = [{"role": "user", "content": f"lesson 11, attempts: {uuid.uuid4().hex}"}]
+    seen: list[tuple[dict, bytes]] = []
+    statuses: dict[int, str] = {}
+
+    def on_request(request):
+        seen.append((dict(request.headers), hashlib.sha256(request.content).digest()))
+
+    def on_response(response):
+        statuses[len(seen)] = str(response.status_code)
+
+    http = openai.DefaultHttpxClient(event_hooks={"request": [on_request],
+                                                  "response": [on_response]})
+    client = openai.OpenAI(base_url=lab_.base_url, api_key=DEFAULT_API_KEY, timeout=timeout,
+                           max_retries=max_retries, http_client=http)
+    try:
+        client.chat.completions.create(model=DEFAULT_MODEL, messages=messages,
+                                       extra_headers={FAULT_HEADER: Fault(ttfb=ttfb).spec()})
+    except openai.APITimeoutError:
+        pass
+    finally:
+        client.close()
+    key = prompt_hash(DEFAULT_MODEL, messages)
+    retries_billed = {b["retry"] for b in read_bill(lab_.bill) if b["prompt_hash"] == key}
+    out = []
+    for i, (headers, body) in enumerate(seen, start=1):
+        count = headers.get("x-stainless-retry-count", "")
+        idem = [h for h in headers if "idempotency" in h.lower()]
+        out.append(Attempt(i, count, ", ".join(idem), body == seen[0][1], statuses.get(i, ""),
+                           count.isdigit() and int(count) in retries_billed))
+    return out
+
+
+def attempts_table(attempts: list[Attempt]):
+    import pandas as pd
+
+    df = pd.DataFrame([asdict(a) for a in attempts])
+    df["idempotency_header"] = df["idempotency_header"].replace("", "(none sent)")
+    df["status"] = df["status"].replace("", "(timed out)")
+    return df.set_index("attempt")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When each chunk of one streamed call arrived, against the SDK's timeout."""
+
+    label: str
+    delay_s: float                 # the server's pause before each chunk
+    timeout_s: float
+    arrivals: tuple[float, ...]    # seconds from the request to each chunk
+    raised: str | None
+    ended_s: float
+
+
+def stream_timeline(delay: float, timeout: float, label: str) -> Timeline:
+    """One streamed call whose server pauses `delay` s before each chunk, with the SDK's timeout
+    `timeout` s: when did each chunk arrive, and did the call end by a timeout?"""
+    import openai
+
+    lab_ = lab()
+    client = openai.OpenAI(base_url=lab_.base_url, api_key=DEFAULT_API_KEY, timeout=timeout)
+    messages = [{"role": "user", "content": f"lesson 11, {label}: {uuid.uuid4().hex}"}]
+    arrivals, raised = [], None
+    t0 = time.perf_counter()
+    try:
+        with client.chat.completions.create(
+                model=DEFAULT_MODEL, messages=messages, stream=True,
+                extra_headers={FAULT_HEADER: Fault(delay=delay).spec()}) as stream:
+            for _ in stream:
+                arrivals.append(time.perf_counter() - t0)
+    except openai.APIError as e:
+        raised = f"openai.{type(e).__name__}"
+    finally:
+        client.close()
+    return Timeline(label, delay, timeout, tuple(arrivals), raised, time.perf_counter() - t0)
+
+
+def timelines() -> list[Timeline]:
+    """The two cases of "the timeout limits each read": a slow stream and a stalled one."""
+    return [stream_timeline(0.1, 0.4, "slow stream"), stream_timeline(0.6, 0.2, "stalled stream")]
+
+
+def plot_timelines(lines: list[Timeline]):
+    """Chunks received over time, with each call's timeout marked: a slow stream outlives its
+    timeout, a stalled one dies of it."""
+    from .style import COLORS, SERIES, new_figure
+
+    fig, ax = new_figure(9, 3.8)
+    for i, t in enumerate(lines):
+        color = SERIES[i % len(SERIES)]
+        ax.step([0, *t.arrivals], range(len(t.arrivals) + 1), where="post", color=color,
+                marker="o", markersize=3,
+                label=f"{t.label}: {t.delay_s:g} s before each chunk, timeout {t.timeout_s:g} s")
+        ax.axvline(t.timeout_s, color=color, linestyle=":", linewidth=1.2)
+        ax.annotate(f"{t.label}: timeout {t.timeout_s:g} s (per read)",
+                    (t.timeout_s, 1 - 0.08 * (i + 1)), xycoords=("data", "axes fraction"),
+                    xytext=(4, 0), textcoords="offset points", fontsize=8, color=color)
+        end = (f"{t.raised} after {t.ended_s:.2f} s" if t.raised
+               else f"whole answer after {t.ended_s:.2f} s")
+        ax.plot([t.ended_s], [len(t.arrivals)], marker="X" if t.raised else "*", markersize=11,
+                color=COLORS["red"] if t.raised else color, linestyle="none")
+        ax.annotate(end, (t.ended_s, len(t.arrivals)), xytext=(6, 4), textcoords="offset points",
+                    fontsize=8)
+    ax.set_xlim(0, max(t.ended_s for t in lines) * 1.45)
+    ax.set_ylim(-0.5, max(len(t.arrivals) for t in lines) * 1.6 + 2)
+    ax.set_xlabel("time since the request was sent (s)")
+    ax.set_ylabel("chunks received (count)")
+    ax.set_title("The SDK's timeout limits each read, not the whole call", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.16), ncols=2)
+    return fig
+
+
+# --- the choices for the call in flight -----------------------------------------------------------
+
+def choices_table(records: list[CallKilled], crash_point: str = "chunk#5", page: int = PAGE):
+    """The three answers to a call killed at `crash_point`, with their costs: redo and abort as
+    measured; resume-from-prefix computed from the measured prefix with the server's own token
+    counting (neither the OpenAI Chat Completions API nor this server continues an answer)."""
+    import pandas as pd
+
+    by = {r.pending: r for r in records if r.crash_point == crash_point}
+    redo, abort = by["redo"], by["abort"]
+    messages = page_messages(Site.load(), page)
+    words = answer_of(page)
+    prefix = abort.prefix_held
+    clean_tokens = prompt_tokens(messages) + len(words)
+    cont_prompt = prompt_tokens(messages + [{"role": "assistant", "content": prefix}])
+    cont_tokens = cont_prompt + len(words) - _words(prefix)
+    return pd.DataFrame([
+        {"choice": "redo: send the call again", "calls billed": redo.billed_calls,
+         "tokens billed": redo.billed_tokens, "the agent ends with": "the whole answer",
+         "guarantee (lesson 4)": "at least once", "source": "measured"},
+        {"choice": "abort: record it aborted with its prefix, tell the model",
+         "calls billed": abort.billed_calls, "tokens billed": abort.billed_tokens,
+         "the agent ends with": f"{_words(prefix)} of {len(words)} words, marked aborted",
+         "guarantee (lesson 4)": "at most once", "source": "measured"},
+        {"choice": "resume from the prefix (an API that continues a final assistant message)",
+         "calls billed": 2, "tokens billed": clean_tokens + cont_tokens,
+         "the agent ends with": "prefix + a continuation (not the lost words, unless sampling "
+                                "is deterministic)",
+         "guarantee (lesson 4)": "at least once (the first call stays billed)",
+         "source": "computed from the measured prefix"},
+    ]).set_index("choice")
+
+
+def lesson2_contrast():
+    """Lesson 2's finest store beside this lesson's points: a worker with a snapshot after every
+    operation, killed right after its model call returned (the in-process model), and the points
+    inside the call (measured here)."""
+    import pandas as pd
+
+    from ..config import RunConfig
+    from ..experiment import crash_and_resume, crash_point
+
+    config = RunConfig(store="snapshot", granularity="op", intent=False)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-call-l2-") as tmp:
+        for name in (f"p{PAGE}.after_model_call", f"p{PAGE}.after_visit"):
+            r = crash_and_resume(config, crash_point(config, name), Path(tmp) / name)
+            rows.append({"crash point": name, "where": "lesson 2 worker, per-operation "
+                         "snapshots", "redone model calls": r.redone_model_calls})
+    for point in ("sent", "chunk#5", "last_chunk"):
+        r = kill_in_call(point, "redo")
+        rows.append({"crash point": point, "where": "inside the call (this lesson), resume "
+                     "redoes it", "redone model calls": r.redone_model_calls})
+    return pd.DataFrame(rows).set_index("crash point")
+
+
+# --- a real local model ---------------------------------------------------------------------------
+
+#: Local servers that speak the same API (their documentation's default address).
+REAL_SERVERS = {
+    "Ollama": ("http://localhost:11434/v1", "llama3.2"),
+    "vLLM (vllm serve)": ("http://localhost:8000/v1", "the model you serve"),
+    "llama.cpp (llama-server)": ("http://localhost:8080/v1", "any name (one model is loaded)"),
+}
+
+
+def real_servers_table():
+    """What changes and what the lesson loses when the same code talks to a real local model."""
+    import pandas as pd
+
+    rows = [{"server": name, "base_url": url, "model": model,
+             "deterministic answers": "no", "a bill to judge by": "no (count from your journal)",
+             "X-Bughunt-Fault header": "ignored"} for name, (url, model) in REAL_SERVERS.items()]
+    rows.insert(0, {"server": "this lab's model server", "base_url": "its ready line",
+                    "model": DEFAULT_MODEL, "deterministic answers": "yes",
+                    "a bill to judge by": "yes (billed at arrival)",
+                    "X-Bughunt-Fault header": "obeyed"})
+    return pd.DataFrame(rows).set_index("server")
+
+
+# --- the panel ------------------------------------------------------------------------------------
+
+#: The panel's faults: label -> (fault spec, the SDK's timeout in seconds).
+FAULTS = {
+    "none": ("", 10.0),
+    "slow first byte (0.6 s, timeout 0.2 s)": ("ttfb=0.6", 0.2),
+    "429 twice (Retry-After 0.05 s)": ("rate_limit=2,retry_after=0.05", 10.0),
+    "connection cut after 3 chunks": ("cut=3", 10.0),
+    "malformed chunk 3": ("malformed=3", 10.0),
+    "slow stream (0.1 s per chunk, timeout 0.4 s)": ("delay=0.1", 0.4),
+    "stalled stream (0.6 s per chunk, timeout 0.2 s)": ("delay=0.6", 0.2),
+}
+
+
+@results.memoized
+def cached_kill(crash_point: str, pending: str, stream: bool) -> CallKilled:
+    return kill_in_call(crash_point, pending, stream=stream)
+
+
+@results.memoized
+def cached_sdk(fault: str, stream: bool, max_retries: int) -> SdkBehaviour:
+    spec, timeout = FAULTS[fault]
+    lab_ = lab()
+    return inflight.sdk_call("panel", base_url=lab_.base_url, bill=lab_.bill, fault=spec,
+                             stream=stream, timeout=timeout, max_retries=max_retries)
+
+
+def kill_html(r: CallKilled) -> str:
+    rows = [("crash point", f"{r.crash_point} ({'streamed' if r.stream else 'not streamed'})"),
+            ("killed by SIGKILL", "yes" if r.died_by_sigkill else "NO"),
+            ("the killed process held", f"{r.chunks_held} chunks: “{r.prefix_held}”"),
+            ("the server billed the killed call", "yes" if r.killed_call_billed else "no"),
+            ("calls billed for this page", f"{r.billed_calls} ({r.redone_model_calls} redone)"),
+            ("the resume", f"{r.pending}: {r.outcome}"
+                           + (f", “{r.reply}”" if r.reply else ", no answer")),
+            ]
+    return _table(rows)
+
+
+def sdk_html(r: SdkBehaviour) -> str:
+    rows = [("fault", r.fault or "none"),
+            ("attempts sent / billed", f"{r.requests_sent} / {r.billed}"),
+            ("statuses", " ".join(map(str, r.statuses)) or "(none: no response)"),
+            ("the caller got", f"{r.chunks} chunks, {_words(r.prefix)} words; {_outcome(r)}"),
+            ("took", f"{r.elapsed_s:.2f} s (timeout {r.timeout_s:g} s per read)")]
+    return _table(rows)
+
+
+def _table(rows) -> str:
+    body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
+                   f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def plot_panel(kill: CallKilled | None, sdk: SdkBehaviour | None):
+    """The panel's picture: the kill's bill and prefix (left), the SDK's attempts (right)."""
+    from .style import COLORS, new_figure
+
+    fig, (left, right) = new_figure(10, 3.4, ncols=2)
+    if kill is not None:
+        whole = len(answer_of(PAGE))
+        left.barh([1], [kill.billed_calls * whole], color=COLORS["orange"], hatch="//",
+                  edgecolor="white", label="answer words billed (all calls)")
+        left.barh([0], [_words(kill.prefix_held)], color=COLORS["green"],
+                  label="answer words the killed process held")
+        left.text(kill.billed_calls * whole + 0.3, 1, f"{kill.billed_calls} call(s)",
+                  va="center", fontsize=8)
+        left.text(_words(kill.prefix_held) + 0.3, 0,
+                  f"{_plural(_words(kill.prefix_held), 'word')} in "
+                  f"{_plural(kill.chunks_held, 'chunk')}", va="center", fontsize=8)
+        left.set_yticks([0, 1], ["held", "billed"])
+        left.set_xlim(0, 2 * whole * 1.35 + 1)
+        left.set_title(f"killed at {kill.crash_point}, resume: {kill.pending}", fontsize=9)
+        left.legend(fontsize=7, loc="lower right")
+    left.set_xlabel("answer words (1 word = 1 token)")
+    if sdk is not None:
+        right.bar([0, 1], [sdk.requests_sent, sdk.billed],
+                  color=[COLORS["blue"], COLORS["orange"]], hatch="//", edgecolor="white")
+        right.set_xticks([0, 1], ["sent by the SDK", "billed by the server"])
+        top = max(sdk.requests_sent, sdk.billed, 1)
+        right.set_ylim(0, top + 1.5)
+        right.set_yticks(range(0, top + 2))
+        right.text(0.5, max(sdk.requests_sent, sdk.billed, 1) + 0.6, _outcome(sdk),
+                   ha="center", fontsize=7, wrap=True)
+        right.set_title(f"SDK alone: {sdk.fault or 'no fault'}, max_retries={sdk.max_retries}",
+                        fontsize=9)
+    right.set_ylabel("HTTP requests (attempts)")
+    fig.suptitle("The call in flight: what a kill and a fault cost on the server's bill",
+                 fontsize=10)
+    return fig
+
+
+class CallPanel:
+    """Crash point inside the call, what the resume does, fault, retries, stream on/off.
+
+    Moving a control re-runs the experiment it belongs to (a kill and its resume: two real
+    processes; or one SDK call against the fault; stream on/off: both); Run re-runs both; Reset
+    goes back to the lesson's settings and forgets every cached result. The panel never prints:
+    what went wrong is said in its status line.
+    """
+
+    DEFAULTS = {"crash_point": "chunk#5", "pending": "redo", "stream": True,
+                "fault": "connection cut after 3 chunks", "max_retries": 2}
+
+    def __init__(self):
+        import ipywidgets as W
+
+        self._W = W
+        d = self.DEFAULTS
+        self.stream = W.ToggleButtons(options=[("stream on", True), ("stream off", False)],
+                                      value=d["stream"], description="stream")
+        self.crash_point = W.SelectionSlider(options=points_of(PAGE, d["stream"]),
+                                             value=d["crash_point"], description="crash point",
+                                             continuous_update=False,
+                                             layout=W.Layout(width="520px"))
+        self.pending = W.ToggleButtons(options=["redo", "abort"], value=d["pending"],
+                                       description="resume")
+        self.fault = W.Dropdown(options=list(FAULTS), value=d["fault"], description="fault",
+                                layout=W.Layout(width="440px"))
+        self.max_retries = W.IntSlider(value=d["max_retries"], min=0, max=4,
+                                       description="max_retries", continuous_update=False)
+        self.run_button = W.Button(description="Run", button_style="primary", icon="play",
+                                   tooltip="kill the call at the crash point and resume it; "
+                                           "make one SDK call against the fault")
+        self.reset_button = W.Button(description="Reset", icon="undo")
+        self.status = W.Label()
+        self.kill_info, self.sdk_info = W.HTML(), W.HTML()
+        self.plot_out = W.Output(layout=W.Layout(min_height="260px"))
+        self.kill: CallKilled | None = None
+        self.sdk: SdkBehaviour | None = None
+        self._moving = False            # the panel itself is moving controls: run nothing
+        self.stream.observe(self._on_stream, names="value")
+        for w in (self.crash_point, self.pending):
+            w.observe(self._on_kill_control, names="value")
+        for w in (self.fault, self.max_retries):
+            w.observe(self._on_sdk_control, names="value")
+        self.run_button.on_click(lambda _: self.run())
+        self.reset_button.on_click(lambda _: self.reset())
+
+    # --- controls ---
+
+    def _on_kill_control(self, change) -> None:
+        if not self._moving:
+            self.run(sdk=False)
+
+    def _on_sdk_control(self, change) -> None:
+        if not self._moving:
+            self.run(kill=False)
+
+    def _on_stream(self, change) -> None:
+        """The points of a streamed call are not those of a whole one: keep the slider's point
+        when it exists, else move to last_chunk (the one point both have) and say so."""
+        if self._moving:
+            return
+        names = points_of(PAGE, self.stream.value)
+        old, note = self.crash_point.value, ""
+        if list(self.crash_point.options) != names:
+            new = old if old in names else "last_chunk"
+            self._move(self.crash_point, options=names, value=new)
+            if new != old:
+                note = (f"{old} does not exist when the answer arrives whole; the crash point "
+                        f"moved to {new}.")
+        self.run(note=note)
+
+    def _move(self, widget, **traits) -> None:
+        self._moving = True
+        try:
+            for key, value in traits.items():
+                setattr(widget, key, value)
+        finally:
+            self._moving = False
+
+    # --- actions ---
+
+    def run(self, *, kill: bool = True, sdk: bool = True, note: str = "") -> dict:
+        """Run the chosen experiments with the controls' settings; show them; return them."""
+        self.run_button.disabled = True
+        said = [note] if note else []
+        try:
+            if kill:
+                self.status.value = "Running: a call process killed inside the call, resumed..."
+                try:
+                    self.kill = cached_kill(self.crash_point.value, self.pending.value,
+                                            self.stream.value)
+                    self.kill_info.value = kill_html(self.kill)
+                except (ValueError, RuntimeError, subprocess.TimeoutExpired) as e:
+                    self.kill = None
+                    self.kill_info.value = ""
+                    said.append(f"The kill at {self.crash_point.value} could not be measured: "
+                                f"{_sentence(e)}")
+            if sdk:
+                self.status.value = "Running: one SDK call against the fault..."
+                try:
+                    self.sdk = cached_sdk(self.fault.value, self.stream.value,
+                                          self.max_retries.value)
+                    self.sdk_info.value = sdk_html(self.sdk)
+                except (OSError, RuntimeError) as e:
+                    self.sdk = None
+                    self.sdk_info.value = ""
+                    said.append(f"The SDK call could not be measured: {_sentence(e)}")
+            self._draw()
+            if not said:
+                said.append(self._summary())
+            self.status.value = " ".join(said)
+        finally:
+            self.run_button.disabled = False
+        return {"kill": self.kill, "sdk": self.sdk}
+
+    def _summary(self) -> str:
+        bits = []
+        if self.kill is not None:
+            k = self.kill
+            bits.append(f"Killed at {k.crash_point} holding {k.chunks_held} chunks; with "
+                        f"{k.pending}, {k.billed_calls} call(s) billed.")
+        if self.sdk is not None:
+            s = self.sdk
+            bits.append(f"SDK against '{self.fault.value}': {s.requests_sent} sent, {s.billed} "
+                        f"billed, {_outcome(s)}.")
+        return " ".join(bits)
+
+    def _draw(self) -> None:
+        from IPython.display import Image
+
+        from .style import png
+
+        self.plot_out.outputs = ()
+        if self.kill is None and self.sdk is None:
+            return
+        self.plot_out.append_display_data(Image(data=png(plot_panel(self.kill, self.sdk)),
+                                                format="png"))
+
+    def reset(self) -> None:
+        """Back to the lesson's settings; forget every cached result (`results.reset`)."""
+        results.reset()
+        d = self.DEFAULTS
+        self._move(self.stream, value=d["stream"])
+        self._move(self.crash_point, options=points_of(PAGE, d["stream"]), value=d["crash_point"])
+        self._move(self.pending, value=d["pending"])
+        self._move(self.fault, value=d["fault"])
+        self._move(self.max_retries, value=d["max_retries"])
+        self.kill = self.sdk = None
+        self.kill_info.value = self.sdk_info.value = ""
+        self.plot_out.outputs = ()
+        self.status.value = "Reset."
+
+    def widget(self):
+        W = self._W
+        kill_box = W.VBox([W.HTML("<b>Kill inside the call</b> (a real SIGKILL, then a resume)"),
+                           self.crash_point, self.pending, self.kill_info])
+        sdk_box = W.VBox([W.HTML("<b>The SDK alone</b> (its own retries and timeout)"),
+                          self.fault, self.max_retries, self.sdk_info])
+        return W.VBox([self.stream, W.HBox([kill_box, sdk_box]),
+                       W.HBox([self.run_button, self.reset_button]), self.status,
+                       self.plot_out])
+
+    def show(self):
+        """Run the default settings, then return the widget to display."""
+        self.run()
+        return self.widget()
+
+
+def _sentence(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[-1] if text else type(e).__name__).rstrip(".") + "."
+
+
+def panel() -> CallPanel:
+    return CallPanel()
+
+
+# --- exercises ------------------------------------------------------------------------------------
+
+def _number(answer) -> int | None:
+    try:
+        return int(answer)
+    except (TypeError, ValueError):
+        return None
+
+
+@exercise("11.1", "Page 3's streamed call is killed at chunk#5, and the resume redoes it "
+          "(--pending redo). How many calls does the server bill for page 3, both processes "
+          "together? Predict a number.",
+          "2. The server billed the killed call when it arrived, before the first chunk left: "
+          "the answer was decided and paid for, and only a prefix of it reached the client. The "
+          "resume cannot get the rest (the other half is on the server, and the connection is "
+          "gone), so it sends the call again and pays again.")
+def _ex_11_1(answer):
+    r = kill_in_call("chunk#5", "redo")
+    said = (f"Measured just now: {r.billed_calls} calls billed; the killed process held "
+            f"{r.chunks_held} chunks (“{r.prefix_held}”).")
+    if _number(answer) == r.billed_calls:
+        return True, said
+    return False, said + " When does this server bill: at arrival, or at the last chunk?"
+
+
+@exercise("11.2", "The server takes 0.6 s to its first byte; the SDK's timeout is 0.2 s and "
+          "max_retries is 2 (its default). How many attempts does the server bill for this one "
+          "call? Predict a number.",
+          "3. The SDK's retry loop covers sending the request and waiting for the response's "
+          "headers, so a timeout there is retried: 1 try + 2 retries. The server billed each "
+          "attempt when it arrived, and no idempotency key tells it that the three are one call.")
+def _ex_11_2(answer):
+    lab_ = lab()
+    r = inflight.sdk_on_timeout(base_url=lab_.base_url, bill=lab_.bill)
+    said = f"Measured just now: {r.requests_sent} attempts sent, {r.billed} billed, {r.raised}."
+    if _number(answer) == r.billed:
+        return True, said
+    return False, said + " A timeout is one of the errors the SDK retries by itself."
+
+
+@exercise("11.3", "A streamed call's connection is cut after 4 chunks; max_retries is 2. How "
+          "many requests does the SDK send for this call? Predict a number.",
+          "1. The retry loop ends when the response's headers arrive; the stream's body is read "
+          "after it, in your loop over the chunks. A connection lost there is raised to you "
+          "(openai.APIConnectionError) and never retried: the partial answer exists only in "
+          "what your code collected.")
+def _ex_11_3(answer):
+    lab_ = lab()
+    r = inflight.sdk_on_cut_stream(base_url=lab_.base_url, bill=lab_.bill, cut=4)
+    said = (f"Measured just now: {r.requests_sent} request(s) sent, {r.billed} billed, "
+            f"{r.chunks} chunks received, then {r.raised}.")
+    if _number(answer) == r.requests_sent:
+        return True, said
+    return False, said + " Where does the SDK's retry loop end for a streamed call?"
+
+
+@exercise("11.4", "The third chunk of a streamed answer is not valid JSON. Does `except "
+          "openai.APIError:` catch what the SDK raises? Predict True or False.",
+          "False. The SDK parses each event with json.loads and does not wrap the error: a "
+          "json.JSONDecodeError reaches your code, past `except openai.APIError`. Catch it too "
+          "(or catch Exception around the stream) if a broken proxy or server may garble a "
+          "chunk.")
+def _ex_11_4(answer):
+    lab_ = lab()
+    r = inflight.sdk_on_malformed_chunk(base_url=lab_.base_url, bill=lab_.bill, at=3)
+    said = f"Measured just now: {r.raised}, caught by except openai.APIError: " \
+           f"{r.caught_by_api_error}."
+    if isinstance(answer, bool) and answer is r.caught_by_api_error:
+        return True, said
+    return False, said + " Which exception does json.loads raise?"
+

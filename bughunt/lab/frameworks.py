@@ -1,0 +1,796 @@
+"""Lesson 10: the same kill -9 sweep on LangGraph and DBOS, beside the lab's own stores.
+
+Every number here comes from real processes killed by a real SIGKILL (`bughunt.frameworks`): the
+LangGraph agent with its SQLite checkpointer in each durability mode, the DBOS agent on its SQLite
+system database, and the lab's own worker (`bughunt.experiment`) for comparison. Sweeps are cached
+per kernel, so the panel and the exercises reuse what the notebook's cells already ran.
+
+The notebook's sweeps are small on purpose: every crash point in the agent's own code, and every
+framework write once committed (a kill inside a commit is shown separately: SQLite rolls it back).
+The full sweeps, with every point inside every write, are a CLI command:
+`python -m bughunt.frameworks --framework all --mode all --resume all --key both`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ipywidgets as W
+from IPython.display import Image
+from matplotlib.patches import Patch
+
+from ..config import RunConfig
+from ..experiment import CrashRun as LabRun
+from ..experiment import clean_run, crash_and_resume, crash_points, run_crash_jobs
+from ..experiment import summarize as lab_summarize
+from ..frameworks.contract import adapter_class
+from ..frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
+                                summarize, sweep_many, to_frame, varying_points)
+from . import results
+from .exercises import exercise
+from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+
+#: Every point in the agent's code, and every framework write once it is committed.
+POINTS = "user,framework.*.committed*"
+#: What the notebook's comparison sweeps, to stay within a minute: every point in the agent's code,
+#: and the first four committed writes of each kind (each node's or step's results, LangGraph's
+#: step checkpoints): pages 1 to 4, and every report. `python -m bughunt.frameworks` sweeps all.
+COMPARE_POINTS = {"langgraph": "user,framework.*.committed#[1-4]",
+                  "dbos": "user,framework.*.committed#[1-4]"}
+PAGES = 12
+
+#: The frameworks as a user first meets them: each mode, the documented resume, no key.
+FRAMEWORKS = {
+    "LangGraph sync": SweepSettings("langgraph", "sync", "documented", False),
+    "LangGraph async (default)": SweepSettings("langgraph", "async", "documented", False),
+    "LangGraph exit": SweepSettings("langgraph", "exit", "documented", False),
+    "DBOS (workflow ID)": SweepSettings("dbos", "sqlite", "workflow_id", False),
+}
+#: The lab's own stores, as lessons 2 to 4 left them.
+LAB = {
+    "lab log + intent + key": RunConfig(store="log", intent=True, idempotency_key=True),
+    "lab snapshot, no key": RunConfig(store="snapshot", intent=False, idempotency_key=False),
+}
+#: The lab's crash-point labels, split like the frameworks' points: the agent's own code, and the
+#: store's writes once durable (`mid_commit`, inside the write, is left out as it is for them).
+LAB_KIND = {"after_model_call": "user", "after_visit": "user", "after_submit": "user",
+            "after_intent": "framework", "after_commit": "framework"}
+
+#: Resume styles, the documented one first; no key, like the comparison (whose documented sweeps
+#: are reused here).
+RESUMES = {
+    "LangGraph: invoke(None) (documented)": FRAMEWORKS["LangGraph sync"],
+    "LangGraph: empty .next = done": SweepSettings("langgraph", "sync", "next_empty_is_done", False),
+    "LangGraph: invoke(input) again": SweepSettings("langgraph", "sync", "reinvoke_input", False),
+    "DBOS: start by workflow ID": FRAMEWORKS["DBOS (workflow ID)"],
+    "DBOS: recovery alone": SweepSettings("dbos", "sqlite", "recovery", False),
+    "DBOS: new workflow ID": SweepSettings("dbos", "sqlite", "new_id", False),
+}
+#: Where the resume styles are compared, on pages 1 to 4 (bug page 3 included): every model call
+#: and the report, and (LangGraph) each node's saved writes, where `.next` goes empty.
+RESUME_POINTS = {"langgraph": "ask_model.after#[1-4],submit.after#1,"
+                              "framework.put_writes.*.committed#[1-4]",
+                 "dbos": "ask_model.after#[1-4],submit.after#1"}
+
+#: The (design, kind) rows whose sweep gives the same outcome every time. Not LangGraph's async
+#: mode, and not LangGraph's framework-write points in sync mode either: the main thread waits for
+#: each step's checkpoint (`put`), but a node's own writes (`put_writes`) are saved by a background
+#: thread that may still be committing while the next node runs.
+DETERMINISTIC = [(d, k) for d in LAB for k in ("user", "framework")] + [
+    ("LangGraph sync", "user"), ("LangGraph exit", "user"), ("LangGraph exit", "framework"),
+    ("DBOS (workflow ID)", "user"), ("DBOS (workflow ID)", "framework")]
+
+
+# --- cached sweeps -------------------------------------------------------------------------------
+
+_CACHE: dict[tuple, SweepResult] = results.table("lesson 10: framework sweeps")
+
+
+def _key(settings: SweepSettings, points, repeat: int) -> tuple:
+    return (settings.resolved(), points, repeat)
+
+
+def _plan(settings: SweepSettings, points, repeat: int):
+    """(what the cache already has, patterns still to sweep) for these settings and points.
+
+    The comparison's sweep with the same settings answers every point it crashed at, so only the
+    points it did not crash at are swept again."""
+    if _key(settings, points, repeat) in _CACHE:
+        return _CACHE[_key(settings, points, repeat)], None
+    wide = _CACHE.get(_key(settings, COMPARE_POINTS.get(settings.framework, POINTS), repeat))
+    if wide is None:
+        return None, points
+    want = [p.point for p in select_points(wide.clean.points, points, strict=False)]
+    if not want:
+        return None, points
+    have = {r.point for r in wide.records}
+    missing = [p for p in want if p not in have]
+    known = SweepResult(wide.settings, wide.clean,
+                        [r for r in wide.records if r.point in set(want)], wide.seconds)
+    return known, (",".join(missing) if missing else None)
+
+
+def _merge(known: SweepResult | None, fresh: SweepResult) -> SweepResult:
+    if known is None:
+        return fresh
+    records = sorted(known.records + fresh.records, key=lambda r: (r.repeat, r.order))
+    return SweepResult(known.settings, known.clean, records, known.seconds + fresh.seconds)
+
+
+def run_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: int = 1,
+               progress=None) -> dict[str, SweepResult]:
+    """Sweep each named setting (in one pool); what this kernel already ran is not run again.
+
+    `points` is one pattern string for all, or a dict framework -> patterns."""
+    def pts(s):
+        return points[s.framework] if isinstance(points, dict) else points
+
+    plans = {n: _plan(s, pts(s), repeat) for n, s in named.items()}
+    by_points: dict = {}
+    for n, s in named.items():
+        if plans[n][1] is not None:
+            by_points.setdefault(plans[n][1], {})[n] = s
+    for patterns, group in by_points.items():
+        results = sweep_many(list(group.values()), points=patterns, repeat=repeat,
+                             progress=progress)
+        for (n, s), res in zip(group.items(), results):
+            _CACHE[_key(s, pts(s), repeat)] = _merge(plans[n][0], res)
+    return {n: _CACHE.get(_key(s, pts(s), repeat)) or plans[n][0] for n, s in named.items()}
+
+
+_LAB: dict[RunConfig, tuple[list, dict]] = results.table("lesson 10: the lab's stores")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimedRun(LabRun):
+    """A crash run of the lab's own worker, with the wall time of its two processes."""
+
+    pair_s: float
+
+
+def _timed_crash_and_resume(config, point, run_dir) -> TimedRun:
+    t0 = time.perf_counter()
+    record = crash_and_resume(config, point, run_dir)
+    return TimedRun(**dataclasses.asdict(record), pair_s=time.perf_counter() - t0)
+
+
+def lab_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
+    """The lab's own stores (lessons 2 to 4), timed, at every crash point but those inside a commit
+    (as for the frameworks), and a clean run's report (its final state, its write latencies)."""
+    todo = {n: c for n, c in configs.items() if c not in _LAB}
+    if todo:
+        jobs = [(n, c, p) for n, c in todo.items() for p in crash_points(c) if p.label in LAB_KIND]
+        with tempfile.TemporaryDirectory(prefix="bughunt-lab10-") as tmp:
+            records = run_crash_jobs(jobs, Path(tmp), progress=progress,
+                                     measure=_timed_crash_and_resume)
+        for n, c in todo.items():
+            _LAB[c] = ([r for r in records if r.sweep == n], clean_run(c))
+    return {n: _LAB[c] for n, c in configs.items()}
+
+
+def clear_caches() -> None:
+    """Forget every result (this lesson's and every other: the lab has one cache)."""
+    results.reset()
+
+
+# --- the default experiment: each framework and mode beside the lab's stores ---------------------
+
+@dataclass
+class Comparison:
+    frameworks: dict[str, SweepResult] = field(default_factory=dict)
+    lab: dict[str, tuple] = field(default_factory=dict)
+
+
+def compare(progress=None) -> Comparison:
+    """Each framework in each mode (documented resume, key off), and the lab's two stores."""
+    return Comparison(run_sweeps(FRAMEWORKS, points=COMPARE_POINTS, progress=progress),
+                      lab_sweeps(progress=progress))
+
+
+def _lab_state(state: dict) -> dict:
+    return {"findings": state["findings"], "tokens": state["tokens"],
+            "pages_done": state["next_page"] - 1}
+
+
+def _lab_rows(name: str, records: list, clean: dict) -> list[dict]:
+    writes = [ns for v in clean["checkpoint_writes"]["latencies_ns"].values() for ns in v]
+    truth = _lab_state(clean["state"])
+    rows = []
+    for kind in ("user", "framework"):
+        recs = [r for r in records if LAB_KIND.get(r.label) == kind]
+        s = lab_summarize(recs)
+        rows.append({
+            "design": name, "kind": kind, "crash points": s["crash_points"],
+            "avg redone calls": round(s["avg_redone_model_calls"], 2),
+            "max redone calls": s["max_redone_model_calls"],
+            "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+            "wrong memory": sum(r.final_state is None or _lab_state(r.final_state) != truth
+                                for r in recs),
+            "wrong disk": s["rebuild_failures"],
+            "pair ms": round(statistics.median(r.pair_s for r in recs) * 1000, 1),
+            "write µs": round(statistics.median(writes) / 1000, 1) if writes else None})
+    return rows
+
+
+def _framework_rows(name: str, res: SweepResult) -> list[dict]:
+    rows = []
+    for kind in ("user", "framework"):
+        recs = [r for r in res.records if r.kind == kind]
+        if not recs:
+            continue
+        s = summarize(recs, res.clean)
+        rows.append({"design": name, "kind": kind, "crash points": s["crash_points"],
+                     "avg redone calls": s["avg_redone_model_calls"],
+                     "max redone calls": s["max_redone_model_calls"],
+                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+                     "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
+                     "pair ms": s["pair_ms"], "write µs": s["write_us"]})
+    return rows
+
+
+TIMING = ["pair ms", "write µs"]
+
+
+def comparison_table(cmp: Comparison, *, timing: bool = True, only=None):
+    """One row per design and kind of crash point: what a crash there costs, and what it breaks.
+
+    `timing=False` leaves out the two timing columns; `only` keeps the (design, kind) rows named."""
+    import pandas as pd
+
+    rows = [row for n, (recs, clean) in cmp.lab.items() for row in _lab_rows(n, recs, clean)]
+    rows += [row for n, res in cmp.frameworks.items() for row in _framework_rows(n, res)]
+    df = pd.DataFrame(rows)
+    if only is not None:
+        df = df[[(d, k) in set(only) for d, k in zip(df["design"], df["kind"])]]
+    if not timing:
+        df = df.drop(columns=TIMING)
+    return df.set_index(["design", "kind"])
+
+
+def point_counts(cmp: Comparison):
+    """How many crash points of each name the traced clean run of each framework reached."""
+    import pandas as pd
+
+    rows = {}
+    for name, res in cmp.frameworks.items():
+        counts: dict[str, int] = {}
+        for p in res.clean.points:
+            counts[p.name] = counts.get(p.name, 0) + 1
+        rows[name] = counts
+    df = pd.DataFrame(rows).fillna(0).astype(int)
+    df.index.name = "crash point name"
+    user = ["ask_model.after", "visit.after", "submit.after"]
+    return df.loc[sorted(df.index, key=lambda n: (n.startswith("framework."),
+                                                  user.index(n) if n in user else 0, n))]
+
+
+def plot_costs(cmp: Comparison):
+    """Redone model calls per crash (average, with the maximum), and the points that break
+    something, per design; user-code points and framework-write points side by side."""
+    df = comparison_table(cmp).reset_index()
+    designs = list(dict.fromkeys(df["design"]))
+    fig, (ax, bx) = new_figure(11, 0.55 * len(designs) + 1.6, ncols=2, sharey=True)
+    kinds = {"user": (COLORS["blue"], "", "agent's own code"),
+             "framework": (COLORS["orange"], "//", "framework's writes, committed (first four)")}
+    for j, (kind, (color, hatch, label)) in enumerate(kinds.items()):
+        d = df[df["kind"] == kind].set_index("design").reindex(designs)
+        y = [i + (j - 0.5) * 0.38 for i in range(len(designs))]
+        ax.barh(y, d["avg redone calls"].fillna(0), height=0.36, color=color, hatch=hatch,
+                edgecolor="white", label=label)
+        for yi, (avg, top) in zip(y, zip(d["avg redone calls"], d["max redone calls"])):
+            if avg == avg:        # not NaN
+                ax.annotate(f"{avg:.2f} (max {int(top)})", (avg, yi), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(designs)), designs)
+    ax.invert_yaxis()
+    ax.set_xlabel("redone model calls per crash\n(calls; average, max in brackets)")
+    ax.set_title("What a crash costs", fontsize=10)
+    ax.set_xlim(0, max(1.0, float(df["avg redone calls"].max())) * 1.55)
+    ax.legend(fontsize=7, loc="lower right")
+    bad = {"duplicate points": (COLORS["red"], "xx"), "lost points": (COLORS["purple"], ".."),
+           "wrong memory": (COLORS["yellow"], "\\\\")}
+    totals = df.groupby("design", sort=False)[list(bad)].sum().reindex(designs)
+    for j, (col, (color, hatch)) in enumerate(bad.items()):
+        y = [i + (j - 1) * 0.27 for i in range(len(designs))]
+        bx.barh(y, totals[col], height=0.25, color=color, hatch=hatch, edgecolor="white",
+                label=col)
+        for yi, v in zip(y, totals[col]):
+            bx.annotate(str(int(v)), (v, yi), xytext=(2, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+    bx.set_xlabel("crash points with that outcome\n(points; writes: the first four of each kind)")
+    bx.set_title("What a crash breaks", fontsize=10)
+    bx.set_xlim(0, max(4, int(totals.values.max())) * 1.2)
+    bx.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Killed at every point of a {PAGES}-page run, resumed, witnessed "
+                 "(frameworks: documented resume, no idempotency key)", fontsize=10)
+    return fig
+
+
+# --- where each crash lands ----------------------------------------------------------------------
+
+def _positions(pages_and_kinds: list[tuple[int, str]]) -> list[float]:
+    """x for each point: its page, spread evenly inside the page (so designs with more points per
+    page line up with those with fewer)."""
+    counts: dict[int, int] = {}
+    for page, _ in pages_and_kinds:
+        counts[page] = counts.get(page, 0) + 1
+    seen: dict[int, int] = {}
+    out = []
+    for page, _ in pages_and_kinds:
+        seen[page] = seen.get(page, 0) + 1
+        out.append(page - 1 + (seen[page] - 0.5) / counts[page])
+    return out
+
+
+STRIP_STYLE = {**VERDICT_STYLE, "wrong state": (COLORS["yellow"], "\\\\"),
+               "not reached": (COLORS["grey"], "")}
+STRIP_ORDER = ["correct", "duplicate", "lost", "wrong state", "rebuild fails",
+               "tracker disagrees", "not reached", "error"]
+
+
+def strip_rows(cmp: Comparison) -> list[tuple[str, list[tuple[int, str, str]]]]:
+    """(row label, [(page, kind, verdict)] in run order) for every design and kind."""
+    rows = []
+    for name, (records, _) in cmp.lab.items():
+        for kind in ("user", "framework"):
+            pts = [(r.page, kind, r.verdict) for r in records if LAB_KIND.get(r.label) == kind]
+            rows.append((f"{name} · {kind}", pts))
+    for name, res in cmp.frameworks.items():
+        recs = sorted(res.records, key=lambda r: r.order)
+        for kind in ("user", "framework"):
+            pts = [(r.page if r.page else 1, kind, r.verdict) for r in recs if r.kind == kind]
+            if pts:
+                rows.append((f"{name} · {kind}", pts))
+    return rows
+
+
+def plot_verdicts(cmp: Comparison):
+    """One row per design and kind: every crash point at its page, coloured by what happened."""
+    rows = strip_rows(cmp)
+    fig, ax = new_figure(11, 0.32 * len(rows) + 1.5)
+    seen = set()
+    for y, (_, pts) in enumerate(rows):
+        xs = _positions([(p, k) for p, k, _ in pts])
+        per_page = max(sum(1 for p, _, _ in pts if p == page) for page, _, _ in pts)
+        width = 0.9 / per_page
+        for x, (_, _, v) in zip(xs, pts):
+            color, hatch = STRIP_STYLE[v]
+            ax.bar(x, 0.8, bottom=y - 0.4, width=width, color=color, hatch=hatch,
+                   edgecolor="white", linewidth=0.3)
+            seen.add(v)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xticks([p - 0.5 for p in range(1, PAGES + 1)], [f"p{p}" for p in range(1, PAGES + 1)])
+    ax.set_xlim(0, PAGES)
+    for bug in (3, 7, 10):
+        ax.axvspan(bug - 1, bug, color=COLORS["grey"], alpha=0.12, linewidth=0)
+    ax.set_xlabel("page the agent was working on when the kill came (shaded: pages with a bug)")
+    ax.set_title("Every crash point, by outcome after the resume (frameworks: no key)",
+                 fontsize=10)
+    handles = [Patch(facecolor=STRIP_STYLE[v][0], hatch=STRIP_STYLE[v][1], label=v)
+               for v in STRIP_ORDER if v in seen]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+# --- the danger window, key off and on -----------------------------------------------------------
+
+#: Page 3's danger window: the report is filed, then the framework writes the node's results
+#: (LangGraph) or the step's output (DBOS): rows written but not committed, then committed.
+WINDOW = {kind: ["submit.after#1", f"framework.{write}.submit.uncommitted#1",
+                 f"framework.{write}.submit.committed#1"]
+          for kind, write in (("langgraph", "put_writes"), ("dbos", "step_output"))}
+
+
+def danger_window(cmp: Comparison, progress=None):
+    """Page 3's report is filed; is it filed again after a kill here? Key off, then on.
+
+    The points after the report and at its commit that the comparison already swept are reused;
+    only the others are swept here."""
+    import pandas as pd
+
+    rows = []
+    for name in ("LangGraph sync", "DBOS (workflow ID)"):
+        res = cmp.frameworks[name]
+        pattern = ",".join(WINDOW[res.settings.framework])
+        for key in (False, True):
+            s = SweepSettings(res.settings.framework, res.settings.mode, res.settings.resume, key)
+            (got,) = run_sweeps({name: s}, points=pattern, progress=progress).values()
+            for r in sorted(got.records, key=lambda r: r.order):
+                rows.append({"design": name, "crash point": r.point,
+                             "key": "key " + ("on" if key else "off"), "verdict": r.verdict,
+                             "redone calls": r.redone_model_calls})
+    df = pd.DataFrame(rows)
+    table = df.pivot_table(index=["design", "crash point"], columns="key", values="verdict",
+                           aggfunc="first", sort=False)
+    table["redone calls"] = df[df["key"] == "key off"].set_index(
+        ["design", "crash point"])["redone calls"]
+    return table
+
+
+def danger_summary(table) -> dict:
+    """What the danger-window table shows, in the words that hold in every sweep: the point right
+    after the report (the main thread's) is a duplicate without the key, and nothing is one with
+    it. (Whether the kill inside LangGraph's commit of the node's writes also duplicates depends on
+    whether the step's checkpoint, written by another thread, got there first.)"""
+    after_report = table.xs("submit.after#1", level="crash point")
+    return {"right after the report, key off: duplicate":
+            bool((after_report["key off"] == "duplicate").all()),
+            "every point, key on: correct": bool((table["key on"] == "correct").all())}
+
+
+# --- resume styles -------------------------------------------------------------------------------
+
+def resume_styles(progress=None) -> dict[str, SweepResult]:
+    """The documented resume and the mistakes, at `RESUME_POINTS`, no key."""
+    return run_sweeps(RESUMES, points=RESUME_POINTS, progress=progress)
+
+
+def resume_table(results: dict[str, SweepResult]):
+    import pandas as pd
+
+    rows = []
+    for name, res in results.items():
+        s = summarize(res.records)
+        rows.append({"resume": name, "crash points": s["crash_points"],
+                     "avg redone calls": s["avg_redone_model_calls"],
+                     "max redone calls": s["max_redone_model_calls"],
+                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+                     "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
+                     "correct": s["correct"]})
+    return pd.DataFrame(rows).set_index("resume")
+
+
+def resume_summary(results: dict[str, SweepResult]) -> dict:
+    """The resume styles' outcomes in the words that hold in every sweep."""
+    def s(name):
+        return summarize(results[name].records)
+
+    lg, dbos = "LangGraph: invoke(None) (documented)", "DBOS: start by workflow ID"
+    return {
+        "LangGraph documented: no lost report, no wrong state":
+            s(lg)["lost_points"] == 0 and s(lg)["wrong_memory"] == 0,
+        "LangGraph empty .next = done: loses reports":
+            s("LangGraph: empty .next = done")["lost_points"] > 0,
+        "LangGraph invoke(input) again: wrong state":
+            s("LangGraph: invoke(input) again")["wrong_memory"] > 0,
+        "DBOS by workflow ID and by recovery alone: the same outcome at every point":
+            [r.verdict for r in results[dbos].records]
+            == [r.verdict for r in results["DBOS: recovery alone"].records],
+        "DBOS new workflow ID: more redone calls than one page":
+            s("DBOS: new workflow ID")["avg_redone_model_calls"] > 1,
+    }
+
+
+def plot_resume_styles(results: dict[str, SweepResult]):
+    """How many crash points each resume style got right, and what went wrong at the others."""
+    names = list(results)
+    fig, ax = new_figure(10, 0.5 * len(names) + 1.4)
+    order = ["correct", "duplicate", "lost", "wrong state", "rebuild fails", "tracker disagrees",
+             "not reached", "error"]
+    left = [0] * len(names)
+    for v in order:
+        counts = [sum(r.verdict == v for r in results[n].records) for n in names]
+        if not any(counts):
+            continue
+        color, hatch = STRIP_STYLE[v]
+        bars = ax.barh(range(len(names)), counts, left=left, color=color, hatch=hatch,
+                       edgecolor="white", label=v)
+        for b, c in zip(bars, counts):
+            if c:
+                ax.annotate(str(c), (b.get_x() + b.get_width() / 2, b.get_y() + b.get_height() / 2),
+                            ha="center", va="center", fontsize=7,
+                            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                                  "edgecolor": "none", "alpha": 0.85})
+        left = [a + c for a, c in zip(left, counts)]
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("crash points on pages 1-4 (points): after each model call, the report, "
+                  "and (LangGraph) each node's saved writes")
+    ax.set_title("The same crash, resumed three ways per framework (no idempotency key)",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+# --- async checkpoints, repeats and latency ------------------------------------------------------
+
+#: After the model call of every other page: enough to see the writer fall behind page by page.
+ASYNC_POINTS = "ask_model.after#[2468],ask_model.after#1[02]"
+
+
+def async_repeats(latencies=(0.0, 5.0), repeat: int = 2, progress=None) -> dict[float, SweepResult]:
+    """LangGraph's default mode at each latency of the world's calls, every point `repeat` times."""
+    named = {lat: SweepSettings("langgraph", "async", "documented", False, lat)
+             for lat in latencies}
+    got = run_sweeps({str(k): s for k, s in named.items()}, points=ASYNC_POINTS, repeat=repeat,
+                     progress=progress)
+    return {lat: got[str(lat)] for lat in latencies}
+
+
+def async_table(results: dict[float, SweepResult]):
+    import pandas as pd
+
+    rows = []
+    for lat, res in results.items():
+        s = summarize(res.records)
+        v = varying_points(res.records)
+        rows.append({"latency per call (ms)": lat, "crash runs": s["crash_points"],
+                     "avg redone calls": s["avg_redone_model_calls"],
+                     "max redone calls": s["max_redone_model_calls"],
+                     "points whose outcome varied": len(v),
+                     "of which the verdict": sum(x["verdict_varies"] for x in v)})
+    return pd.DataFrame(rows).set_index("latency per call (ms)")
+
+
+def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = None):
+    """Redone calls at each point, once per repeat, for each latency of the world's calls; with
+    `sync` (a sweep in sync mode), what sync mode paid at the same points, as a dashed line."""
+    fig, axes = new_figure(11, 3.4, ncols=len(results), sharey=True, squeeze=False)
+    reference = None
+    if sync is not None:
+        at = {r.point: r.redone_model_calls for r in sync.records}
+        points = {r.point for res in results.values() for r in res.records}
+        if points <= set(at):
+            reference = statistics.mean(at[p] for p in points)
+    markers = ["o", "x", "s", "^"]
+    for ax, (lat, res) in zip(axes[0], results.items()):
+        df = to_frame(res.records).sort_values("order")
+        names = list(dict.fromkeys(df["point"]))
+        for r, d in df.groupby("repeat"):
+            xs = [names.index(p) for p in d["point"]]
+            ax.scatter(xs, d["redone_model_calls"], marker=markers[r % 4], s=28,
+                       color=SERIES[r % len(SERIES)], label=f"sweep {r + 1}", alpha=0.85)
+        ax.set_xticks(range(len(names)), [f"p{n.rsplit('#', 1)[1]}" for n in names], fontsize=7)
+        ax.set_title(f"{lat:g} ms per call", fontsize=9)
+        ax.set_xlabel("crash point: right after the model call of page N (every other page)")
+        if reference is not None:
+            ax.axhline(reference, color=COLORS["grey"], linestyle="--", linewidth=1.2,
+                       label=f"sync mode, same points: {reference:g}")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0][0].set_ylabel("redone model calls (calls)")
+    fig.suptitle("LangGraph async (the default): the same point, swept twice", fontsize=10)
+    return fig
+
+
+# --- timing --------------------------------------------------------------------------------------
+
+def plot_timing(cmp: Comparison):
+    """Per crash point, the wall time of the killed process plus its resume; per design, the
+    median time of one durable write in a clean run."""
+    df = comparison_table(cmp).reset_index()
+    designs = list(dict.fromkeys(df["design"]))
+    pairs = {n: [r.pair_s * 1000 for r in recs] for n, (recs, _) in cmp.lab.items()}
+    pairs.update({n: [(r.crash_s + r.resume_s) * 1000 for r in res.records
+                      if r.resume_s is not None] for n, res in cmp.frameworks.items()})
+    writes = df.groupby("design", sort=False)["write µs"].first().reindex(designs)
+    fig, (ax, bx) = new_figure(11, 0.5 * len(designs) + 1.6, ncols=2, sharey=True)
+    ax.boxplot([pairs[d] for d in designs], vert=False, positions=range(len(designs)),
+               widths=0.5, patch_artist=True,
+               boxprops={"facecolor": COLORS["sky"]}, medianprops={"color": COLORS["black"]})
+    for i, d in enumerate(designs):
+        ax.annotate(f"{statistics.median(pairs[d]):.0f} ms", (statistics.median(pairs[d]), i),
+                    xytext=(0, 9), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_yticks(range(len(designs)), designs)
+    ax.invert_yaxis()
+    ax.set_xlabel("killed process + resume, wall time per crash point (ms)")
+    ax.set_title("One crash+resume pair", fontsize=10)
+    bx.barh(range(len(designs)), writes.fillna(0), color=COLORS["green"], hatch="..",
+            edgecolor="white")
+    for i, w in enumerate(writes):
+        bx.annotate("no durable write" if w != w else f"{w:.0f} µs", (0 if w != w else w, i),
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    bx.set_xscale("symlog", linthresh=100)
+    bx.set_xlabel("one durable write, median in a clean run (µs, log scale)")
+    bx.set_title("One checkpoint write", fontsize=10)
+    fig.suptitle(f"What the sweep costs in time on this machine ({default_workers()} crash runs "
+                 "in parallel)", fontsize=10)
+    return fig
+
+
+# --- the panel -----------------------------------------------------------------------------------
+
+POINT_CHOICES = [("user points + first four committed writes of each kind",
+                  COMPARE_POINTS["langgraph"]),
+                 ("user points + every committed write", POINTS),
+                 ("user points only", "user"), ("framework writes only", "framework"),
+                 ("every point, inside writes too", "all")]
+
+
+def _frame_for(res: SweepResult):
+    df = to_frame(res.records)
+    return df.sort_values(["repeat", "order"])
+
+
+def plot_sweep(res: SweepResult):
+    """The panel's figure: redone calls per crash point (bars coloured by outcome)."""
+    df = _frame_for(res)
+    first = df[df["repeat"] == 0]
+    fig, ax = new_figure(10, 3.6)
+    xs = range(len(first))
+    for x, (_, r) in zip(xs, first.iterrows()):
+        color, hatch = STRIP_STYLE[r["verdict"]]
+        h = r["redone_model_calls"] if r["redone_model_calls"] == r["redone_model_calls"] else 0
+        ax.bar(x, max(h, 0.05), color=color, hatch=hatch, edgecolor="white", linewidth=0.4)
+    ticks = [i for i, p in enumerate(first["point"]) if p.startswith("ask_model.after")]
+    ax.set_xticks(ticks, [f"p{first['page'].iloc[i]}" for i in ticks], fontsize=7)
+    ax.set_xlabel("crash point, in the clean run's order (tick: the model call of page N)")
+    ax.set_ylabel("redone model calls (calls)")
+    ax.set_title(res.settings.label(), fontsize=10)
+    handles = [Patch(facecolor=STRIP_STYLE[v][0], hatch=STRIP_STYLE[v][1], label=v)
+               for v in STRIP_ORDER if v in set(first["verdict"])]
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    ax.set_ylim(0, max(1.0, float(first["redone_model_calls"].max())) * 1.3)
+    return fig
+
+
+def sweep_summary(res: SweepResult):
+    import pandas as pd
+
+    rows = []
+    for kind in ("user", "framework"):
+        recs = [r for r in res.records if r.kind == kind]
+        if recs:
+            rows.append({"kind": kind, **summarize(recs, res.clean)})
+    df = pd.DataFrame(rows).set_index("kind")
+    df["varying points"] = len(varying_points(res.records))
+    return df
+
+
+class FrameworkPanel:
+    """Choose framework, mode, resume style, key, latency, points and repeats; Run sweeps it."""
+
+    CHOICES = ["langgraph", "dbos", "lab", "fake"]
+
+    def __init__(self, default: SweepSettings = FRAMEWORKS["LangGraph async (default)"]):
+        self.default = default
+        self.framework = W.ToggleButtons(options=self.CHOICES, value=default.framework,
+                                         description="framework")
+        self.mode = W.ToggleButtons(description="mode")
+        self.resume = W.Dropdown(description="resume")
+        self.key = W.ToggleButtons(options=[("on", True), ("off", False)],
+                                   value=default.idempotency_key, description="key")
+        self.latency = W.SelectionSlider(options=[0, 1, 2, 5, 10, 20], value=0,
+                                         description="latency ms", continuous_update=False)
+        self.points = W.Dropdown(options=POINT_CHOICES, value=POINT_CHOICES[0][1],
+                                 description="points", layout=W.Layout(width="520px"))
+        self.repeat = W.IntSlider(value=1, min=1, max=3, description="repeat",
+                                  continuous_update=False)
+        self.run_button = W.Button(description="Run sweep", button_style="primary", icon="play")
+        self.reset_button = W.Button(description="Reset", icon="undo")
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="sweep")
+        self.status = W.Label()
+        self.plot_out, self.table_out = W.Output(), W.Output()
+        self.inspect = W.Dropdown(description="crash point", layout=W.Layout(width="420px"))
+        self.point_info = W.HTML()
+        self.result: SweepResult | None = None
+        self._sync_choices()
+        self.mode.value, self.resume.value = default.mode, default.resume
+        self.framework.observe(lambda _: self._sync_choices(), names="value")
+        self.inspect.observe(lambda _: self._show_point(), names="value")
+        self.run_button.on_click(lambda _: self.run())
+        self.reset_button.on_click(lambda _: self.reset())
+
+    def _sync_choices(self) -> None:
+        cls = adapter_class(self.framework.value)
+        self.mode.options = list(cls.modes)
+        self.mode.value = cls.modes[0]
+        self.resume.options = list(cls.resume_styles)
+        self.resume.value = cls.resume_styles[0]
+
+    @property
+    def settings(self) -> SweepSettings:
+        return SweepSettings(self.framework.value, self.mode.value, self.resume.value,
+                             self.key.value, float(self.latency.value))
+
+    def _tick(self, done: int, total: int) -> None:
+        self.progress.max, self.progress.value = max(total, 1), done
+
+    def run(self) -> SweepResult | None:
+        self.run_button.disabled = True
+        self.status.value = "Running: every crash point is a real process killed and resumed..."
+        try:
+            (self.result,) = run_sweeps({"panel": self.settings}, points=self.points.value,
+                                        repeat=self.repeat.value, progress=self._tick).values()
+            self.progress.value = self.progress.max
+            self.draw()
+            s = summarize(self.result.records)
+            self.status.value = (f"{s['crash_points']} crash runs: {s['correct']} correct, "
+                                 f"{s['duplicate_points']} with a duplicate, {s['lost_points']} "
+                                 f"with a lost report, {s['wrong_memory']} with a wrong state, "
+                                 f"{s['not_reached']} not reached, {s['errors']} errors")
+        except Exception as e:     # a learner's adapter may fail: say so in the panel
+            self.status.value = f"Could not run: {e}"
+        finally:
+            self.run_button.disabled = False
+        return self.result
+
+    def draw(self) -> None:
+        res = self.result
+        self.plot_out.outputs = ()
+        self.plot_out.append_display_data(Image(data=png(plot_sweep(res)), format="png"))
+        self.table_out.outputs = ()
+        self.table_out.append_display_data(sweep_summary(res))
+        first = sorted((r for r in res.records if r.repeat == 0), key=lambda r: r.order)
+        self.inspect.options = [(f"{r.point} (page {r.page}): {r.verdict}", r.point) for r in first]
+
+    def _show_point(self) -> None:
+        if self.result is None or self.inspect.value is None:
+            self.point_info.value = ""
+            return
+        runs = [r for r in self.result.records if r.point == self.inspect.value]
+        rows = "".join(
+            f"<tr><td>sweep {r.repeat + 1}</td><td><b>{html.escape(r.verdict)}</b></td>"
+            f"<td>redone {r.redone_model_calls}</td><td>tracker {r.tracker_pages}</td>"
+            f"<td>memory {html.escape(str(r.memory_state))}</td>"
+            f"<td>disk {html.escape(str(r.disk_state))}</td>"
+            f"<td>{html.escape(r.error or '')}</td></tr>" for r in runs)
+        self.point_info.value = f"<table>{rows}</table>"
+
+    def reset(self) -> None:
+        self.framework.value = self.default.framework
+        self._sync_choices()
+        self.mode.value, self.resume.value = self.default.mode, self.default.resume
+        self.key.value, self.latency.value = self.default.idempotency_key, 0
+        self.points.value, self.repeat.value = POINT_CHOICES[0][1], 1
+        self.result = None
+        self.plot_out.outputs = self.table_out.outputs = ()
+        self.inspect.options = []
+        self.point_info.value = ""
+        self.progress.value = 0
+        self.status.value = "Reset."
+
+    def widget(self) -> W.VBox:
+        return W.VBox([self.framework, self.mode, self.resume, self.key, self.latency,
+                       self.points, self.repeat,
+                       W.HBox([self.run_button, self.reset_button, self.progress]), self.status,
+                       self.plot_out, self.table_out, self.inspect, self.point_info])
+
+    def show(self) -> W.VBox:
+        """Draw the default sweep (already run by the notebook's cells: nothing new is killed)."""
+        self.run()
+        return self.widget()
+
+
+def panel() -> FrameworkPanel:
+    return FrameworkPanel()
+
+
+# --- exercises -----------------------------------------------------------------------------------
+
+@exercise("10.1", "LangGraph in 'sync' mode, resumed the documented way, no idempotency key: at how "
+          "many crash points in the agent's own code (right after a model call, a visit or a "
+          "report) is a report filed twice? Answer with a number.",
+          "3: the three points right after a report is filed (submit.after#1, #2, #3). The "
+          "submit node's results are not saved yet, so the resume runs the node again. After a "
+          "model call or a visit the node that runs again files nothing. With the key on, 0.")
+def _ex_10_1(answer):
+    (res,) = run_sweeps({"sync": FRAMEWORKS["LangGraph sync"]}, points=COMPARE_POINTS).values()
+    truth = summarize([r for r in res.records if r.kind == "user"])["duplicate_points"]
+    if answer == truth:
+        return True, f"Measured: {truth} points, all right after a report."
+    return False, "Where is the report filed, and when are the node's results saved?"
+
+
+@exercise("10.2", "A LangGraph process is killed right after the visit node of page 1 has its writes "
+          "saved, before the step's checkpoint. The next process calls get_state() and, seeing "
+          "an empty .next, believes the run finished. How many bug reports are missing from the "
+          "tracker? Answer with a number.",
+          "3: all of them (pages 3, 7 and 10). .next lists only tasks without saved writes, so it "
+          "is empty between a node's saved writes and the next checkpoint; the resume returns at "
+          "once. The documented invoke(None, config) would have carried on.")
+def _ex_10_2(answer):
+    probe = run_sweeps({"probe": RESUMES["LangGraph: empty .next = done"]},
+                       points=RESUME_POINTS["langgraph"])["probe"]
+    point = "framework.put_writes.visit.committed#1"
+    (rec,) = [r for r in probe.records if r.point == point]
+    if answer == rec.lost_reports:
+        return True, f"Measured at {point}: {rec.lost_reports} reports lost, tracker {rec.tracker_pages}."
+    return False, "What does .next contain when a node's writes are saved but no new checkpoint is?"
