@@ -2,13 +2,12 @@
 each judged from a measurement made just now, and the source text's code beside the lab's.
 
 Exercise ids here continue each lesson's own (0.2, 2.3, 3.3, ...); quiz items are Q0.1, Q2.1, ...
-Every sweep goes through the panel's cache, so a lesson's experiment, its exercises and its quiz
+Every sweep goes through the lab's one cache (`results`), so a lesson's experiment, its exercises and its quiz
 never kill the same point twice in one kernel.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import tempfile
 from pathlib import Path
@@ -16,10 +15,10 @@ from pathlib import Path
 from ..config import RunConfig
 from ..events import apply_event, initial_state
 from ..experiment import (RANDOM_KILL_LATENCY_MS, clean_run, crash_point, crash_worker,
-                          replay_after_crash, run_crash_jobs, run_worker, summarize, work_dir)
+                          replay_after_crash, run_worker, summarize, work_dir)
 from ..world import read_bill
+from . import results
 from .exercises import exercise
-from .panel import cached_point, cached_sweep, cached_sweeps
 from .teach import Measured, assess, show_code, statement
 
 # --- the source text's code, as it gives it -------------------------------------------------------
@@ -89,7 +88,7 @@ def text_apply_event():
 
 # === lesson 0 ===================================================================================
 
-@functools.lru_cache(maxsize=8)
+@results.memoized
 def clean_log_events(intent: bool) -> int:
     """Events in the log of one clean run (log store), with or without intents."""
     with work_dir(in_memory=True) as base:
@@ -121,7 +120,7 @@ def _q0_1():
                     f"{on} with intents and {off} without. Speak in names.")
 
 
-@functools.lru_cache(maxsize=4)
+@results.memoized
 def worker_word_vs_bill(point: str = "p7.after_model_call") -> dict:
     """Kill a run with no checkpoint at `point`, resume it: the resumed worker's own count of
     model calls, against the provider's bill for both processes."""
@@ -166,7 +165,7 @@ def long_run_table(pages: int = LONG_RUN):
 
     designs = {(name, n): cfg.replace(pages=n) for name, cfg in
                (("none", NO_CHECKPOINT), ("per page", PER_PAGE)) for n in (12, pages)}
-    sweeps = cached_sweeps({f"{name} {n}": cfg for (name, n), cfg in designs.items()})
+    sweeps = results.sweeps({f"{name} {n}": cfg for (name, n), cfg in designs.items()})
     rows = []
     for (name, n), cfg in designs.items():
         s = summarize(sweeps[f"{name} {n}"])
@@ -177,7 +176,7 @@ def long_run_table(pages: int = LONG_RUN):
 
 
 def avg_redone(config: RunConfig) -> float:
-    return round(summarize(cached_sweep(config))["avg_redone_model_calls"], 2)
+    return round(summarize(results.sweep(config))["avg_redone_model_calls"], 2)
 
 
 @exercise("2.3", f"Transfer: a snapshot after every page, on a {LONG_RUN}-page run (bugs on pages 3, "
@@ -200,7 +199,7 @@ def _ex_2_3(answer):
            "the call being billed and its answer being saved there is always a moment, the call "
            "in flight, where a kill pays for that call again.")
 def _q2_1():
-    redone = cached_point(PER_OPERATION, "p5.after_model_call")["redone_model_calls"]
+    redone = results.point(PER_OPERATION, "p5.after_model_call").redone_model_calls
     return Measured(redone == 0, f"Measured just now: per operation, killed at "
                     f"p5.after_model_call and resumed, {redone} call was paid twice.")
 
@@ -293,15 +292,10 @@ def _ex_3_3(answer):
     return c.right, c.text
 
 
-@functools.lru_cache(maxsize=8)
-def replay_sweep(config: RunConfig) -> tuple[dict, ...]:
+def replay_sweep(config: RunConfig) -> list:
     """Kill at every crash point of `config` and count what recovery would replay (read-only
     recovery: no resume needed for a count)."""
-    from ..experiment import crash_points
-    with work_dir(in_memory=True) as tmp:
-        rows = run_crash_jobs([("replay", config, p) for p in crash_points(config)], tmp,
-                              measure=replay_after_crash)
-    return tuple(rows)
+    return results.sweep(config, measure=replay_after_crash)
 
 
 def replay_table(configs: dict[str, RunConfig]):
@@ -310,7 +304,7 @@ def replay_table(configs: dict[str, RunConfig]):
 
     rows = []
     for name, cfg in configs.items():
-        counts = [r["replayed_events"] for r in replay_sweep(cfg)]
+        counts = [r.replayed_events for r in replay_sweep(cfg)]
         rows.append({"design": name, "pages": cfg.pages, "crash points": len(counts),
                      "avg replayed": round(sum(counts) / len(counts), 2),
                      "max replayed": max(counts)})
@@ -329,7 +323,7 @@ LONG_SNAP4 = SNAP4.replace(pages=LONG_RUN)
           "commit of page 16: page_done of 13, 14, 15 and the intent of 15. (A pure log replays "
           f"everything: {LONG_RUN} + 5 = 25 events at the end.)")
 def _ex_3_4(answer):
-    truth = max(r["replayed_events"] for r in replay_sweep(LONG_SNAP4))
+    truth = max(r.replayed_events for r in replay_sweep(LONG_SNAP4))
     c = assess(answer, truth, what="max replayed events")
     return c.right, c.text + ("" if c.right else " How old can the newest snapshot be, and which "
                               "events after it can be in the log?")
@@ -342,7 +336,7 @@ def _ex_3_4(answer):
 def _q3_1():
     with tempfile.TemporaryDirectory(prefix="bughunt-q31-") as tmp:
         replayed = replay_after_crash(SNAP4, crash_point(SNAP4, "p7.after_submit"),
-                                      Path(tmp) / "run")["replayed_events"]
+                                      Path(tmp) / "run").replayed_events
     return Measured(replayed == 0, f"Measured just now: snapshot every 4, killed at "
                     f"p7.after_submit, recovery needs {replayed} events that only the log holds "
                     "(written after the snapshot of page 4).")
@@ -372,7 +366,7 @@ def _q3_2():
                     "state.")
 
 
-@functools.lru_cache(maxsize=1)
+@results.memoized
 def bytes_after_kill() -> dict:
     """Bytes on disk after a real kill -9, for a line left in Python's buffer and for a flushed
     one (lesson 6's buffer experiment, run here for the diagram of lesson 3)."""
@@ -393,20 +387,25 @@ def power_cut_after_write() -> "object":
     from ..diskio import Door
     from ..instruments.journal import JournalingFiles
     from ..powerloss import crash_states
-    from .durability import LessonDoor
+
+    class JournalWithoutDirFsync(JournalingFiles):
+        """The source text's sequence: everything but the directory fsync, journaled."""
+
+        def fsync_dir(self, directory: Path) -> None:
+            pass
 
     old, new = b'{"next_page": 4}\n', b'{"next_page": 8}\n'
-    ways = {"rename only": (Door, "never"),
-            "source text: fsync, rename": (LessonDoor, "always"),
-            "lab: fsync, rename, fsync dir": (Door, "always")}
+    ways = {"rename only": (JournalingFiles, "never"),
+            "source text: fsync, rename": (JournalWithoutDirFsync, "always"),
+            "lab: fsync, rename, fsync dir": (JournalingFiles, "always")}
     rows = []
-    for name, (door_class, policy) in ways.items():
+    for name, (journal, policy) in ways.items():
         ops: list[dict] = []
         with tempfile.TemporaryDirectory(prefix="bughunt-atomic-") as tmp:
             path = Path(tmp) / "snapshot.json"
             Door("always", files=JournalingFiles(ops.append)).write_atomic(path, old)
             first = len(ops)
-            door_class(policy, files=JournalingFiles(ops.append)).write_atomic(path, new)
+            Door(policy, files=journal(ops.append)).write_atomic(path, new)
         after = [s for s in crash_states(ops, samples_per_cut=16, dedupe=False)
                  if s.cut == len(ops)]
         found = {"new": 0, "old": 0, "empty or torn": 0}
@@ -447,14 +446,14 @@ SNAPSHOT_INTENTS = RunConfig(store="snapshot", intent=True, idempotency_key=Fals
 
 
 def duplicate_names(config: RunConfig) -> list[str]:
-    return [r["crash_point"] for r in cached_sweep(config) if r["duplicate_reports"]]
+    return [r.crash_point for r in results.sweep(config) if r.duplicate_reports]
 
 
 def transfer_sweep(config: RunConfig = SNAPSHOT_INTENTS):
     """Every crash point of `config`, killed and resumed: how many end right, duplicated, lost."""
     import pandas as pd
 
-    s = summarize(cached_sweep(config))
+    s = summarize(results.sweep(config))
     rows = {"crash points": s["crash_points"], "recover correctly": s["correct_runs"],
             "file a report twice": s["duplicate_points"], "lose a report": s["lost_points"],
             "the points that file twice": ", ".join(duplicate_names(config)) or "none"}
@@ -534,8 +533,8 @@ def _q4_2():
            "False. At most once never files twice, but it gives up a page whose report may not "
            "have been filed: killed at after_intent, the report is lost.")
 def _q4_3():
-    s = summarize(cached_sweep(AT_MOST_ONCE))
-    lost = [r["crash_point"] for r in cached_sweep(AT_MOST_ONCE) if r["lost_reports"]]
+    s = summarize(results.sweep(AT_MOST_ONCE))
+    lost = [r.crash_point for r in results.sweep(AT_MOST_ONCE) if r.lost_reports]
     return Measured(s["duplicate_points"] == 0 and s["lost_points"] == 0,
                     f"Measured (at most once, 54 points): {s['duplicate_points']} points file "
                     f"twice, {s['lost_points']} lose a report ({', '.join(lost)}).")
