@@ -179,9 +179,9 @@ for intent in (True, False):
 # %% [markdown]
 # ## What the lab reproduces
 #
-# The lesson text behind this lab reports a table of figures from its own experiment. Here is that
+# The source text behind this lab reports a table of figures from its own experiment. Here is that
 # table beside the same experiment on this machine: five sweeps, every crash point killed with
-# SIGKILL and resumed, a few hundred real processes (about 20 seconds).
+# SIGKILL and resumed, 528 real processes (a few seconds).
 
 # %%
 result, table = tour.lesson_overview()
