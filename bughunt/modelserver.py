@@ -468,7 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
         # Billed now, at arrival, before the first byte of the answer leaves.
         self.server.bill.charge({
             "request_id": request_id, "model": model, "prompt_hash": key, **usage,
-            "project": self.headers.get("OpenAI-Project"), "stream": stream, "retry": int(retry) if retry and retry.isdigit() else None,
+            "project": self.headers.get("OpenAI-Project"), "stream": stream,
+            "retry": int(retry) if retry and retry.isdigit() else None,
             "fault": fault.spec(), "peer": "%s:%d" % self.client_address[:2],
             "pid": os.getpid(), "t": round(time.time(), 6)})
         self._wait(fault.ttfb)
