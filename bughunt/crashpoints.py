@@ -17,10 +17,10 @@ give 9 x 4 + 3 x 5 = 51 points without intents and 54 with.
 With the model over HTTP (lesson 11: the worker's `--model-url`), the call itself has insides, and
 `scheme(..., call_in_flight=True)` puts three points inside it, before `after_model_call`:
 
-0a. `call_sent`        the request is sent and the server has answered with its headers: it is on
-                       the server's bill, and no chunk of the answer has arrived
-0b. `call_chunk3`      3 chunks received (the role, then two words; every answer has more)
-0c. `call_last_chunk`  the stream has ended: the whole answer is here, not yet handed back
+- `call_sent`        the request is sent and the server has answered with its headers: it is on
+                     the server's bill, and no chunk of the answer has arrived
+- `call_chunk3`      3 chunks received (the role, then two words; every answer has more)
+- `call_last_chunk`  the stream has ended: the whole answer is here, not yet handed back
 
 That is 3 more per page (87 and 90 for the lesson's site); without the model over HTTP these points
 do not exist and the scheme is exactly the lesson's.
