@@ -1,10 +1,12 @@
-"""`python -m bughunt run|points|sweep|kill-random|lesson` (POSIX only).
+"""`python -m bughunt COMMAND` (POSIX only).
 
 - `run`          run or resume the worker in a run directory (see `bughunt.worker`)
 - `points`       list the crash points of a configuration
 - `sweep`        crash at every point, resume, measure; a table or `--json`
 - `kill-random`  SIGKILL from outside at seeded random moments; the rule-of-three bound
-- `lesson`       the lesson's experiments, lesson vs this machine side by side
+- `lesson`       the source text's experiments, its figures beside this machine's
+- `conformance`  a checkpoint store against every crash state, rule by rule
+- `frameworks`   the same sweep on LangGraph, DBOS, or your own adapter
 - `doctor`       check that this machine and folder can run the lab
 """
 
@@ -27,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run or resume the worker (all flags: run --help)", add_help=False)
     sub.add_parser("doctor", help="check this machine and folder can run the lab", add_help=False)
+    sub.add_parser("conformance", help="a checkpoint store against every crash state "
+                   "(all flags: conformance --help)", add_help=False)
+    sub.add_parser("frameworks", help="the same sweep on LangGraph, DBOS or your adapter "
+                   "(all flags: frameworks --help)", add_help=False)
 
     p = sub.add_parser("points", help="list the crash points of a configuration")
     p.set_defaults(parser=p)
@@ -319,6 +325,14 @@ def _main(argv: list[str] | None) -> int:
         from . import doctor
 
         return doctor.main(argv[1:])
+    if argv[:1] == ["conformance"]:
+        from . import conformance
+
+        return conformance.main(argv[1:])
+    if argv[:1] == ["frameworks"]:
+        from .frameworks import cli as frameworks
+
+        return frameworks.main(argv[1:], prog=f"{PROG} frameworks")
     parser = _parser()
     args = parser.parse_args(argv)
     commands = {"points": cmd_points, "sweep": cmd_sweep, "kill-random": cmd_kill_random,

@@ -186,7 +186,13 @@ PAUSE_BANNER = "bughunt: paused at"
 
 def wait_here(point: CrashPoint) -> None:
     """Announce the pause on stderr, then wait until stdin is closed (or until killed)."""
-    sys.stderr.write(f"{PAUSE_BANNER} {describe(point)}\n")
+    pause(f"{PAUSE_BANNER} {describe(point)}")
+
+
+def pause(announce: str) -> None:
+    """Say `announce` on stderr, then wait until stdin is closed (or until killed): the handshake
+    that lets another process act at an exactly known moment, with no sleep."""
+    sys.stderr.write(announce + "\n")
     sys.stderr.flush()
     try:
         while sys.stdin.buffer.read(4096):

@@ -25,11 +25,7 @@ import html
 import inspect
 import itertools
 import json
-import os
-import select
-import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -39,7 +35,7 @@ import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import inflight
+from .. import forkserver, inflight
 from ..config import RunConfig
 from ..experiment import CallCrashRun, CrashRun, crash_points, sweep_records
 from ..inflight import CallKilled, SdkBehaviour
@@ -56,121 +52,36 @@ PENDING = inflight.PENDING  # what a resume does with the call in flight: redo |
 
 # --- the fork parent: call processes started from a pre-imported SDK ------------------------------
 
-def _fork_parent() -> None:
-    """The parent's loop: one request per stdin line `{"argv", "out", "err"}`; fork a child that
-    runs `bughunt.inflight`'s main(argv) with stdout and stderr in those files; answer
-    `{"pid": N}` at once and `{"status": CODE}` when it ends (negative for a signal)."""
-    from ..llm import warm_sdk
-
-    warm_sdk()                          # imports and a closed client: no connection to share
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # an interrupt is for the caller, not for us
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.write(1, b'{"ready": true}\n')
-    for line in sys.stdin.buffer:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:                    # the child: one call process
-            code = 1
-            try:
-                os.dup2(devnull, 0)
-                for fd, path in ((1, request["out"]), (2, request["err"])):
-                    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    os.dup2(target, fd)
-                    os.close(target)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                code = inflight.main(request["argv"])
-            except SystemExit as e:     # argparse refusals exit this way
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-            except BaseException:       # a failure of the call is its own result
-                import traceback
-                traceback.print_exc()
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code)
-        try:
-            os.write(1, (json.dumps({"pid": pid}) + "\n").encode())
-            _, status = os.waitpid(pid, 0)
-            os.write(1, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
-                     .encode())
-        except OSError:                 # the caller is gone: end quietly
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os._exit(0)
-
-
 class CallForks:
-    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent.
+    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent: the lab's
+    fork server (`bughunt.forkserver`), which has imported the SDK and built and closed one client
+    (`llm.warm_sdk`), so it holds no connection a child could share, and runs no thread.
 
     `run(args)` has the shape `inflight.kill_in_call` expects of its `runner`: it returns a
     `subprocess.CompletedProcess` whose return code is negative for a signal (-9: SIGKILL).
     One call at a time; a call that outlives `timeout` is killed and reported as a timeout.
     """
 
-    def __init__(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="bughunt-callforks-")
-        self.out, self.err = Path(self._tmp.name) / "out", Path(self._tmp.name) / "err"
-        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.lab.call_in_flight"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        self._buffer = b""
-        self._ready = False
-        self._lock = threading.Lock()
-        weakref.finalize(self, _stop_parent, self.proc, self._tmp)
+    ENTRY = "bughunt.inflight:main"
 
-    def _line(self, deadline: float | None) -> dict:
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-            data = os.read(fd, 4096)
-            if not data:
-                raise RuntimeError("the fork parent of the call processes has died")
-            self._buffer += data
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+    def __init__(self):
+        self.server = forkserver.ForkServer(preload=("bughunt.llm:warm_sdk",))
+        self.proc = self.server.proc
+        self._lock = threading.Lock()
+        weakref.finalize(self, self.server.close)
 
     def wait_ready(self, timeout: float = 60) -> None:
-        if not self._ready:
-            self._line(time.monotonic() + timeout)
-            self._ready = True
+        """Nothing to wait for: the server answers its first request once it has warmed up."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
         with self._lock:
-            self.wait_ready()
-            self.proc.stdin.write((json.dumps({"argv": list(args), "out": str(self.out),
-                                               "err": str(self.err)}) + "\n").encode())
-            pid = self._line(time.monotonic() + timeout)["pid"]
-            try:
-                status = self._line(time.monotonic() + timeout)["status"]
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                self._line(None)
-                raise subprocess.TimeoutExpired(["bughunt.inflight", *args], timeout) from None
-            return subprocess.CompletedProcess(["python -m bughunt.inflight", *args], status,
-                                               self.out.read_text(), self.err.read_text())
+            return self.server.run(list(args), timeout, entry=self.ENTRY)
 
     def close(self) -> None:
-        _stop_parent(self.proc, self._tmp)
-
-
-def _stop_parent(proc: subprocess.Popen, tmp: tempfile.TemporaryDirectory) -> None:
-    if proc.poll() is None:
-        try:
-            proc.stdin.close()          # its loop ends at end of input
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
-    tmp.cleanup()
+        self.server.close()
 
 
 # --- the lab: one model server, one fork parent, one scratch folder -------------------------------
@@ -1036,6 +947,3 @@ def _ex_11_4(answer):
         return True, said
     return False, said + " Which exception does json.loads raise?"
 
-
-if __name__ == "__main__":
-    _fork_parent()
