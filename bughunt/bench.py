@@ -14,9 +14,10 @@ the absolute numbers beside it:
    for 100 to 100,000 pages, pure log against log + snapshot every N pages. Target: at 100,000
    events, recovery with snapshots at least 50x faster than a full replay.
 4. **The model over HTTP (lesson 11).** The local model server's start (process start to its
-   ready line; target: under 0.5 s), and one model call through the real `openai` SDK to it
-   against one call of the in-process MockModel: the ratio is why the other lessons' sweeps keep
-   the in-process model.
+   ready line; target: under 0.5 s), one model call through the real `openai` SDK to it against
+   one call of the in-process MockModel, and one crash+resume pair of the worker asking the
+   server (`--model-url`) against the same pair with the in-process model, interleaved, on the
+   same crash points: the ratios are why the other lessons' sweeps keep the in-process model.
 
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
 """
@@ -383,6 +384,16 @@ def model_call_cost(calls: int = 200, starts: int = 5) -> None:
         subprocess.run([sys.executable, "-c", "import openai"], check=True)
         row("model", "a fresh interpreter that imports openai", (time.perf_counter() - t0) * 1000,
             "ms", note="what a call process pays before its first call, unless forked warm")
+        import openai
+
+        from .llm import warm_sdk
+
+        warm_sdk()
+        build = _median_ns(lambda: openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9/v1")
+                           .close(), 5)
+        row("model", "building the SDK's client, imports already warm", build / 1e6, "ms",
+            note="what each worker process pays once before its first call (its connection "
+                 "pool must not come from a fork): mostly httpx building a TLS context")
         site = Site.load()
         mock = MockModel(d, site)
         pages = [1 + i % site.pages for i in range(calls)]
@@ -407,6 +418,38 @@ def model_call_cost(calls: int = 200, starts: int = 5) -> None:
                         "; the SDK's sync stream stops reading at [DONE], so every streamed call "
                         "opens a new connection" if stream else ""))
         mock.close()
+
+
+def model_pair_cost(pairs: int = 24) -> None:
+    """A crash+resume pair of the worker that asks the model server over HTTP against the same
+    pair with the in-process model: the same crash points, interleaved, one pair at a time, both
+    forked from warm fork servers (the HTTP one has the SDK preloaded)."""
+    from .experiment import crash_and_resume
+    from .llm import ServedModel
+    from .modelserver import ServerProcess
+
+    config = RunConfig(store="log", intent=True, idempotency_key=True)
+    points = crash_points(config)
+    sample = [points[i * len(points) // pairs] for i in range(pairs)]
+    with work_dir() as base, ServerProcess(base / "server-bill.jsonl") as server:
+        model = ServedModel(server.base_url, server.bill_path)
+        for warm in ("warm-mock", "warm-http"):          # start both fork servers first
+            crash_and_resume(config, points[0], base / warm,
+                             model=model if warm == "warm-http" else None)
+        http_s, mock_s, redone_ok = [], [], True
+        for i, point in enumerate(sample):
+            t0 = time.perf_counter()
+            r = crash_and_resume(config, point, base / f"http-{i}", model=model)
+            http_s.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            m = crash_and_resume(config, point, base / f"mock-{i}")
+            mock_s.append(time.perf_counter() - t0)
+            redone_ok &= r.redone_model_calls == m.redone_model_calls and r.correct and m.correct
+    h, m = statistics.median(http_s), statistics.median(mock_s)
+    row("model", "crash+resume pair: worker asking the server over HTTP vs in-process model",
+        h * 1000, "ms", floor=m * 1000, ratio=h / m,
+        note=f"median of {pairs} pairs each, the same crash points, one pair at a time; "
+             f"both judged alike (same redone calls, correct): {redone_ok}")
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -503,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         recovery_scaling((100, 1_000) if args.quick else (100, 1_000, 10_000, 100_000))
     if "model" in only:
         model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
+        model_pair_cost(pairs=4 if args.quick else 24)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))

@@ -36,8 +36,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import forkserver, inflight
+from ..config import RunConfig
+from ..experiment import CallCrashRun, CrashRun, crash_points, sweep_records
 from ..inflight import CallKilled, SdkBehaviour
-from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, page_messages
+from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
 from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
                            prompt_tokens, read_bill)
 from ..world import Site
@@ -513,6 +515,71 @@ def lesson2_contrast():
         rows.append({"crash point": point, "where": "inside the call (this lesson), resume "
                      "redoes it", "redone model calls": r.redone_model_calls})
     return pd.DataFrame(rows).set_index("crash point")
+
+
+# --- the real worker, killed inside its call ------------------------------------------------------
+
+#: The lesson's design that recovers correctly (lesson 4): a log, intents, the idempotency key.
+WORKER_CONFIG = RunConfig(store="log", intent=True, idempotency_key=True)
+
+
+@dataclass(frozen=True)
+class WorkerSweep:
+    """One page's crash points of the real worker, swept with each model."""
+
+    page: int
+    over_http: list[CallCrashRun]      # asking this lesson's server (`--model-url`)
+    in_process: list[CrashRun]         # asking the in-process model, as every other lesson does
+    over_http_s: float                 # wall time of each sweep (varies between runs)
+    in_process_s: float
+
+
+def worker_sweep(page: int = PAGE, config: RunConfig = WORKER_CONFIG) -> WorkerSweep:
+    """The real worker (`python -m bughunt.worker`, the agent of lessons 1 to 8) killed by SIGKILL
+    at every crash point of page `page` and resumed, twice: asking this lesson's model server over
+    HTTP (`--model-url`: the points inside the call join the scheme, the server's bill counts the
+    redone calls, the worker's call journal says what it held) and asking the in-process model."""
+    lab_ = lab()
+    model = ServedModel(lab_.base_url, lab_.bill)
+    t0 = time.perf_counter()
+    http = sweep_records(config, model=model, tag="over HTTP",
+                         points=[p.name for p in crash_points(config, True) if p.page == page])
+    t1 = time.perf_counter()
+    mock = sweep_records(config, tag="in-process",
+                         points=[p.name for p in crash_points(config) if p.page == page])
+    return WorkerSweep(page, http, mock, t1 - t0, time.perf_counter() - t1)
+
+
+def worker_table(sweep: WorkerSweep):
+    """Per crash point of the page, in the order the worker reaches them: the calls redone on each
+    model's bill, what the killed worker held of the call (over HTTP), and the witnesses' verdict."""
+    import pandas as pd
+
+    mock = {r.crash_point: r for r in sweep.in_process}
+    whole = len(answer_of(sweep.page))
+    none = "(no such point)"
+    rows = []
+    for r in sweep.over_http:
+        m = mock.get(r.crash_point)
+        rows.append({
+            "crash point": r.crash_point,
+            "in-process: redone calls": m.redone_model_calls if m else none,
+            "over HTTP: redone calls (server's bill)": r.redone_model_calls,
+            "over HTTP: answer words held": f"{_words(r.prefix_held)} of {whole}",
+            "in-process: verdict": m.verdict if m else none,
+            "over HTTP: verdict": r.verdict})
+    return pd.DataFrame(rows).set_index("crash point")
+
+
+def worker_timing(sweep: WorkerSweep):
+    """Wall time per crash+resume pair of each sweep (varies between runs and machines)."""
+    import pandas as pd
+
+    rows = [("over HTTP (openai SDK, local server)", len(sweep.over_http), sweep.over_http_s),
+            ("in-process model", len(sweep.in_process), sweep.in_process_s)]
+    df = pd.DataFrame([{"model": m, "pairs": n, "seconds": round(t, 2),
+                        "ms per pair": round(1000 * t / n)} for m, n, t in rows])
+    return df.set_index("model")
 
 
 # --- a real local model ---------------------------------------------------------------------------
