@@ -45,6 +45,7 @@ from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, pro
 from ..world import Site
 from . import results
 from .exercises import exercise
+from .teach import Measured, statement
 
 PAGE = 3                    # the lesson's first bug page: its call is the one killed here
 PENDING = inflight.PENDING  # what a resume does with the call in flight: redo | abort
@@ -947,3 +948,41 @@ def _ex_11_4(answer):
         return True, said
     return False, said + " Which exception does json.loads raise?"
 
+
+
+# --- common wrong statements ----------------------------------------------------------------------
+
+@statement("Q11.1", "The SDK's automatic retries make a model call happen exactly once.",
+           "False. A retry is a new request, and the server bills every request that arrives: "
+           "a call that timed out twice is paid three times. The attempts carry the same body and "
+           "no idempotency key (only a retry counter), so the provider cannot tell a retry from a "
+           "new call. Retries make a call at least once, never exactly once.")
+def _q11_1():
+    r = cached_sdk("slow first byte (0.6 s, timeout 0.2 s)", True, 2)
+    return Measured(r.billed <= 1, f"Measured just now: the SDK sent {r.requests_sent} attempts "
+                                   f"for one call and the server billed {r.billed}.")
+
+
+@statement("Q11.2", "With a timeout of 0.4 s, no call can take longer than 0.4 s.",
+           "False. The SDK's timeout is httpx's: it limits each network read (and connect, "
+           "write, pool wait), not the whole call. A stream that sends a chunk every 0.1 s never "
+           "waits 0.4 s for one read, so it runs to its end however long that takes. Bound the "
+           "whole call yourself if you need a deadline.")
+def _q11_2():
+    r = cached_sdk("slow stream (0.1 s per chunk, timeout 0.4 s)", True, 2)
+    return Measured(not (r.complete and r.elapsed_s > 0.4),
+                    f"Measured just now: the call {'completed' if r.complete else 'did not complete'}"
+                    f" after {r.elapsed_s:.1f} s with a 0.4 s timeout, {r.chunks} chunks.")
+
+
+@statement("Q11.3", "If the process dies after the last chunk has arrived, the resume has "
+           "nothing to pay for.",
+           "False, if the resume redoes the call: the answer was in memory (and in the journal), "
+           "but no checkpoint said the call was done, so a redo asks again and the provider "
+           "bills it again. Only a record of the answer, written before the kill, would spare the "
+           "second call: the danger window of lesson 4, with a model call as the side effect.")
+def _q11_3():
+    r = cached_kill("last_chunk", "redo", True)
+    return Measured(r.billed_calls <= 1,
+                    f"Measured just now: killed at last_chunk holding {r.chunks_held} chunks, the "
+                    f"resume redid the call; the server billed {r.billed_calls} calls.")

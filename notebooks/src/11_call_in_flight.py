@@ -39,8 +39,9 @@
 # [4 The choices](#4.-The-choices-for-the-call-in-flight) ·
 # [5 The real worker](#5.-The-real-worker,-killed-inside-its-call) ·
 # [6 A real local model](#6.-A-real-local-model) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
-# [Further reading](#Further-reading)
+# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Exercises](#Exercises) ·
+# [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
 # %matplotlib inline
@@ -49,6 +50,7 @@ import pandas as pd
 from bughunt import inflight
 from bughunt.lab import call_in_flight as cif
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz
 
 pd.options.display.width = 160
 pd.options.display.max_columns = 20
@@ -357,6 +359,32 @@ p.show()
 #   answers and the bill that judges the run.
 
 # %% [markdown]
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures against the server's bill and explains.
+
+# %%
+quiz("Q11.1")
+
+# %%
+answer_q11_1 = None
+check("Q11.1", answer_q11_1)
+
+# %%
+quiz("Q11.2")
+
+# %%
+answer_q11_2 = None
+check("Q11.2", answer_q11_2)
+
+# %%
+quiz("Q11.3")
+
+# %%
+answer_q11_3 = None
+check("Q11.3", answer_q11_3)
+
+# %% [markdown]
 # ## Exercises
 #
 # Predict first, then run the cell below your prediction: it runs the experiment and compares.
@@ -366,6 +394,8 @@ p.show()
 
 # %%
 prediction_11_1 = None
+
+# %%
 check("11.1", prediction_11_1)
 
 # %% [markdown]
@@ -374,6 +404,8 @@ check("11.1", prediction_11_1)
 
 # %%
 prediction_11_2 = None
+
+# %%
 check("11.2", prediction_11_2)
 
 # %% [markdown]
@@ -382,6 +414,8 @@ check("11.2", prediction_11_2)
 
 # %%
 prediction_11_3 = None
+
+# %%
 check("11.3", prediction_11_3)
 
 # %% [markdown]
@@ -390,6 +424,8 @@ check("11.3", prediction_11_3)
 
 # %%
 prediction_11_4 = None
+
+# %%
 check("11.4", prediction_11_4)
 
 # %% [markdown]
