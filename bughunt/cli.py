@@ -1,10 +1,12 @@
-"""`python -m bughunt run|points|sweep|kill-random|lesson` (POSIX only).
+"""`python -m bughunt COMMAND` (POSIX only).
 
 - `run`          run or resume the worker in a run directory (see `bughunt.worker`)
 - `points`       list the crash points of a configuration
 - `sweep`        crash at every point, resume, measure; a table or `--json`
 - `kill-random`  SIGKILL from outside at seeded random moments; the rule-of-three bound
-- `lesson`       the lesson's experiments, lesson vs this machine side by side
+- `lesson`       the source text's experiments, its figures beside this machine's
+- `conformance`  a checkpoint store against every crash state, rule by rule
+- `frameworks`   the same sweep on LangGraph, DBOS, or your own adapter
 - `doctor`       check that this machine and folder can run the lab
 """
 
@@ -27,10 +29,17 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run or resume the worker (all flags: run --help)", add_help=False)
     sub.add_parser("doctor", help="check this machine and folder can run the lab", add_help=False)
+    sub.add_parser("conformance", help="a checkpoint store against every crash state "
+                   "(all flags: conformance --help)", add_help=False)
+    sub.add_parser("frameworks", help="the same sweep on LangGraph, DBOS or your adapter "
+                   "(all flags: frameworks --help)", add_help=False)
 
     p = sub.add_parser("points", help="list the crash points of a configuration")
     p.set_defaults(parser=p)
     add_config_arguments(p)
+    p.add_argument("--model", choices=MODELS, default="in-process",
+                   help="local-server: also list the points inside each model call, which exist "
+                        "when the model is reached over HTTP (lesson 11)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("sweep", help="crash at every point, resume, measure")
@@ -38,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     add_config_arguments(p)
     p.add_argument("--points", metavar="P,Q,...",
                    help="only these crash points: names like p3.after_submit, or numbers")
+    _add_model(p)
     _add_common(p)
 
     p = sub.add_parser("kill-random", help="SIGKILL from outside after random delays")
@@ -55,6 +65,60 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(parser=p)
     _add_common(p)
     return parser
+
+
+MODELS = ("in-process", "local-server")
+
+
+def _add_model(p: argparse.ArgumentParser) -> None:
+    from .worker import _model_url
+
+    g = p.add_argument_group("the model (a world setting, never part of the configuration)")
+    g.add_argument("--model", choices=MODELS, default="in-process",
+                   help="in-process (default, every lesson's sweeps) or local-server: start the "
+                        "lab's model server and call it over HTTP through the openai SDK; the "
+                        "calls get crash points inside them (lesson 11)")
+    g.add_argument("--model-url", type=_model_url, metavar="URL",
+                   help="call a model server you started (python -m bughunt.modelserver) at URL; "
+                        "needs --model-bill")
+    g.add_argument("--model-bill", type=Path, metavar="FILE",
+                   help="that server's bill (its --bill FILE): redone calls are counted there")
+    g.add_argument("--model-name", metavar="NAME", help="the model to ask (default: bughunt-mock)")
+
+
+def _served_model(parser, args, stack):
+    """The sweep's model server (a `ServedModel`), or None for the in-process model. With
+    `--model local-server` the server is started here and stopped when `stack` closes."""
+    from .llm import DEFAULT_MODEL, ServedModel
+
+    name = args.model_name or DEFAULT_MODEL
+    if args.model_url is not None:
+        if args.model == "local-server":
+            parser.error(f"--model-url {args.model_url}: give either --model local-server (the "
+                         "lab starts its own server) or --model-url URL (yours), not both")
+        if args.model_bill is None:
+            parser.error(f"--model-url {args.model_url}: needs --model-bill FILE, the server's "
+                         "bill, where redone calls are counted (a real server keeps none, so "
+                         "it cannot be swept)")
+        if not args.model_bill.is_file():
+            parser.error(f"--model-bill {args.model_bill}: no such file (the server creates it "
+                         "when it starts: python -m bughunt.modelserver --bill FILE)")
+        return ServedModel(args.model_url, args.model_bill, name)
+    if args.model_bill is not None:
+        parser.error(f"--model-bill {args.model_bill}: only with --model-url URL, a server you "
+                     "started (--model local-server keeps its own bill)")
+    if args.model_name is not None and args.model == "in-process":
+        parser.error(f"--model-name {args.model_name}: only with --model-url URL or --model "
+                     "local-server")
+    if args.model == "in-process":
+        return None
+    import tempfile
+
+    from .modelserver import ServerProcess
+
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bughunt-server-")))
+    server = stack.enter_context(ServerProcess(tmp / "server-bill.jsonl"))
+    return ServedModel(server.base_url, server.bill_path, name)
 
 
 def _add_common(p: argparse.ArgumentParser, workers: bool = True) -> None:
@@ -93,7 +157,7 @@ def _config(parser, args):
 def cmd_points(parser, args) -> int:
     from .experiment import crash_points
 
-    points = crash_points(_config(parser, args))
+    points = crash_points(_config(parser, args), args.model != "in-process")
     if args.json:
         json.dump([{"crash_point": p.name, "index": p.index, "page": p.page, "label": p.label}
                    for p in points], sys.stdout)
@@ -121,15 +185,20 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 SWEEP_COLUMNS = ["crash_point", "index", "redone_model_calls", "replayed_events",
                  "duplicate_reports", "lost_reports", "three_way_check"]
+#: With the model over HTTP: what the killed worker held of its crash page's call.
+CALL_COLUMNS = ["chunks_held", "killed_call_billed"]
 
 
 def cmd_sweep(parser, args) -> int:
+    from contextlib import ExitStack
+
     from .experiment import summarize, sweep_records
 
     from .crashpoints import NoSuchPoint
     from .experiment import crash_point
 
     config = _config(parser, args)
+    in_call = args.model != "in-process" or args.model_url is not None
     points = None
     if args.points is not None:
         points = [x.strip() for x in args.points.split(",")]
@@ -137,26 +206,29 @@ def cmd_sweep(parser, args) -> int:
             parser.error(f"--points: expected crash-point names or numbers separated by commas, "
                          f"got {args.points!r}")
         try:
-            points = [crash_point(config, x).name for x in points]
+            points = [crash_point(config, x, in_call).name for x in points]
         except NoSuchPoint as e:
             parser.error(f"--points: {e}")
-    update, close = _progress("sweep")
-    try:
-        records = sweep_records(config, points=points, workers=args.workers, progress=update,
-                                base_dir=args.work_dir)
-    except FileExistsError as e:
-        parser.error(str(e))
-    finally:
-        close()
+    with ExitStack() as stack:
+        model = _served_model(parser, args, stack)
+        update, close = _progress("sweep")
+        try:
+            records = sweep_records(config, points=points, workers=args.workers,
+                                    progress=update, base_dir=args.work_dir, model=model)
+        except FileExistsError as e:
+            parser.error(str(e))
+        finally:
+            close()
+    columns = SWEEP_COLUMNS + (CALL_COLUMNS if in_call else [])
     summary = summarize(records)
     if args.json:
+        extra = ["prefix_held"] if in_call else []
         json.dump({"summary": summary,
-                   "points": [{c: getattr(r, c) for c in SWEEP_COLUMNS} | {"error": r.error}
+                   "points": [{c: getattr(r, c) for c in columns + extra} | {"error": r.error}
                               for r in records]}, sys.stdout)
         print()
     else:
-        print(_table([{c: getattr(r, c) for c in SWEEP_COLUMNS} for r in records],
-                     SWEEP_COLUMNS))
+        print(_table([{c: getattr(r, c) for c in columns} for r in records], columns))
         print()
         for k, v in summary.items():
             print(f"{k}: {v}")
@@ -253,6 +325,14 @@ def _main(argv: list[str] | None) -> int:
         from . import doctor
 
         return doctor.main(argv[1:])
+    if argv[:1] == ["conformance"]:
+        from . import conformance
+
+        return conformance.main(argv[1:])
+    if argv[:1] == ["frameworks"]:
+        from .frameworks import cli as frameworks
+
+        return frameworks.main(argv[1:], prog=f"{PROG} frameworks")
     parser = _parser()
     args = parser.parse_args(argv)
     commands = {"points": cmd_points, "sweep": cmd_sweep, "kill-random": cmd_kill_random,

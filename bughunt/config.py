@@ -65,24 +65,22 @@ def _on_off(value: str) -> bool:
     return value == "on"
 
 
-def _count(value: str) -> int:
+def _whole(value: str, low: int) -> int:
     try:
         n = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {n}")
+    if n < low:
+        raise argparse.ArgumentTypeError(f"expected {low} or more, got {n}")
     return n
+
+
+def _count(value: str) -> int:
+    return _whole(value, 0)
 
 
 def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
-    return n
+    return _whole(value, 1)
 
 
 def _latency(value: str) -> float:

@@ -14,6 +14,17 @@ Per page, in order (the lesson's scheme, so its numbers can be reproduced exactl
 No point before the first model call and no separate end point: 12 pages with bugs on 3, 7 and 10
 give 9 x 4 + 3 x 5 = 51 points without intents and 54 with.
 
+With the model over HTTP (lesson 11: the worker's `--model-url`), the call itself has insides, and
+`scheme(..., call_in_flight=True)` puts three points inside it, before `after_model_call`:
+
+- `call_sent`        the request is sent and the server has answered with its headers: it is on
+                     the server's bill, and no chunk of the answer has arrived
+- `call_chunk3`      3 chunks received (the role, then two words; every answer has more)
+- `call_last_chunk`  the stream has ended: the whole answer is here, not yet handed back
+
+That is 3 more per page (87 and 90 for the lesson's site); without the model over HTTP these points
+do not exist and the scheme is exactly the lesson's.
+
 Every point has a stable **name**, `p{page}.{step}` (`p3.after_submit`), which means the same moment
 in every configuration. Points are also numbered from 1 over a whole clean run, as the lesson counts
 them, but numbers shift between schemes: with intents on, page 3 gains `after_intent` and every later
@@ -35,6 +46,9 @@ from dataclasses import dataclass
 
 LABELS = ("after_model_call", "after_visit", "after_intent", "after_submit", "mid_commit",
           "after_commit")
+CALL_CHUNK = 3           # the "after k chunks" point inside the call
+#: Points inside the model call (the model over HTTP only), in the order the worker reaches them.
+CALL_LABELS = ("call_sent", f"call_chunk{CALL_CHUNK}", "call_last_chunk")
 
 
 @dataclass(frozen=True)
@@ -57,11 +71,11 @@ class NoSuchPoint(ValueError):
     """A crash point this configuration does not have; the message says why."""
 
 
-_NAME = re.compile(r"^p(\d+)\.([a-z_]+)$")
+_NAME = re.compile(r"^p(\d+)\.([a-z][a-z0-9_]*)$")
 
 
 def find(points: list[CrashPoint], spec, *, pages: int, bug_pages, intent: bool,
-         what: str = "crash point") -> CrashPoint:
+         what: str = "crash point", call_in_flight: bool = False) -> CrashPoint:
     """The point `spec` names (`"p3.after_submit"`) or numbers (`12`, `"12"`) in `points`.
 
     Raises NoSuchPoint with one sentence that says why the point does not exist here (intents
@@ -85,8 +99,12 @@ def find(points: list[CrashPoint], spec, *, pages: int, bug_pages, intent: bool,
     for p in points:
         if p.page == page and p.label == label:
             return p
-    if label not in LABELS:
-        why = f"{label!r} is not a step (steps: {', '.join(LABELS)})"
+    if label in CALL_LABELS and not call_in_flight:
+        why = ("it is inside the model call, which has crash points only when the model is "
+               "reached over HTTP (--model-url)")
+    elif label not in LABELS + (CALL_LABELS if call_in_flight else ()):
+        steps = (CALL_LABELS if call_in_flight else ()) + LABELS
+        why = f"{label!r} is not a step (steps: {', '.join(steps)})"
     elif not 1 <= page <= pages:
         why = f"the site has pages 1 to {pages}"
     elif label in ("after_intent", "after_submit") and page not in set(bug_pages):
@@ -99,12 +117,14 @@ def find(points: list[CrashPoint], spec, *, pages: int, bug_pages, intent: bool,
     raise NoSuchPoint(f"{what} {spec}: no such crash point here: {why}")
 
 
-def scheme(pages: int, bug_pages, intent: bool) -> list[CrashPoint]:
-    """Every crash point of a clean run, in the order the worker reaches them."""
+def scheme(pages: int, bug_pages, intent: bool, call_in_flight: bool = False) -> list[CrashPoint]:
+    """Every crash point of a clean run, in the order the worker reaches them. `call_in_flight`:
+    the model is reached over HTTP, so each page's call has its own points inside it."""
     bugs = set(bug_pages)
+    steps = (CALL_LABELS if call_in_flight else ()) + LABELS
     points = []
     for page in range(1, pages + 1):
-        for label in LABELS:
+        for label in steps:
             if label == "after_intent" and not (intent and page in bugs):
                 continue
             if label == "after_submit" and page not in bugs:
@@ -166,7 +186,13 @@ PAUSE_BANNER = "bughunt: paused at"
 
 def wait_here(point: CrashPoint) -> None:
     """Announce the pause on stderr, then wait until stdin is closed (or until killed)."""
-    sys.stderr.write(f"{PAUSE_BANNER} {describe(point)}\n")
+    pause(f"{PAUSE_BANNER} {describe(point)}")
+
+
+def pause(announce: str) -> None:
+    """Say `announce` on stderr, then wait until stdin is closed (or until killed): the handshake
+    that lets another process act at an exactly known moment, with no sleep."""
+    sys.stderr.write(announce + "\n")
     sys.stderr.flush()
     try:
         while sys.stdin.buffer.read(4096):

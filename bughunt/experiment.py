@@ -10,6 +10,13 @@ point, the second resumes to the end. Then the outside world is read:
   right now and wrong at the next recovery, like the no-newline trap.
 
 Results are plain dicts (one per crash point); `sweep` and friends also give pandas DataFrames.
+
+The model is the in-process mock in every lesson's sweep. Lesson 11's worker mode asks a model
+server over HTTP instead (`model=ServedModel(url, bill)`, from `bughunt.llm`): the call then has
+crash points inside it, the bill witness is the server's bill (the run's lines, by its project),
+and each crash run also says what prefix of the answer the killed worker held
+(`CallCrashRun`). An HTTP call costs far more than an in-process one (`make bench` measures by
+how much), which is why the other lessons keep the mock.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import forkserver
 from .config import RunConfig
@@ -43,6 +50,9 @@ from .interrupts import deferred
 from .stores import LOG_FILE, StoreDamage, rebuild_from_disk
 from .world import Site, read_bill, read_reports
 from .worker import READY_BANNER
+
+if TYPE_CHECKING:
+    from .llm import ServedModel
 
 Progress = Callable[[int, int], None]     # (done, total)
 
@@ -58,7 +68,7 @@ def worker_command(run_dir: Path, config: RunConfig, *extra: str) -> list[str]:
     return [sys.executable, "-m", "bughunt.worker", *worker_args(run_dir, config, *extra)]
 
 
-_POOLS: dict = {}                          # code dir (None: the real package) -> ForkServerPool
+_POOLS: dict = {}               # (code dir or None: the real package, preload) -> ForkServerPool
 _POOL_LOCK = threading.Lock()
 
 
@@ -70,14 +80,21 @@ class Stopped(RuntimeError):
     """No new worker starts while an interrupted experiment is stopping its workers."""
 
 
-def _fork_pool(code: Path | None = None):
+#: What a fork server preloads for workers that call their model over HTTP: the `openai` SDK,
+#: imported and warmed once, with no connection open (a socket held across a fork is shared by
+#: every child). The other lessons' fork servers never import it.
+SDK_PRELOAD = ("bughunt.llm:warm_sdk",)
+
+
+def _fork_pool(code: Path | None = None, preload: tuple[str, ...] = ()):
     with _POOL_LOCK:
         if _STOPPING.is_set():
             raise Stopped("interrupted: no new worker is started")
-        if code not in _POOLS:
+        if (code, preload) not in _POOLS:
             from .forkserver import ForkServerPool
-            _POOLS[code] = ForkServerPool(None if code is None else mutants.env(code))
-        return _POOLS[code]
+            _POOLS[code, preload] = ForkServerPool(None if code is None else mutants.env(code),
+                                                   preload)
+        return _POOLS[code, preload]
 
 
 def stop_all_workers() -> None:
@@ -141,20 +158,24 @@ def _point_arg(point: CrashPoint | str | int) -> str:
 
 def run_worker(run_dir: Path, config: RunConfig, *, crash_at: CrashPoint | str | int | None = None,
                trace: bool = False, extra: tuple[str, ...] = (), code: Path | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess:
+               timeout: float = 120, model: ServedModel | None = None
+               ) -> subprocess.CompletedProcess:
     """Run the worker to its end (or its planned SIGKILL), with the JSON report on stdout.
 
     `crash_at`: a crash point, its name (`"p3.after_submit"`) or its number.
     `extra`: more worker flags, e.g. lesson 8's `--fail-write K`.
     `code`: run another copy of the package (a mutant: `instruments.mutants.code_dir(name)`).
+    `model`: ask this model server over HTTP instead of the in-process model (lesson 11).
     """
     extra = ["--json", *extra] + (["--crash-at", _point_arg(crash_at)] if crash_at is not None
                                   else [])
     extra += ["--trace"] if trace else []
+    extra += model.worker_flags() if model is not None else ()
     if forkserver.enabled():
         # A fork of a pre-imported worker: a separate process all the same, killed by a real
         # SIGKILL at its crash point, but started in a millisecond.
-        return _fork_pool(code).run(worker_args(run_dir, config, *extra), timeout)
+        pool = _fork_pool(code, SDK_PRELOAD if model is not None else ())
+        return pool.run(worker_args(run_dir, config, *extra), timeout)
     return _run_process(worker_command(run_dir, config, *extra), timeout,
                         None if code is None else mutants.env(code))
 
@@ -227,20 +248,23 @@ class PausedWorker:
 
 # --- the three witnesses -------------------------------------------------------------------------
 
-def crash_points(config: RunConfig) -> list[CrashPoint]:
-    """The lesson's crash points for this configuration."""
-    return scheme(config.pages, Site.load(config.pages).bug_pages, config.intent)
+def crash_points(config: RunConfig, call_in_flight: bool = False) -> list[CrashPoint]:
+    """The lesson's crash points for this configuration (`call_in_flight`: with the points inside
+    each model call, which exist when the model is reached over HTTP)."""
+    return scheme(config.pages, Site.load(config.pages).bug_pages, config.intent, call_in_flight)
 
 
-def crash_point(config: RunConfig, spec: CrashPoint | str | int) -> CrashPoint:
+def crash_point(config: RunConfig, spec: CrashPoint | str | int,
+                call_in_flight: bool = False) -> CrashPoint:
     """The crash point of `config` that `spec` names (`"p3.after_submit"`) or numbers.
 
     Raises NoSuchPoint, saying why the point does not exist in this configuration.
     """
     if isinstance(spec, CrashPoint):
         spec = spec.name
-    return find(crash_points(config), spec, pages=config.pages,
-                bug_pages=Site.load(config.pages).bug_pages, intent=config.intent)
+    return find(crash_points(config, call_in_flight), spec, pages=config.pages,
+                bug_pages=Site.load(config.pages).bug_pages, intent=config.intent,
+                call_in_flight=call_in_flight)
 
 
 def lesson_reader(run_dir: Path) -> dict:
@@ -370,6 +394,18 @@ class CrashRun(Outcome):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CallCrashRun(CrashRun):
+    """A crash run of the worker that asks its model over HTTP (lesson 11). The bill witness is the
+    server's bill (this run's lines); the worker's call journal adds what the killed process held
+    of the call on its crash point's page: nothing at `call_sent`, a prefix at `call_chunk3`, the
+    whole answer from `call_last_chunk` on (held in memory only, so a resume pays for it again)."""
+
+    prefix_held: str                     # that call's answer text in the killed worker's journal
+    chunks_held: int                     # the chunks it had received
+    killed_call_billed: bool             # that call's request id is on the server's bill
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReplayCount:
     """A worker killed at one crash point, and what a recovery would replay (read-only)."""
 
@@ -407,20 +443,23 @@ def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int
 
 
 def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
-                     extra: tuple[str, ...] = (), code: Path | None = None) -> CrashRun:
+                     extra: tuple[str, ...] = (), code: Path | None = None,
+                     model: ServedModel | None = None) -> CrashRun:
     """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist.
 
-    `extra` worker flags and `code` (another copy of the package: a mutant) apply to both
+    `extra` worker flags, `code` (another copy of the package: a mutant) and `model` (a model
+    server over HTTP instead of the in-process model; then a `CallCrashRun`) apply to both
     processes.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     error = None
-    first = run_worker(run_dir, config, crash_at=point, extra=extra, code=code)
+    first = run_worker(run_dir, config, crash_at=point, extra=extra, code=code, model=model)
     if first.returncode != -signal.SIGKILL:
         error = (f"first run was not killed at the crash point (exit {first.returncode}): "
                  f"{first.stderr.strip()[-300:]}")
-    resume = run_worker(run_dir, config, extra=extra, code=code)
+    held = held_of_call(run_dir, point.page) if model is not None else None   # before the resume
+    resume = run_worker(run_dir, config, extra=extra, code=code, model=model)
     report = None
     if resume.returncode == 0:
         report = json.loads(resume.stdout)
@@ -428,15 +467,31 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
         error = f"resume exited {resume.returncode}: {resume.stderr.strip()[-300:]}"
     seen = dataclasses.asdict(outcome(run_dir, config, report))
     get = (lambda key: report[key]) if report else (lambda key: None)
-    return CrashRun(
+    bill = read_bill(run_dir) if model is None else model.calls_of(run_dir)
+    measured = dict(
         crash_point=point.name, index=point.index, page=point.page, label=point.label,
-        error=error, redone_model_calls=len(read_bill(run_dir)) - config.pages,
+        error=error, redone_model_calls=len(bill) - config.pages,
         replayed_events=get("replayed_events"), **seen, aborted_pages=get("aborted"),
         torn_lines_skipped=get("torn_lines_skipped"), tails_repaired=get("tails_repaired"),
         temp_files_removed=get("temp_files_removed"), snapshot_fallback=get("snapshot_fallback"),
         resume_exit=resume.returncode,
         lesson_reader_ok=(lesson_reader(run_dir) == report["state"]
                           if config.store == "log" and report else None))
+    if model is None:
+        return CrashRun(**measured)
+    return CallCrashRun(**measured, prefix_held=held.get("prefix", ""),
+                        chunks_held=held.get("chunks", 0),
+                        killed_call_billed=any(b["request_id"] == held.get("request_id")
+                                               for b in bill))
+
+
+def held_of_call(run_dir: Path, page: int) -> dict:
+    """The last moment of page `page`'s call in the run's call journal ({} if never called): read
+    right after a kill, it is what the killed worker held."""
+    from .llm import read_call_journal
+
+    lines = [r for r in read_call_journal(run_dir) if r["page"] == page]
+    return lines[-1] if lines else {}
 
 
 def replay_after_crash(config: RunConfig, point: CrashPoint, run_dir: Path) -> ReplayCount:
@@ -569,17 +624,24 @@ def stopping_workers_on_interrupt():
 
 def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = None,
                   workers: int | None = None, progress: Progress | None = None,
-                  base_dir: Path | None = None, tag: str = "sweep") -> list[dict]:
+                  base_dir: Path | None = None, tag: str = "sweep",
+                  model: ServedModel | None = None) -> list[dict]:
     """Crash at every point of `config` (or the given names or numbers), resume, measure: one
-    dict each. Raises NoSuchPoint for a point this configuration does not have."""
-    all_points = crash_points(config)
+    record each. Raises NoSuchPoint for a point this configuration does not have.
+
+    `model`: the worker asks this model server over HTTP (lesson 11); the points inside each call
+    join the scheme, and the records are `CallCrashRun`s judged by the server's bill."""
+    in_call = model is not None
+    all_points = crash_points(config, in_call)
     if points is not None:
-        wanted = {crash_point(config, spec).index for spec in points}
+        wanted = {crash_point(config, spec, in_call).index for spec in points}
         if not wanted:
             raise NoSuchPoint("no crash points given")
         all_points = [p for p in all_points if p.index in wanted]
+    measure = functools.partial(crash_and_resume, model=model) if in_call else None
     with work_dir(base_dir, in_memory=True) as base:
-        return run_crash_jobs([(tag, config, p) for p in all_points], base, workers, progress)
+        return run_crash_jobs([(tag, config, p) for p in all_points], base, workers, progress,
+                              measure)
 
 
 def sweep(config: RunConfig, **kwargs):

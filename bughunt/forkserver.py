@@ -13,9 +13,12 @@ Protocol, one JSON object per line on the server's stdin/stdout:
 
 A request may also name another program to run in the child, `"entry": "module:function"` (the
 function takes argv and returns an exit code), and the server may be started with `--preload
-MOD,MOD` to import more modules once, before any fork: lesson 10's framework agents start this way,
+MOD,MOD` to import more modules once, before any fork (`module:function` also calls it once):
+lesson 10's framework agents and lesson 11's call processes and workers start this way,
 so that each child skips the second it takes to import a framework. Objects with threads (a
-framework's runtime) are built in the child only; the server itself never starts a thread.
+framework's runtime) or connections (`bughunt.llm:warm_sdk` builds and closes one SDK client and
+opens no socket: one the parent held would be shared by every child) are built in the child only;
+the server itself never starts a thread and never opens a connection.
 
 `ForkServerPool.run(argv)` hides all of this behind a `subprocess.CompletedProcess`, one server per
 concurrent caller. Set BUGHUNT_FORKSERVER=0 to start every worker as a fresh interpreter instead.
@@ -50,8 +53,11 @@ def _entry(name: str):
 def serve(preload: tuple[str, ...] = ()) -> None:
     """The server loop: fork one worker per request, report its pid and its exit status."""
     from . import worker          # imported once, here, before any fork
-    for module in preload:
-        importlib.import_module(module)
+    for name in preload:          # "module", or "module:function" to also call it once
+        if ":" in name:
+            _entry(name)()
+        else:
+            importlib.import_module(name)
 
     worker.warm_up()              # and run once, so that children start where a second run does
 

@@ -32,6 +32,15 @@ your journal or the server's logs instead), and the injected faults (the `X-Bugh
 is ignored). Servers that do not send usage in the stream report tokens as the number of content
 chunks.
 
+**In the worker** (lesson 11's worker mode, `python -m bughunt run --model-url URL`): each run
+names itself on the server's bill with the SDK's `project` setting, sent as the `OpenAI-Project`
+header (`run_project`): the OpenAI API reference's "Authentication" section says usage from a
+request "will count as usage for the specified organization and project", so a provider's invoice
+is split by project, and the lab's server writes it on every bill line. `ServedModel.calls_of(run_dir)`
+reads one run's calls from the server's bill, so redone calls are still counted by the world, never
+by the worker. What the worker received is kept in its call journal (`CallJournal`, `calls.jsonl` in
+the run directory): one line per moment of each call, written before the crash point there fires.
+
 SDK facts this module relies on (openai-python's README, https://github.com/openai/openai-python,
 "Retries" and "Timeouts"): requests are retried twice by default on connection errors, 408, 409,
 429 and 5xx, with a short exponential backoff; the default timeout is 10 minutes (this model's is
@@ -41,8 +50,12 @@ HTTP/1.1 each streamed call opens a new connection; a non-streamed call reuses i
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from .modelserver import FAULT_HEADER, Fault
@@ -106,9 +119,10 @@ class OpenAIModel:
     def __init__(self, site: Site, *, base_url: str, model: str = DEFAULT_MODEL,
                  api_key: str = DEFAULT_API_KEY, stream: bool = True, timeout: float = 60.0,
                  max_retries: int = 2, on_chunk: Callable[[Received], None] | None = None,
-                 fault: Fault | str | None = None):
+                 fault: Fault | str | None = None, project: str | None = None):
         self.site = site
         self.base_url, self.model, self.api_key = base_url, model, api_key
+        self.project = project            # the name this client's calls carry on the bill
         self.stream, self.timeout, self.max_retries = stream, timeout, max_retries
         self.on_chunk = on_chunk or (lambda received: None)
         spec = fault.spec() if isinstance(fault, Fault) else (fault or "")
@@ -122,7 +136,8 @@ class OpenAIModel:
         if self._client is None:
             import openai
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
-                                         timeout=self.timeout, max_retries=self.max_retries)
+                                         timeout=self.timeout, max_retries=self.max_retries,
+                                         project=self.project)
             self._client_pid = os.getpid()
         elif self._client_pid != os.getpid():
             raise ForkedClientError(
@@ -175,3 +190,90 @@ class OpenAIModel:
             self._client.close()
         self._client = None
         self._client_pid = None
+
+
+# --- the worker's model over HTTP: its name on the bill, its journal ------------------------------
+
+CALL_JOURNAL_FILE = "calls.jsonl"
+
+
+def run_project(run_dir: Path) -> str:
+    """The run's name on the server's bill (the `OpenAI-Project` header): the same for every
+    process of one run directory, different for every other run directory."""
+    digest = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:16]
+    return f"bughunt-run-{digest}"
+
+
+class CallJournal:
+    """What the worker received of each call: one JSON line per moment (`sent`, every `chunk`,
+    `last_chunk`) with the request id, the chunks so far, the answer text so far (the prefix) and
+    the process id.
+
+    Written like the bill and the trace, not through the I/O door: recovery never reads it (a
+    resumed worker redoes a call the checkpoint does not hold, whatever the journal says), so it
+    is a witness of what the process held, not checkpoint state, and it must not change what the
+    door counts (lesson 8's faults, the power-loss journal) or times (lesson 6). Each line is one
+    `os.write` on an O_APPEND descriptor, made before the crash point of that moment fires: a
+    SIGKILL there leaves exactly what the process held, in the page cache, which a kill does not
+    lose. Opened per line, so it holds no descriptor between calls.
+    """
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / CALL_JOURNAL_FILE
+
+    def write(self, received: Received) -> None:
+        line = json.dumps({"t": received.point, "page": received.page,
+                           "request_id": received.request_id, "chunks": received.chunks,
+                           "prefix": received.prefix, "pid": os.getpid()}) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def read_call_journal(run_dir: Path) -> list[dict]:
+    """The call journal's lines, in order (an empty list when the run never called over HTTP)."""
+    path = Path(run_dir) / CALL_JOURNAL_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A world setting, never part of a run's configuration: the worker's model is served at
+    `url` (OpenAI-compatible) and billed on the server's `bill`, the witness redone calls are read
+    from. A real local server (Ollama, vLLM, llama.cpp) keeps no bill: `bill` None, and nothing can
+    count what a crash cost there."""
+
+    url: str
+    bill: Path | None = None
+    name: str = DEFAULT_MODEL
+
+    def worker_flags(self) -> tuple[str, ...]:
+        return ("--model-url", self.url, "--model-name", self.name)
+
+    def calls_of(self, run_dir: Path) -> list[dict]:
+        """Every call the server billed for this run (its project), in order."""
+        from .modelserver import read_bill
+
+        if self.bill is None:
+            raise ValueError(f"the model at {self.url} has no bill to read: a real server keeps "
+                             "none, so redone calls cannot be counted there")
+        project = run_project(run_dir)
+        return [b for b in read_bill(self.bill) if b.get("project") == project]
+
+
+def call_failure(e: BaseException) -> str | None:
+    """What went wrong with a model call, in words, when `e` is one of the ways a call over HTTP
+    fails (the SDK's errors; a chunk that is not JSON, which the SDK lets escape as
+    json.JSONDecodeError); None for any other exception."""
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(e, openai.APIConnectionError):
+        return f"the model could not be reached or its answer broke off ({type(e).__name__})"
+    if openai is not None and isinstance(e, openai.APIError):
+        return f"the model call failed ({type(e).__name__}: {e})"
+    if isinstance(e, json.JSONDecodeError):
+        return f"a chunk of the model's answer is not valid JSON ({e})"
+    return None

@@ -23,9 +23,11 @@ with `stream_options.include_usage` a last chunk with empty `choices` carries th
 - **The bill** (the witness a provider's invoice is). Every valid request is billed when it arrives,
   before the first byte of its answer, by one `os.write` of one JSONL line on an O_APPEND
   descriptor: `request_id`, `model`, `prompt_hash`, `prompt_tokens`, `completion_tokens`,
-  `total_tokens`, and for the lab `stream`, `retry` (the SDK's `x-stainless-retry-count`: 0 for a
-  first try), `fault`, `peer` (the client's address and port: which TCP connection carried the
-  call), `pid` (the server's) and `t`. A client killed mid-stream, a timed-out
+  `total_tokens`, `project` (the `OpenAI-Project` request header, which the SDK sends for its
+  `project` setting: a real provider's invoice counts usage per project, and the lab's worker
+  names its run directory there), and for the lab `stream`, `retry` (the SDK's
+  `x-stainless-retry-count`: 0 for a first try), `fault`, `peer` (the client's address and port:
+  which TCP connection carried the call), `pid` (the server's) and `t`. A client killed mid-stream, a timed-out
   request, a cut stream: all were billed, in full, because the answer was decided at arrival (a real
   provider may bill only what it generated before it noticed the client had gone). The bill is
   append-only; nothing here ever rewrites it.
@@ -466,7 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
         # Billed now, at arrival, before the first byte of the answer leaves.
         self.server.bill.charge({
             "request_id": request_id, "model": model, "prompt_hash": key, **usage,
-            "stream": stream, "retry": int(retry) if retry and retry.isdigit() else None,
+            "project": self.headers.get("OpenAI-Project"), "stream": stream,
+            "retry": int(retry) if retry and retry.isdigit() else None,
             "fault": fault.spec(), "peer": "%s:%d" % self.client_address[:2],
             "pid": os.getpid(), "t": round(time.time(), 6)})
         self._wait(fault.ttfb)

@@ -7,7 +7,8 @@ commit the page's checkpoint. Resuming is running again on the same directory: t
 its state from the checkpoint store and carries on from the first page not done.
 
 Exit codes: 0 done; 2 refused (bad flag, damaged checkpoint, configuration mismatch, a file that
-is not the lab's); 74 the disk refused a write or an fsync (full, read-only, I/O error); 75 busy
+is not the lab's); 69 the model over HTTP could not be reached or its call failed (`--model-url`);
+74 the disk refused a write or an fsync (full, read-only, I/O error); 75 busy
 (another worker holds the run, or another program locks the tracker); 130 interrupted (Ctrl-C),
 143 terminated (SIGTERM): both stop between two operations, so the run can be resumed. Death by a
 planned crash point is a real SIGKILL: the parent sees signal 9, not an exit code.
@@ -25,12 +26,13 @@ import resource
 import sqlite3
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
                      add_config_arguments, config_from_args, dumps, read_config)
-from .crashpoints import CrashPlan, NoSuchPoint, find, scheme
+from .crashpoints import CALL_LABELS, CrashPlan, NoSuchPoint, find, scheme
 from .diskio import Door, Files, FsyncError
 from .instruments import journal
 from .instruments.faults import Faults, FaultyFiles
@@ -43,6 +45,7 @@ from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError,
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
+EXIT_MODEL = 69           # EX_UNAVAILABLE: the model over HTTP did not answer
 EXIT_IO = 74              # EX_IOERR: the disk refused a write or an fsync
 EXIT_BUSY = 75            # EX_TEMPFAIL: try again when the other worker is gone
 #: errnos that mean the disk (or the quota, or the file size limit) is full
@@ -61,13 +64,18 @@ class LabOptions:
     faults: make the k-th write or fsync fail (lesson 8's full disk and failed fsync);
     crash_in_recovery: SIGKILL at a step of recovery itself (after_repair, after_abort);
     model_latency_ms: how long each model answer takes after the call is billed (a real model
-    takes seconds; the lab's runs take none, random kills use a few milliseconds).
+    takes seconds; the lab's runs take none, random kills use a few milliseconds);
+    model_url, model_name: ask an OpenAI-compatible server through the `openai` SDK instead of the
+    in-process model (lesson 11): the call then has crash points inside it, and the server's bill
+    is the witness.
     """
 
     io_trace: bool = False
     faults: Faults | None = None
     crash_in_recovery: str | None = None
     model_latency_ms: float = 0.0
+    model_url: str | None = None
+    model_name: str | None = None
 
 
 class Refused(Exception):
@@ -193,15 +201,26 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
                  else "resume when that is fixed")
         raise Refused(f"{path}: cannot write ({e.strerror}); stopped. Every report the "
                       f"tracker acknowledged is safe; {cause}", EXIT_IO) from None
+    except Exception as e:
+        if lab.model_url is None:
+            raise
+        from .llm import call_failure      # only a call over HTTP fails this way
+        why = call_failure(e)
+        if why is None:
+            raise
+        raise Refused(f"--model-url {lab.model_url}: {why}; stopped. Every report the tracker "
+                      "acknowledged is safe; resume when the model answers", EXIT_MODEL) from None
 
 
 def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
          pause_at: int | str | None, trace: bool, ready: bool, lab: LabOptions) -> dict:
     try:                                     # checked before anything touches the disk
         site = Site.load(config.pages)
-        points = scheme(config.pages, site.bug_pages, config.intent) if (
+        in_call = lab.model_url is not None          # the call has insides only over HTTP
+        points = scheme(config.pages, site.bug_pages, config.intent, in_call) if (
             crash_at is not None or pause_at is not None) else []
-        where = dict(pages=config.pages, bug_pages=site.bug_pages, intent=config.intent)
+        where = dict(pages=config.pages, bug_pages=site.bug_pages, intent=config.intent,
+                     call_in_flight=in_call)
         crash = find(points, crash_at, what="--crash-at", **where) if crash_at is not None else None
         pause = find(points, pause_at, what="--pause-at", **where) if pause_at is not None else None
         plan = CrashPlan(points, crash, pause)
@@ -245,7 +264,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
     recovery_ns = time.perf_counter_ns() - t_recovery
     if lab.crash_in_recovery == "after_repair":
         plan.die()
-    model = MockModel(run_dir, site, latency_s=lab.model_latency_ms / 1000)
+    model = world_model(run_dir, site, lab, plan)
     tracker = Tracker(run_dir)
     if trace:
         plan.trace_to(run_dir / TRACE_FILE)
@@ -291,6 +310,31 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         "recovery_ns": recovery_ns,      # load + repairs, before the first page
         "peak_rss_kb": peak_rss_kb(),
     }
+
+
+def world_model(run_dir: Path, site: Site, lab: LabOptions, plan: CrashPlan):
+    """The model the agent asks: the in-process MockModel (every lesson's default), or, with
+    `--model-url`, a server reached through the real `openai` SDK (lesson 11), streamed.
+
+    Over HTTP the call is in flight between "sent" and "last chunk": each moment is journaled
+    first (what this process holds), then its crash point fires. The run's calls carry its name
+    (`run_project`) to the server's bill. The SDK is imported here, not at the top: the other
+    lessons' workers never pay for it.
+    """
+    if lab.model_url is None:
+        return MockModel(run_dir, site, latency_s=lab.model_latency_ms / 1000)
+    from .llm import DEFAULT_MODEL, CallJournal, OpenAIModel, run_project
+
+    journal = CallJournal(run_dir)
+
+    def on_chunk(received) -> None:
+        journal.write(received)
+        label = "call_" + received.name.replace("#", "")     # sent, chunk3, last_chunk
+        if label in CALL_LABELS:
+            plan.reach(received.page, label)
+
+    return OpenAIModel(site, base_url=lab.model_url, model=lab.model_name or DEFAULT_MODEL,
+                       project=run_project(run_dir), on_chunk=on_chunk)
 
 
 def lab_files(run_dir: Path, lab: LabOptions) -> Files:
@@ -403,6 +447,13 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     parser.add_argument("--latency-ms", type=_latency, default=0.0, metavar="MS",
                         help="the world: each model answer takes MS milliseconds after its call "
                              "is billed (default 0; never part of the run's configuration)")
+    parser.add_argument("--model-url", type=_model_url, metavar="URL",
+                        help="the world: ask an OpenAI-compatible server at URL (e.g. "
+                             "http://127.0.0.1:8000/v1) through the openai SDK, streamed, instead "
+                             "of the in-process model; its calls get crash points inside them "
+                             "(lesson 11; never part of the run's configuration)")
+    parser.add_argument("--model-name", metavar="NAME",
+                        help="the model to ask at --model-url (default: bughunt-mock)")
     lab = parser.add_argument_group("lesson 8 instruments (never part of the run's configuration)")
     lab.add_argument("--io-trace", action="store_true",
                      help=f"journal every disk operation to {JOURNAL_FILE} (power-loss simulation)")
@@ -414,6 +465,14 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
                      help="die by SIGKILL inside recovery: after the tail repair, or after "
                           "recording an aborted intent")
     return parser
+
+
+def _model_url(value: str) -> str:
+    url = urllib.parse.urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL such as "
+                                         f"http://127.0.0.1:8000/v1, got {value!r}")
+    return value
 
 
 def _fault(value: str) -> tuple[int, int]:
@@ -448,13 +507,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
         config = config_from_args(args)
     except ConfigError as e:
         parser.error(e.as_flag())
+    if args.model_name is not None and args.model_url is None:
+        parser.error(f"--model-name {args.model_name}: names a model at --model-url URL, which "
+                     "is not given")
+    if args.latency_ms and args.model_url is not None:
+        parser.error(f"--latency-ms {args.latency_ms:g}: the model at --model-url takes its own "
+                     "time (slow it with the server's faults: delay, ttfb)")
     try:
         write_fault = args.fail_write or (None, errno.ENOSPC)
         faults = (Faults(fail_write=write_fault[0], write_errno=write_fault[1],
                          fail_fsync=args.fail_fsync)
                   if args.fail_write or args.fail_fsync else None)
         lab = LabOptions(io_trace=args.io_trace, model_latency_ms=args.latency_ms,
-                         crash_in_recovery=args.crash_in_recovery, faults=faults)
+                         crash_in_recovery=args.crash_in_recovery, faults=faults,
+                         model_url=args.model_url, model_name=args.model_name)
         with interruptible():
             report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
                          trace=args.trace, ready=args.ready, lab=lab)

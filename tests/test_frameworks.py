@@ -78,7 +78,7 @@ def test_the_three_witnesses_see_a_redone_call_and_a_duplicate_report(tmp_path):
         assert danger.duplicate_reports == (0 if key else 1)
         assert danger.tracker_pages == ([3, 7, 10] if key else [3, 3, 7, 10])
         assert danger.memory_ok and danger.disk_ok          # the agent's own state is right
-        assert danger.three_way_ok == key                     # the tracker holds a page twice
+        assert danger.three_way_check == key                     # the tracker holds a page twice
         assert danger.verdict == ("correct" if key else "duplicate")
         # Killed after page 3's checkpoint: nothing is redone.
         assert saved.redone_model_calls == 0 and saved.verdict == "correct"

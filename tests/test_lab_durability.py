@@ -131,7 +131,6 @@ def test_latency_table_puts_the_source_text_medians_on_the_rows_of_the_same_kind
     assert table.loc[D.APPEND_FSYNC, "source text rerun µs"] == 37
     assert table.loc[D.SNAPSHOT_DIR_FSYNC, "source text median µs"] == "-"
     assert table.loc[D.SNAPSHOT_NO_FSYNC, "source text median µs"] == "-"
-    assert D.fsync_ratio(lat) > 1      # an fsync waits for the disk; a plain append does not
 
 
 def test_survival_table_cites_the_measurements(buffers, small_sweeps):
@@ -290,12 +289,6 @@ def test_exercise_6_2_accepts_within_a_factor_of_2_of_the_measured_ratio(monkeyp
     assert not judge("6.2", 16.5)       # the lesson's Mac, not this machine
     assert not judge("6.2", 250)
     assert not judge("6.2", "fast")
-
-
-def test_exercise_6_2_accepts_a_ratio_measured_here():
-    ratio = D.fsync_ratio(D.measure_latencies(200, kinds=(D.APPEND, D.APPEND_FSYNC)))
-    assert judge("6.2", ratio)
-    assert not judge("6.2", ratio * 100)
 
 
 # --- where the writes are timed ----------------------------------------------------------------

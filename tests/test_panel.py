@@ -98,3 +98,15 @@ def test_lesson_2_panel_builds_with_the_lesson_defaults():
     p = granularity.panel()
     assert p.config == granularity.DESIGNS["per page"] and len(p.crash_point.options) == 51
     assert set(p.controls) == {"checkpoint", "write_mode", "idempotency_key", "intent"}
+
+
+def test_settings_that_cannot_run_are_said_in_the_panels_words():
+    p2 = CrashPanel(name="t", base=RunConfig(store="log", snapshot_every=2, pages=4),
+                    plot=plot_points, knobs=["store", "snapshot_every"])
+    p2.controls["store"].value = "snapshot"        # the slider still says 2: it wins
+    p2.controls["snapshot_every"].value = 3
+    assert p2.run_button.disabled
+    assert p2.status.value == ("These settings cannot run: the 'snapshot every' setting: applies "
+                               "only when the 'store' setting is log (the snapshot store "
+                               "snapshots every page).")
+    assert "--" not in p2.status.value and "snapshot_every" not in p2.status.value

@@ -35,6 +35,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..crashpoints import pause as wait_for_stdin
 from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Kind, Report, Retry, Runtime, Step, Tool)
 from .store import DurableStore, InvalidValue, StoreBusy, StoreRefused, read_tasks
 
@@ -53,13 +54,7 @@ def die() -> None:
 
 def pause(where: str) -> None:
     """Announce the pause on stderr, then wait until stdin is closed (a handshake for tests)."""
-    sys.stderr.write(f"{PAUSE_BANNER} {where}\n")
-    sys.stderr.flush()
-    try:
-        while sys.stdin.buffer.read(4096):
-            pass
-    except (OSError, ValueError):
-        pass
+    wait_for_stdin(f"{PAUSE_BANNER} {where}")
 
 
 class Out:

@@ -20,6 +20,8 @@ import sys
 from dataclasses import asdict
 
 from .contract import ADAPTERS, AdapterError, adapter_class
+from ..config import _positive
+from ..interrupts import Interrupted, interruptible
 from .sweep import (DEFAULT_TIMEOUT, SweepError, SweepSettings, summarize, sweep_many,
                     varying_points)
 
@@ -45,14 +47,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="the tracker's idempotency key (default: on)")
     p.add_argument("--latency-ms", type=_number, default=0.0, metavar="N",
                    help="every world call (model, visit, submit) takes N ms (default: 0)")
-    p.add_argument("--repeat", type=_count, default=1, metavar="N",
+    p.add_argument("--repeat", type=_positive, default=1, metavar="N",
                    help="sweep every point N times and list the points whose verdict varies")
     p.add_argument("--points", metavar="P[,P]",
                    help="only these points: user, framework, all, or patterns such as "
                         "'ask_model.after#*' or 'framework.put.*', each optionally limited to "
                         "pages, as in 'user@p1-4' (default: all)")
-    p.add_argument("--pages", type=_count, default=12, metavar="N", help="site size (default 12)")
-    p.add_argument("--workers", type=_count, metavar="N", help="parallel crash runs "
+    p.add_argument("--pages", type=_positive, default=12, metavar="N", help="site size (default 12)")
+    p.add_argument("--workers", type=_positive, metavar="N", help="parallel crash runs "
                                                                 "(default: CPU cores)")
     p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"kill a child that runs longer than S seconds (default {DEFAULT_TIMEOUT:g})")
@@ -74,16 +76,6 @@ def _seconds(text: str) -> float:
     value = _number(text)
     if value == 0:
         raise argparse.ArgumentTypeError("expected a number of seconds above 0, got '0'")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {text!r}")
     return value
 
 
@@ -194,12 +186,13 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             print(f"\r{done}/{total} crash runs", end="", file=sys.stderr, flush=True)
 
     try:
-        results = sweep_many(settings, points=args.points, repeat=args.repeat,
-                             workers=args.workers, timeout=args.timeout, progress=progress)
-    except KeyboardInterrupt:
-        print("\nbughunt frameworks: interrupted; every child was killed and the temp dir "
+        with interruptible():          # Ctrl-C and SIGTERM alike: the sweep cleans up, we say so
+            results = sweep_many(settings, points=args.points, repeat=args.repeat,
+                                 workers=args.workers, timeout=args.timeout, progress=progress)
+    except Interrupted as e:
+        print(f"\nbughunt frameworks: {e.what}; every child was killed and the temp dir "
               "removed", file=sys.stderr)
-        return 130
+        return e.code
     except ValueError as e:               # --points that match nothing
         parser.error(str(e))
     except SweepError as e:

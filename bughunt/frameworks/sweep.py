@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .. import forkserver
+from ..experiment import default_workers
 from ..world import TRACKER_FILE, Site, Tracker, read_bill, read_reports
 from .contract import AdapterError, WorldSettings, adapter_class
 
@@ -146,7 +147,7 @@ class CrashRun:
     disk_state: dict | None = None     # rebuild(): the framework's store read back
     memory_ok: bool | None = None      # memory == the clean run's final state
     disk_ok: bool | None = None        # rebuild == the clean run's final state (None: no store)
-    three_way_ok: bool | None = None   # tracker == memory's findings, and rebuild == memory
+    three_way_check: bool | None = None   # tracker == memory's findings, and rebuild == memory
     crash_s: float | None = None       # wall time of the killed process
     resume_s: float | None = None      # wall time of the resuming process
     error: str | None = None
@@ -175,7 +176,7 @@ def verdict(r) -> str:
         return "wrong state"
     if get("disk_ok") is False:
         return "rebuild fails"
-    if not get("three_way_ok"):
+    if not get("three_way_check"):
         return "tracker disagrees"
     return "correct"
 
@@ -517,18 +518,11 @@ def witness(rec: CrashRun, clean: CleanRun, run_dir: Path, pages: int) -> None:
     memory, disk = rec.memory_state, rec.disk_state
     rec.memory_ok = None if memory is None else memory == clean.final
     rec.disk_ok = None if disk is None else disk == clean.final
-    rec.three_way_ok = (memory is not None and sorted(memory["findings"]) == tracker
+    rec.three_way_check = (memory is not None and sorted(memory["findings"]) == tracker
                         and (disk is None or disk == memory))
 
 
 # --- sweeps --------------------------------------------------------------------------------------
-
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:          # macOS
-        return os.cpu_count() or 2
-
 
 @dataclass
 class SweepResult:

@@ -25,11 +25,7 @@ import html
 import inspect
 import itertools
 import json
-import os
-import select
-import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -39,14 +35,17 @@ import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import inflight
+from .. import forkserver, inflight
+from ..config import RunConfig
+from ..experiment import CallCrashRun, CrashRun, crash_points, sweep_records
 from ..inflight import CallKilled, SdkBehaviour
-from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, page_messages
+from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
 from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
                            prompt_tokens, read_bill)
 from ..world import Site
 from . import results
 from .exercises import exercise
+from .teach import Measured, statement
 
 PAGE = 3                    # the lesson's first bug page: its call is the one killed here
 PENDING = inflight.PENDING  # what a resume does with the call in flight: redo | abort
@@ -54,121 +53,36 @@ PENDING = inflight.PENDING  # what a resume does with the call in flight: redo |
 
 # --- the fork parent: call processes started from a pre-imported SDK ------------------------------
 
-def _fork_parent() -> None:
-    """The parent's loop: one request per stdin line `{"argv", "out", "err"}`; fork a child that
-    runs `bughunt.inflight`'s main(argv) with stdout and stderr in those files; answer
-    `{"pid": N}` at once and `{"status": CODE}` when it ends (negative for a signal)."""
-    from ..llm import warm_sdk
-
-    warm_sdk()                          # imports and a closed client: no connection to share
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # an interrupt is for the caller, not for us
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.write(1, b'{"ready": true}\n')
-    for line in sys.stdin.buffer:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:                    # the child: one call process
-            code = 1
-            try:
-                os.dup2(devnull, 0)
-                for fd, path in ((1, request["out"]), (2, request["err"])):
-                    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    os.dup2(target, fd)
-                    os.close(target)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                code = inflight.main(request["argv"])
-            except SystemExit as e:     # argparse refusals exit this way
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-            except BaseException:       # a failure of the call is its own result
-                import traceback
-                traceback.print_exc()
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code)
-        try:
-            os.write(1, (json.dumps({"pid": pid}) + "\n").encode())
-            _, status = os.waitpid(pid, 0)
-            os.write(1, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
-                     .encode())
-        except OSError:                 # the caller is gone: end quietly
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os._exit(0)
-
-
 class CallForks:
-    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent.
+    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent: the lab's
+    fork server (`bughunt.forkserver`), which has imported the SDK and built and closed one client
+    (`llm.warm_sdk`), so it holds no connection a child could share, and runs no thread.
 
     `run(args)` has the shape `inflight.kill_in_call` expects of its `runner`: it returns a
     `subprocess.CompletedProcess` whose return code is negative for a signal (-9: SIGKILL).
     One call at a time; a call that outlives `timeout` is killed and reported as a timeout.
     """
 
-    def __init__(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="bughunt-callforks-")
-        self.out, self.err = Path(self._tmp.name) / "out", Path(self._tmp.name) / "err"
-        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.lab.call_in_flight"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        self._buffer = b""
-        self._ready = False
-        self._lock = threading.Lock()
-        weakref.finalize(self, _stop_parent, self.proc, self._tmp)
+    ENTRY = "bughunt.inflight:main"
 
-    def _line(self, deadline: float | None) -> dict:
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-            data = os.read(fd, 4096)
-            if not data:
-                raise RuntimeError("the fork parent of the call processes has died")
-            self._buffer += data
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+    def __init__(self):
+        self.server = forkserver.ForkServer(preload=("bughunt.llm:warm_sdk",))
+        self.proc = self.server.proc
+        self._lock = threading.Lock()
+        weakref.finalize(self, self.server.close)
 
     def wait_ready(self, timeout: float = 60) -> None:
-        if not self._ready:
-            self._line(time.monotonic() + timeout)
-            self._ready = True
+        """Nothing to wait for: the server answers its first request once it has warmed up."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
         with self._lock:
-            self.wait_ready()
-            self.proc.stdin.write((json.dumps({"argv": list(args), "out": str(self.out),
-                                               "err": str(self.err)}) + "\n").encode())
-            pid = self._line(time.monotonic() + timeout)["pid"]
-            try:
-                status = self._line(time.monotonic() + timeout)["status"]
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                self._line(None)
-                raise subprocess.TimeoutExpired(["bughunt.inflight", *args], timeout) from None
-            return subprocess.CompletedProcess(["python -m bughunt.inflight", *args], status,
-                                               self.out.read_text(), self.err.read_text())
+            return self.server.run(list(args), timeout, entry=self.ENTRY)
 
     def close(self) -> None:
-        _stop_parent(self.proc, self._tmp)
-
-
-def _stop_parent(proc: subprocess.Popen, tmp: tempfile.TemporaryDirectory) -> None:
-    if proc.poll() is None:
-        try:
-            proc.stdin.close()          # its loop ends at end of input
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
-    tmp.cleanup()
+        self.server.close()
 
 
 # --- the lab: one model server, one fork parent, one scratch folder -------------------------------
@@ -604,6 +518,71 @@ def lesson2_contrast():
     return pd.DataFrame(rows).set_index("crash point")
 
 
+# --- the real worker, killed inside its call ------------------------------------------------------
+
+#: The lesson's design that recovers correctly (lesson 4): a log, intents, the idempotency key.
+WORKER_CONFIG = RunConfig(store="log", intent=True, idempotency_key=True)
+
+
+@dataclass(frozen=True)
+class WorkerSweep:
+    """One page's crash points of the real worker, swept with each model."""
+
+    page: int
+    over_http: list[CallCrashRun]      # asking this lesson's server (`--model-url`)
+    in_process: list[CrashRun]         # asking the in-process model, as every other lesson does
+    over_http_s: float                 # wall time of each sweep (varies between runs)
+    in_process_s: float
+
+
+def worker_sweep(page: int = PAGE, config: RunConfig = WORKER_CONFIG) -> WorkerSweep:
+    """The real worker (`python -m bughunt.worker`, the agent of lessons 1 to 8) killed by SIGKILL
+    at every crash point of page `page` and resumed, twice: asking this lesson's model server over
+    HTTP (`--model-url`: the points inside the call join the scheme, the server's bill counts the
+    redone calls, the worker's call journal says what it held) and asking the in-process model."""
+    lab_ = lab()
+    model = ServedModel(lab_.base_url, lab_.bill)
+    t0 = time.perf_counter()
+    http = sweep_records(config, model=model, tag="over HTTP",
+                         points=[p.name for p in crash_points(config, True) if p.page == page])
+    t1 = time.perf_counter()
+    mock = sweep_records(config, tag="in-process",
+                         points=[p.name for p in crash_points(config) if p.page == page])
+    return WorkerSweep(page, http, mock, t1 - t0, time.perf_counter() - t1)
+
+
+def worker_table(sweep: WorkerSweep):
+    """Per crash point of the page, in the order the worker reaches them: the calls redone on each
+    model's bill, what the killed worker held of the call (over HTTP), and the witnesses' verdict."""
+    import pandas as pd
+
+    mock = {r.crash_point: r for r in sweep.in_process}
+    whole = len(answer_of(sweep.page))
+    none = "(no such point)"
+    rows = []
+    for r in sweep.over_http:
+        m = mock.get(r.crash_point)
+        rows.append({
+            "crash point": r.crash_point,
+            "in-process: redone calls": m.redone_model_calls if m else none,
+            "over HTTP: redone calls (server's bill)": r.redone_model_calls,
+            "over HTTP: answer words held": f"{_words(r.prefix_held)} of {whole}",
+            "in-process: verdict": m.verdict if m else none,
+            "over HTTP: verdict": r.verdict})
+    return pd.DataFrame(rows).set_index("crash point")
+
+
+def worker_timing(sweep: WorkerSweep):
+    """Wall time per crash+resume pair of each sweep (varies between runs and machines)."""
+    import pandas as pd
+
+    rows = [("over HTTP (openai SDK, local server)", len(sweep.over_http), sweep.over_http_s),
+            ("in-process model", len(sweep.in_process), sweep.in_process_s)]
+    df = pd.DataFrame([{"model": m, "pairs": n, "seconds": round(t, 2),
+                        "ms per pair": round(1000 * t / n)} for m, n, t in rows])
+    return df.set_index("model")
+
+
 # --- a real local model ---------------------------------------------------------------------------
 
 #: Local servers that speak the same API (their documentation's default address).
@@ -970,5 +949,40 @@ def _ex_11_4(answer):
     return False, said + " Which exception does json.loads raise?"
 
 
-if __name__ == "__main__":
-    _fork_parent()
+
+# --- common wrong statements ----------------------------------------------------------------------
+
+@statement("Q11.1", "The SDK's automatic retries make a model call happen exactly once.",
+           "False. A retry is a new request, and the server bills every request that arrives: "
+           "a call that timed out twice is paid three times. The attempts carry the same body and "
+           "no idempotency key (only a retry counter), so the provider cannot tell a retry from a "
+           "new call. Retries make a call at least once, never exactly once.")
+def _q11_1():
+    r = cached_sdk("slow first byte (0.6 s, timeout 0.2 s)", True, 2)
+    return Measured(r.billed <= 1, f"Measured just now: the SDK sent {r.requests_sent} attempts "
+                                   f"for one call and the server billed {r.billed}.")
+
+
+@statement("Q11.2", "With a timeout of 0.4 s, no call can take longer than 0.4 s.",
+           "False. The SDK's timeout is httpx's: it limits each network read (and connect, "
+           "write, pool wait), not the whole call. A stream that sends a chunk every 0.1 s never "
+           "waits 0.4 s for one read, so it runs to its end however long that takes. Bound the "
+           "whole call yourself if you need a deadline.")
+def _q11_2():
+    r = cached_sdk("slow stream (0.1 s per chunk, timeout 0.4 s)", True, 2)
+    return Measured(not (r.complete and r.elapsed_s > 0.4),
+                    f"Measured just now: the call {'completed' if r.complete else 'did not complete'}"
+                    f" after {r.elapsed_s:.1f} s with a 0.4 s timeout, {r.chunks} chunks.")
+
+
+@statement("Q11.3", "If the process dies after the last chunk has arrived, the resume has "
+           "nothing to pay for.",
+           "False, if the resume redoes the call: the answer was in memory (and in the journal), "
+           "but no checkpoint said the call was done, so a redo asks again and the provider "
+           "bills it again. Only a record of the answer, written before the kill, would spare the "
+           "second call: the danger window of lesson 4, with a model call as the side effect.")
+def _q11_3():
+    r = cached_kill("last_chunk", "redo", True)
+    return Measured(r.billed_calls <= 1,
+                    f"Measured just now: killed at last_chunk holding {r.chunks_held} chunks, the "
+                    f"resume redid the call; the server billed {r.billed_calls} calls.")

@@ -135,6 +135,15 @@ def slug(config: RunConfig) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts))
 
 
+def in_widget_words(error: ConfigError) -> str:
+    """A configuration error said with the panel's labels: "the 'snapshot every' setting applies
+    only when the 'store' setting is log", never a command-line flag or a field name."""
+    labels = {f.name: f.metadata["label"] for f in dataclasses.fields(RunConfig)}
+    reason = re.sub(r"`(\w+)`", lambda m: f"the '{labels.get(m.group(1), m.group(1))}' setting",
+                    error.reason)
+    return f"the '{labels.get(error.field, error.field)}' setting: {reason}."
+
+
 def nearest_point(names: list[str], wanted: str) -> str:
     """The point of `names` a slider should move to when `wanted` no longer exists: the next step
     of the same page (p3.after_intent -> p3.after_submit), else the first point of a later page,
@@ -228,7 +237,7 @@ class CrashPanel:
             config = self.config
         except ConfigError as e:
             self.run_button.disabled = True
-            self.status.value = f"These settings cannot run: {e}"
+            self.status.value = f"These settings cannot run: {in_widget_words(e)}"
             return
         self.run_button.disabled = False
         self.run_point()
@@ -249,7 +258,7 @@ class CrashPanel:
         try:
             config = self.config
         except ConfigError as e:
-            self.point_info.value = html.escape(str(e))
+            self.point_info.value = html.escape(in_widget_words(e))
             return None
         self.record = results.point(config, self.crash_point.value)
         self.point_info.value = point_html(self.record)

@@ -7,8 +7,10 @@ Each one becomes `notebooks/NN_name.ipynb`, executed top to bottom in a fresh ke
 PYTHONHASHSEED=0, then normalized so that strict nbval can compare its stored outputs:
 
 - per-cell execution timestamps and saved widget state are removed;
-- cells tagged `panel` lose their stored output: a stored widget shows in JupyterLab only as a
-  `VBox(...)` text until re-run, so the learner should see an empty cell to run instead.
+- a cell tagged `panel` keeps, instead of its live widget (which GitHub, nbviewer and a notebook
+  not yet run cannot show), a picture of the panel as it was when the notebook was built: its
+  settings, what it said, and the figures it drew. Running the cell replaces it with the live
+  panel.
 """
 
 from __future__ import annotations
@@ -42,13 +44,73 @@ def read_source(src: Path) -> nbformat.NotebookNode:
     return nb
 
 
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def normalize(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    nb.metadata.pop("widgets", None)
+    state = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code" and "panel" in cell.metadata.get("tags", []):
-            cell.outputs = []
+            cell.outputs = static_panel(cell.outputs, state)
     return nb
+
+
+def static_panel(outputs: list, state: dict) -> list:
+    """The panel a cell displayed, as plain outputs any notebook viewer shows: a note with its
+    settings and what it said, then each figure it drew (PNG) and each table (HTML)."""
+    roots = [o["data"][WIDGET_VIEW]["model_id"] for o in outputs
+             if o.get("output_type") in ("display_data", "execute_result")
+             and WIDGET_VIEW in o.get("data", {})]
+    settings, said, shown = [], [], []
+    values = ("ToggleButtonsModel", "DropdownModel", "SelectionSliderModel", "IntSliderModel",
+              "FloatSliderModel", "CheckboxModel")
+
+    def model(ref) -> tuple[str, dict]:
+        m = state.get(str(ref).removeprefix("IPY_MODEL_"), {})
+        return m.get("model_name", ""), m.get("state", {})
+
+    def value_of(s: dict):
+        labels = s.get("_options_labels")
+        return labels[s["index"]] if labels and isinstance(s.get("index"), int) else s.get("value")
+
+    def walk(ref, label: str | None = None) -> None:
+        name, s = model(ref)
+        if name == "OutputModel":
+            shown.extend(o for o in s.get("outputs", []) if o.get("output_type") in
+                         ("display_data", "execute_result"))
+        elif name in values:
+            settings.append(f"{label or s.get('description') or 'setting'}: **{value_of(s)}**")
+        elif name == "LabelModel" and s.get("value"):
+            said.append(s["value"])
+        elif name == "HTMLModel" and s.get("value"):
+            shown.append({"output_type": "display_data", "data": {"text/html": s["value"]}})
+        children = s.get("children", [])
+        if name == "HBoxModel" and len(children) == 2 and model(children[0])[0] == "LabelModel" \
+                and model(children[1])[0] in values:
+            walk(children[1], model(children[0])[1].get("value"))     # a knob and its label
+            return
+        for child in children:
+            walk(child)
+
+    for root in roots:
+        walk(root)
+    if not roots:
+        return []
+    note = ("*The panel as it was when this notebook was built (a picture: run the cell for the "
+            "live panel).*")
+    lines = [note, ""] + ([" · ".join(settings), ""] if settings else []) + \
+        [f"> {line}" for line in said]
+    preview = [nbformat.v4.new_output("display_data", data={"text/markdown": "\n".join(lines),
+                                                              "text/plain": note})]
+    for o in shown:
+        data = {k: v for k, v in o.get("data", {}).items()
+                if k in ("image/png", "text/html", "text/plain")}
+        if data:
+            preview.append(nbformat.v4.new_output("display_data", data=data,
+                                                  metadata=o.get("metadata", {})))
+    return preview
 
 
 def build(src: Path, timeout: int = 600) -> Path:

@@ -4,16 +4,21 @@
 # **What this lab answers.** A long-running AI agent is killed halfway through its task: `kill -9`,
 # the OOM killer, a deploy. Where does it pick up, what does it pay twice, and does it do anything
 # twice that it must do only once? You will kill a real worker process at every point where a crash
-# can fall, resume it, and measure on this machine what each checkpoint design costs and whether it
-# loses or duplicates anything.
+# can fall (崩溃点), resume it, and measure on this machine what each checkpoint design costs and
+# whether it loses or duplicates anything.
 #
 # **How to use it.** Run each notebook top to bottom (Run ▸ Run All Cells). Every number and figure
-# is computed live by real processes; nothing is pasted in. Each lesson ends with a panel to re-run
-# its experiment with other settings, a short "what to remember", and exercises with a `check`.
+# is computed live by real processes; nothing is pasted in. Before an experiment, a lesson often
+# asks you to **predict** its result in a variable (`prediction_2_1 = ...`); the `check` after it
+# compares your prediction with what was measured. Each lesson shows the lab's own code where it
+# teaches, and ends with a panel to re-run its experiment, a short "what to remember", and a few
+# common wrong statements to judge true or false. The [glossary](glossary.md) gives every term in
+# English and in the Chinese of the source texts.
 #
 # **POSIX only.** The lab uses SIGKILL, `fsync`, `rename` and `flock`: Linux or macOS (on Windows,
 # use WSL).
-#
+
+# %% [markdown]
 # ## The lessons
 #
 # | | lesson | the question |
@@ -26,7 +31,28 @@
 # | 6 | [kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) | What do flush and fsync each buy, and cost? |
 # | 7 | [Durable tasks](07_durable_tasks.ipynb) | How does a task runtime resume steps, memos and tools? |
 # | 8 | [Beyond the lesson](08_beyond.ipynb) | Crash during recovery, two resumers, a full disk, power loss, damaged files |
-# | A | [What durability costs here](09_appendix_costs.ipynb) | Each checkpoint write against the floor; recovery against log length |
+# | A | [What durability costs here](99_appendix.ipynb) | Each checkpoint write against the floor; recovery against log length |
+# | 10 | [Frameworks under the same sweep](10_frameworks.ipynb) | What does a kill cost on LangGraph, on DBOS, on yours? |
+# | 11 | [The call in flight](11_call_in_flight.ipynb) | What do a kill, a timeout, a cut stream or a 429 cost on a real server's bill? |
+#
+# [Glossary (English · 中文)](glossary.md)
+
+# %% [markdown]
+# **Learning objectives of this page.** After it you can
+#
+# - check that this machine runs the lab (fsync, rename, flock, SIGKILL);
+# - name the parts of the experiment: the worker, the model's bill, the tracker, the event log;
+# - name a crash point (`p3.after_submit`) and say why names, not numbers, are what lessons use;
+# - say what the three witnesses of a recovery are, and why the worker's word is not one of them.
+#
+# **Prerequisites.** Python and a terminal; no prior knowledge of crash recovery. **Estimated
+# time:** 20 minutes; the notebook runs in under a minute.
+#
+# **Contents.** [Is this machine ready?](#Is-this-machine-ready?) ·
+# [The world of the agent](#The-world-of-the-agent) ·
+# [Where a crash can fall](#Where-a-crash-can-fall) · [Three witnesses](#Three-witnesses) ·
+# [What the lab reproduces](#What-the-lab-reproduces) · [Exercise](#Exercise) ·
+# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
 
 # %%
 # %matplotlib inline
@@ -34,8 +60,9 @@ import pandas as pd
 
 from bughunt.config import RunConfig
 from bughunt.experiment import crash_point
-from bughunt.lab import tour
+from bughunt.lab import practice, tour
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
@@ -85,13 +112,27 @@ run.reports
 # %% [markdown]
 # Its event log holds 15 events: a `page_done` for each page, and an `intent` before each report.
 # Every event carries a sequence number (`seq`) and a checksum (`crc`). State is rebuilt by applying
-# these events, in order, with one pure function, `apply_event`.
+# these events, in order, with one pure function, `apply_event` (lesson 3 shows its code).
 
 # %%
 run.events
 
 # %%
 [name for name, size in run.files]
+
+# %% [markdown]
+# **0.2 Predict, then run.** The worker can run without intents (`RunConfig(intent=False)`): then
+# it files a report without recording anything first. How many events will the log of a clean run
+# hold? Write your prediction, then run the cell after it: a second clean run, intents off.
+
+# %%
+prediction_0_2 = None        # a number of events
+
+# %%
+no_intents = tour.clean_run(RunConfig(intent=False))
+print(f"intents off: {len(no_intents.events)} events:",
+      no_intents.events["t"].value_counts().to_dict())
+check("0.2", prediction_0_2)
 
 # %% [markdown]
 # ## Where a crash can fall
@@ -121,7 +162,8 @@ for intent in (True, False):
 # %% [markdown]
 # The vermillion points are the danger window (危险窗口) of lesson 4: the report is in the tracker, the page is
 # not yet saved.
-#
+
+# %% [markdown]
 # ## Three witnesses
 #
 # After a crash and a resume, the lab asks three witnesses whether the result is right, and they must
@@ -133,12 +175,13 @@ for intent in (True, False):
 #    believe.
 #
 # Model calls paid twice are read from the bill. Nothing is taken from the worker's word alone.
-#
+
+# %% [markdown]
 # ## What the lab reproduces
 #
-# The lesson text behind this lab reports a table of figures from its own experiment. Here is that
+# The source text behind this lab reports a table of figures from its own experiment. Here is that
 # table beside the same experiment on this machine: five sweeps, every crash point killed with
-# SIGKILL and resumed, a few hundred real processes (about 20 seconds).
+# SIGKILL and resumed, 528 real processes (a few seconds).
 
 # %%
 result, table = tour.lesson_overview()
@@ -163,7 +206,45 @@ answer_0_1 = None
 check("0.1", answer_0_1)
 
 # %% [markdown]
-# Stuck? `solution("0.1")` prints a worked answer.
+# ## Common wrong statements
+#
+# Each lesson ends with a few statements that sound right. Judge each one `True` or `False`; the
+# check then measures, on this machine, and explains.
+
+# %%
+quiz("Q0.1")
+
+# %%
+answer_q0_1 = None
+check("Q0.1", answer_q0_1)
+
+# %%
+quiz("Q0.2")
+
+# %%
+answer_q0_2 = None
+check("Q0.2", answer_q0_2)
+
+# %% [markdown]
+# Stuck? `solution("0.1")` or `solution("Q0.2")` prints a worked answer.
+
+# %% [markdown]
+# ## Further reading
+#
+# - [signal(7)](https://man7.org/linux/man-pages/man7/signal.7.html): SIGKILL cannot be caught,
+#   blocked or ignored, so no clean-up code runs.
+# - [fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html) and
+#   [rename(2)](https://man7.org/linux/man-pages/man2/rename.2.html): the two calls the lab's
+#   durable writes rest on.
+# - T. S. Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014 (ALICE):
+#   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai);
+#   J. Mohan et al., "Finding Crash-Consistency Bugs with Bounded Black-Box Crash Testing", OSDI
+#   2018 (CrashMonkey): [usenix.org](https://www.usenix.org/conference/osdi18/presentation/mohan).
+#   How crash-recovery code is tested by enumerating crash states, as this lab does.
+# - J. Corbet, ["PostgreSQL's fsync() surprise"](https://lwn.net/Articles/752063/), LWN, 2018:
+#   what happens when an fsync fails (lesson 8).
+# - Martin Kleppmann, ["How to do distributed locking"](https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html)
+#   (2016): locks, leases and fencing tokens (lessons 4 and 8).
 #
 # ---
-# [Lesson 1: killed at page 7 →](01_killed_at_page_7.ipynb)
+# [Glossary](glossary.md) · [Lesson 1: killed at page 7 →](01_killed_at_page_7.ipynb)

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 2 · Checkpoint granularity: how fine should progress be saved?
 #
-# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)
+# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)
 #
 # **The question.** A checkpoint (检查点) is a durable recovery point. How often should the agent write
 # one, and what does each choice cost: in work thrown away by a crash, and in writes paid on every run?
@@ -9,13 +9,31 @@
 # **Recap of lesson 1.** Without any checkpoint, a worker killed at page 7 starts again at page 1:
 # it pays for six pages of model calls again and files page 3's report a second time.
 
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - say where a checkpoint can sit (a natural boundary) and why the call in flight can always be
+#   paid twice, pointing at the line of the worker where it happens;
+# - predict, for a crash point and a checkpoint design, how many model calls a resume pays again;
+# - weigh the calls a crash redoes against the checkpoint writes every run pays.
+#
+# **Prerequisites.** Lessons 0 and 1. **Estimated time:** 25 minutes; the notebook runs in
+# under a minute.
+#
+# **Contents.** [Natural boundaries](#Natural-boundaries,-and-the-call-in-flight) ·
+# [Predict, then run](#Predict,-then-run) · [The price](#The-price:-writes-on-every-run) ·
+# [A longer run](#Transfer:-a-longer-run) · [Try it](#Try-it) ·
+# [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
+# [Further reading](#Further-reading)
+
 # %%
 # %matplotlib inline
 import pandas as pd
 
 from bughunt.experiment import crash_points
-from bughunt.lab import granularity
+from bughunt.lab import granularity, practice
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source, worker_step
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
@@ -29,8 +47,21 @@ pd.options.display.max_columns = 20
 # call that is in flight when the process dies (正在进行的那一次调用) may have to be redone, or handled
 # separately.
 #
-# Granularity is the trade: **the finer, the less is lost, and the more is written**. We compare
-# three designs of the BugHunt worker over the lesson's 51 crash points (no intents):
+# Here is where that happens in the worker, read from the package itself:
+
+# %%
+show_source(worker_step("ask_model"))
+
+# %% [markdown]
+# `self.model.ask(page)` returns once the call is on the provider's bill. The next line is a crash
+# point, `p{page}.after_model_call`: the lab's SIGKILL can fall there, and in a normal run it does
+# nothing. Until the next checkpoint is durable, the answer lives only in this process's memory.
+# With per-operation checkpoints the worker commits an `answered` event right away; even then, a
+# kill on the crash point's line pays the call again.
+
+# %% [markdown]
+# Granularity (粒度) is the trade: **the finer, the less is lost, and the more is written**. We
+# compare three designs of the BugHunt worker over the lesson's 51 crash points (no intents):
 #
 # | design | what is saved, and when |
 # |---|---|
@@ -48,10 +79,29 @@ points = pd.DataFrame(p.__dict__ for p in crash_points(granularity.DESIGNS["per 
 print(len(points), "crash points; those of page 7:")
 points[points.page == 7]
 
+# %% [markdown]
+# ## Predict, then run
+#
+# Before the sweep runs, write down two predictions (the checks after the sweep compare them with
+# what it measured):
+#
+# - **2.1** With no checkpoint, how many model calls are redone when the worker is killed at
+#   `p7.after_model_call` (page 7, right after its model call)?
+# - **2.2** With a snapshot after every operation, which crash-point label is the only one that
+#   still redoes a model call (e.g. `"after_visit"`)?
+
+# %%
+prediction_2_1 = None        # a number of calls
+prediction_2_2 = None        # a label, in quotes
+
 # %%
 df = granularity.redone_by_design()
 table = granularity.summary_table(df)
 table
+
+# %%
+check("2.1", prediction_2_1)
+check("2.2", prediction_2_2)
 
 # %% [markdown]
 # The lesson measured 6.51 redone calls with no checkpoint and 0.76 with a snapshot after every page,
@@ -73,6 +123,8 @@ print(granularity.explain_averages(df))
 granularity.plot_redone(df)
 
 # %% [markdown]
+# ## The price: writes on every run
+#
 # The price is paid on every run, crash or not. Count the checkpoint writes of one clean run:
 
 # %%
@@ -89,6 +141,23 @@ granularity.plot_tradeoff(table)
 # snapshot (`after_submit`, `mid_commit`). Per operation saves "report filed" on its own, so only
 # `after_submit` still duplicates: the danger window shrinks but does not close. Lesson 4 is about
 # that window.
+
+# %% [markdown]
+# ## Transfer: a longer run
+#
+# **2.3** The same worker on a 20-page site (bugs on pages 3, 7, 10, 15 and 19), a snapshot after
+# every page, intents off. Predict the average number of redone model calls per crash, over all
+# of its crash points. Then run the sweeps: both designs, on 12 and on 20 pages, every crash point
+# killed and resumed.
+
+# %%
+prediction_2_3 = None        # a number; judged within 0.05
+
+# %%
+practice.long_run_table()
+
+# %%
+check("2.3", prediction_2_3)
 
 # %% [markdown]
 # ## Try it
@@ -113,29 +182,49 @@ p.show()
 #   The call in flight at the moment of the kill is always at risk of being redone.
 # - Finer checkpoints lose less and write more (the lesson: 6.51 redone calls per crash with none,
 #   0.76 per page); the table above gives this machine's figures and what each design writes.
+# - With a checkpoint per page, a crash costs at most one page's call however long the run; with
+#   none, the cost grows with the run.
 # - Redone work is counted from the outside world's record (the provider's bill), not from what the
 #   worker believes it did.
-#
-# ## Exercises
-#
-# **2.1** With no checkpoint, how many model calls are redone when the worker is killed at crash
-# point `p7.after_model_call` (page 7, right after its model call)? Work it out, then check it (the
-# check runs the crash for real).
-
-# %%
-answer_2_1 = None
-check("2.1", answer_2_1)
 
 # %% [markdown]
-# **2.2** With a snapshot after every operation, which crash-point label is the only one that still
-# redoes a model call?
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures and explains.
 
 # %%
-answer_2_2 = None
-check("2.2", answer_2_2)
+quiz("Q2.1")
+
+# %%
+answer_q2_1 = None
+check("Q2.1", answer_q2_1)
+
+# %%
+quiz("Q2.2")
+
+# %%
+answer_q2_2 = None
+check("Q2.2", answer_q2_2)
+
+# %%
+quiz("Q2.3")
+
+# %%
+answer_q2_3 = None
+check("Q2.3", answer_q2_3)
 
 # %% [markdown]
-# Stuck? `solution("2.1")` prints a worked answer.
+# Stuck? `solution("2.3")` or `solution("Q2.1")` prints a worked answer.
+
+# %% [markdown]
+# ## Further reading
+#
+# - SQLite, [write-ahead logging](https://www.sqlite.org/wal.html): a database that makes every
+#   commit a durable recovery point, and folds its log into the database at its own checkpoints.
+# - T. S. Pillai et al., "All File Systems Are Not Created Equal: On the Complexity of Crafting
+#   Crash-Consistent Applications", OSDI 2014 (the ALICE study):
+#   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai).
+#   How real applications save their progress, and where they get it wrong.
 #
 # ---
-# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)
+# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)

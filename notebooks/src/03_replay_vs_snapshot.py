@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 3 · Replay vs snapshot: how is the state put back together?
 #
-# [← Lesson 2: checkpoint granularity](02_granularity.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 4: the danger window →](04_danger_window.ipynb)
+# [← Lesson 2: checkpoint granularity](02_granularity.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 4: the danger window →](04_danger_window.ipynb)
 #
 # **The question.** The worker keeps its progress on disk. After `kill -9`, how does the resumed
 # worker rebuild its state from those files, and how much work is that? We compare replaying an
@@ -10,13 +10,41 @@
 # **Recap of lesson 2.** Finer checkpoints lose less and write more: a snapshot after every page cut
 # the model calls paid twice from 6.51 to 0.76 per crash in the lesson.
 
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - read the lab's `apply_event` beside the source text's, and say why one pure function makes
+#   replay and live running reach the same state;
+# - predict how many events a recovery replays, for a pure log and for a snapshot every N pages;
+# - say what each step of an atomic snapshot write (temp file, fsync, rename, directory fsync)
+#   protects against;
+# - explain Codex's compaction as a snapshot inside its log, and why only the newest may bound
+#   the replay.
+#
+# **Prerequisites.** Lessons 0 to 2; reading Python. **Estimated time:** 40 minutes; the notebook
+# runs in under a minute.
+
+# %% [markdown]
+# **Contents.** [Two ways to keep progress](#Two-ways-to-keep-progress) ·
+# [One function changes the state](#One-function-changes-the-state) ·
+# [How much does recovery replay?](#How-much-does-recovery-replay?) ·
+# [The snapshot interval N](#The-snapshot-interval-N) ·
+# [Writing the snapshot](#Writing-the-snapshot:-temp-file,-fsync,-rename,-fsync) ·
+# [Codex](#Codex:-the-rollout-is-the-log,-compaction-is-the-snapshot) ·
+# [Only the newest snapshot](#Only-the-newest-snapshot-may-bound-replay) · [Try it](#Try-it) ·
+# [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
+# [Further reading](#Further-reading)
+
 # %%
 # %matplotlib inline
 import pandas as pd
+from IPython.display import display
 
-from bughunt.experiment import crash_points
-from bughunt.lab import replay
+from bughunt.diskio import Door
+from bughunt.events import apply_event
+from bughunt.lab import practice, replay, teach
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
@@ -44,12 +72,55 @@ events
 # Twelve pages, three of them with a bug, give 12 + 3 = 15 events, as in the lesson (12 页、3 个
 # Bug 页一共 15 条事件).
 #
+# ## One function changes the state
+#
+# Every change of state, live or replayed, goes through one pure function (确定性的纯函数): no I/O,
+# no clock, no globals, so replaying an event gives the same state every time. This is the lab's,
+# read from the package:
+
+# %%
+show_source(apply_event)
+
+# %% [markdown]
+# And the source text's version, as it gives it (the English in brackets translates its comment):
+
+# %%
+practice.show_text_code("apply_event")
+
+# %% [markdown]
+# The same rules for the lesson's three events. The differences:
+#
+# - **An unknown event.** The text's version falls through every `elif` and returns the state with
+#   only `seq` moved on. The lab's raises `ValueError`, so a damaged record is never applied as if
+#   it were nothing.
+# - **Copies.** The text's copies both lists at every event; the lab's copies the dict and replaces
+#   a list only when an event adds to it. Neither changes the state it was given.
+# - **More events.** `answered`, `visited` and `submitted` are lesson 2's per-operation checkpoints.
+#
+# **3.3 Predict:** given `{"t": "intnet", ...}` (a typo, a damaged record), does the lab's version
+# `"ignore"` it or `"raise"`? The next cell replays a clean log through both, then that event.
+
+# %%
+prediction_3_3 = None        # "ignore" or "raise"
+
+# %%
+display(practice.apply_event_versions())
+check("3.3", prediction_3_3)
+
+# %% [markdown]
 # ## How much does recovery replay?
 #
 # The lesson's experiment: kill the worker at each of the 54 crash points (intents on), resume it,
 # and count the events recovery applied. Two designs, both with intents, the idempotency key and
 # atomic writes: a pure event log, and the same log with a snapshot every 4 pages. Each crash point
 # is a real worker killed by SIGKILL and a second process that resumes it; 108 pairs in all.
+#
+# **3.2 Predict:** with a snapshot every 4 pages, how many events does the resume replay after a
+# crash at `p7.after_submit` (page 7's report filed, the page not yet committed)? Use the event log
+# above.
+
+# %%
+prediction_3_2 = None        # a number of events
 
 # %%
 df = replay.replay_sweeps()
@@ -67,6 +138,9 @@ print(replay.explain_averages(df))
 # %%
 replay.plot_replayed(df)
 
+# %%
+check("3.2", prediction_3_2)
+
 # %% [markdown]
 # - **Pure log:** recovery replays every event written before the crash, so the count climbs like a
 #   staircase through the run. The worst crash is the last moment of page 12, after its `page_done`
@@ -78,7 +152,8 @@ replay.plot_replayed(df)
 #
 # A snapshot changes how much work recovery does, not what it gets: replaying from the start and
 # replaying from a snapshot reach the same state, because the snapshot is that state.
-#
+
+# %% [markdown]
 # ## The snapshot interval N
 #
 # How does the replay shrink as snapshots get more frequent? For each interval N we kill a worker at
@@ -104,12 +179,81 @@ replay.plot_interval(table)
 # until then it is a pure log, and its average is close to the pure log's.
 #
 # **The other side of the trade.** Every N pages the whole state is written again: 12 ÷ N (rounded
-# down) snapshot writes per clean run on top of the 15 log appends, crash or no crash. A snapshot
-# is also the more expensive write: a temp file, a rename and (with fsync on) two fsyncs, against
-# one appended line (lesson 6 measures both on this machine). Replaying 15 small events costs
-# almost nothing here; in a real agent, whose log holds every message and tool result of a long
-# session, it does not.
+# down) snapshot writes per clean run on top of the 15 log appends, crash or no crash. Replaying 15
+# small events costs almost nothing here; in a real agent, whose log holds every message and tool
+# result of a long session, it does not.
+
+# %% [markdown]
+# **Transfer.** Two configurations the lesson did not run. Predict, then run the check (each
+# kills a worker at every crash point of its configuration):
 #
+# - **3.1** A snapshot every 5 pages (12 pages): the largest number of events a recovery replays?
+# - **3.4** 20 pages (bugs on pages 3, 7, 10, 15 and 19), a snapshot every 4 pages: the largest
+#   number of events a recovery replays?
+
+# %%
+prediction_3_1 = None        # a number of events
+prediction_3_4 = None        # a number of events
+
+# %%
+practice.replay_table({"pure log, 20 pages": practice.LONG_SNAP4.replace(snapshot_every=0),
+                       "snapshot every 4, 20 pages": practice.LONG_SNAP4})
+
+# %%
+check("3.1", prediction_3_1)
+check("3.4", prediction_3_4)
+
+# %% [markdown]
+# ## Writing the snapshot: temp file, fsync, rename, fsync
+#
+# A snapshot overwrites the state as a whole, so a kill in the middle of writing it must not
+# leave half a state behind. The lab's snapshot store writes it with the I/O door's atomic write:
+
+# %%
+show_source(Door.write_atomic)
+
+# %% [markdown]
+# `os.replace` (the rename, here through the door's `files`) is atomic on POSIX: a reader sees the
+# old file or the new one, never half (原子性). The source text's version:
+
+# %%
+practice.show_text_code("atomic_write")
+
+# %% [markdown]
+# The differences:
+#
+# - **The directory fsync.** The lab fsyncs the directory after the rename; the text stops after
+#   `os.replace`. A file's name lives in its directory, so without it a power cut can undo the
+#   rename (never `kill -9`: the kernel keeps it).
+# - **fsync by policy.** With `fsync="never"` the door stops at the kernel hand-off, which is all
+#   `kill -9` needs (lesson 6 measures both).
+# - **No test switch.** The text's `atomic_write` takes a `torn` flag for its experiment. The lab
+#   tears writes in a separate method, `write_in_place`, used only by the torn write modes
+#   (lesson 5); `mid()` is the `mid_commit` crash point, between the complete temp file and the
+#   rename.
+# - **The temp name.** `snapshot.json.tmp`, not `with_suffix(".tmp")`, which gives `a.json` and
+#   `a.txt` the same temp file.
+#
+# Why fsync at all? Because a byte passes through three places on its way to the disk, and each
+# kind of crash takes a different set of them (the kill -9 figures measured just now):
+
+# %%
+teach.plot_byte_places(practice.bytes_after_kill())
+
+# %% [markdown]
+# What a power cut right after the write can leave, for three ways of writing the same file. Each
+# way is journaled and put through lesson 8's power-loss simulation, which builds every disk state
+# a cut may leave (unsynced writes and renames may or may not have reached the disk):
+
+# %%
+practice.power_cut_after_write()
+
+# %% [markdown]
+# Only the full sequence leaves the new contents in every state. Without the fsync before the
+# rename, the new name can point at data that never reached the disk; without the directory fsync,
+# the old file can come back. Lessons 5, 6 and 8 go further.
+
+# %% [markdown]
 # ## Codex: the rollout is the log, compaction is the snapshot
 #
 # Codex keeps each conversation as a rollout (`rollout-….jsonl`): an append-only JSONL event log.
@@ -126,17 +270,14 @@ replay.plot_interval(table)
 #    replace the history or window state that the newer one may have changed."*
 # 2. A reverse scan then still takes the newest surviving compaction that has a
 #    `replacement_history` as the base of the history.
-#
+
+# %% [markdown]
 # So "step 1 returned `None`" does not mean "the whole history is replayed". Step 2 may start the
 # history from an older compaction than the newest, but it then replays everything after that base,
-# the newer compaction included, so nothing the newer one changed is skipped.
-#
-# **Codex changes fast.** Older releases have no `select_input_compaction`: they do one reverse
-# scan, which keeps the newest surviving compaction with `replacement_history` as the base and
-# replays the suffix after it. The conclusion, that a `None` is not a full replay, holds in both.
-# The line numbers the source text cites have moved between versions: search
-# [openai/codex](https://github.com/openai/codex) for the function names instead. And on resume
-# Codex still reads and parses the **whole** JSONL file: the checkpoint bounds how much history is
+# the newer compaction included, so nothing the newer one changed is skipped. (Older Codex releases
+# do only the reverse scan; the conclusion holds there too. Line numbers move between versions:
+# search [openai/codex](https://github.com/openai/codex) for the function names.) On resume Codex
+# still reads and parses the **whole** JSONL file: the checkpoint bounds how much history is
 # replayed, not how much is read.
 #
 # **Our store** is the same idea, one step further: the snapshot records the byte offset of the log
@@ -148,15 +289,18 @@ replay.plot_interval(table)
 replay.snapshot_coverage(crash_point="p8.mid_commit")
 
 # %% [markdown]
-# **Only the newest snapshot may bound replay.** That is Codex's rule: a newer compaction may have
-# changed what an older one describes, so an older one cannot stand in for it where the scan is
-# cut. Our store keeps a single snapshot file, replaced atomically, so there is no older one to try:
-# if the snapshot is unusable, recovery replays the whole log from the first event and reports
-# `snapshot_fallback = "log"`. That is only possible because the log is never cut: every event
-# since the start is still in it. Below, the same crash three times; before resuming, the snapshot is left
-# intact, cut in half, or has one digit changed (which still parses, but fails its checksum). The
-# damage is done from outside, as a bad disk or a careless copy would: `kill -9` cannot tear this
-# snapshot, since it is written to a temp file and renamed into place.
+# ## Only the newest snapshot may bound replay
+#
+# That is Codex's rule: a newer compaction may have changed what an older one describes, so an
+# older one cannot stand in for it where the scan is cut. Our store keeps a single snapshot file,
+# replaced atomically, so there is no older one to try: if the snapshot is unusable, recovery
+# replays the whole log from the first event and reports `snapshot_fallback = "log"`. That is only
+# possible because the log is never cut: every event since the start is still in it.
+#
+# Below, the same crash three times; before resuming, the snapshot is left intact, cut in half, or
+# has one digit changed (which still parses, but fails its checksum). The damage is done from
+# outside, as a bad disk or a careless copy would: `kill -9` cannot tear this snapshot, since it is
+# written to a temp file and renamed into place.
 
 # %%
 replay.damaged_snapshot(crash_point="p8.mid_commit")
@@ -186,36 +330,61 @@ p.show()
 # %% [markdown]
 # ## What to remember
 #
+# - State changes go through one pure function, `apply_event`, live and at replay: the same code,
+#   so the same state. The lab's refuses an event it does not know.
 # - A pure event log is recovered by replaying every event: the later the crash, the longer the
 #   replay (lesson: avg 7.26, max 15 events over 54 crash points).
 # - A snapshot every N pages bounds the replay to the events of fewer than N pages, plus their
-#   intents (lesson, N = 4: avg 1.98, max 4), at the price of a whole-state write every N pages.
-# - Replay and snapshot reach the same state; they differ in the work done at recovery and on every
-#   run.
-# - Only the newest snapshot may bound the replay. If it is unusable, recovery starts further back
-#   and replays everything after that start; our store replays the whole log. Codex's resume
-#   follows the same rule, and still reads the whole rollout.
-#
-# ## Exercises
-#
-# **3.1** With a snapshot every 5 pages, what is the largest number of events a recovery replays
-# over all 54 crash points? Work it out from the event log above, then check it (the check kills 54
-# workers for real).
-
-# %%
-answer_3_1 = None
-check("3.1", answer_3_1)
+#   intents (lesson, N = 4: avg 1.98, max 4), however long the run, at the price of a whole-state
+#   write every N pages.
+# - A snapshot is replaced atomically: temp file, fsync, rename, directory fsync. The rename alone
+#   protects against `kill -9`; the fsyncs are for power loss.
+# - Only the newest snapshot may bound the replay. If it is unusable, our store replays the whole
+#   log; Codex's resume follows the same rule, and still reads the whole rollout.
 
 # %% [markdown]
-# **3.2** With a snapshot every 4 pages, how many events does the resume replay after a crash at
-# `p7.after_submit` (page 7, its report filed, the page not yet committed)?
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures and explains.
 
 # %%
-answer_3_2 = None
-check("3.2", answer_3_2)
+quiz("Q3.1")
+
+# %%
+answer_q3_1 = None
+check("Q3.1", answer_q3_1)
+
+# %%
+quiz("Q3.2")
+
+# %%
+answer_q3_2 = None
+check("Q3.2", answer_q3_2)
+
+# %%
+quiz("Q3.3")
+
+# %%
+answer_q3_3 = None
+check("Q3.3", answer_q3_3)
 
 # %% [markdown]
-# Stuck? `solution("3.1")` prints a worked answer.
+# Stuck? `solution("3.1")`, `solution("3.4")` or `solution("Q3.3")` prints a worked answer.
+
+# %% [markdown]
+# ## Further reading
+#
+# - [rename(2)](https://man7.org/linux/man-pages/man2/rename.2.html) and Python's
+#   [`os.replace`](https://docs.python.org/3/library/os.html#os.replace): the atomic replace.
+# - [fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html): why the directory needs its own
+#   fsync after a rename.
+# - SQLite, [write-ahead logging](https://www.sqlite.org/wal.html): a log with checkpoints that fold
+#   it into the database, the same trade between replay length and write cost.
+# - T. S. Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014 (ALICE):
+#   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai):
+#   which update protocols real applications get wrong, the rename without fsync among them.
+# - [openai/codex](https://github.com/openai/codex): search for `select_input_compaction` and
+#   `replacement_history`.
 #
 # ---
-# [← Lesson 2: checkpoint granularity](02_granularity.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 4: the danger window →](04_danger_window.ipynb)
+# [← Lesson 2: checkpoint granularity](02_granularity.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 4: the danger window →](04_danger_window.ipynb)

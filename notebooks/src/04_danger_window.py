@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 4 · The danger window: the report is filed, the checkpoint is not
 #
-# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
+# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
 #
 # **The question.** A checkpoint records what the agent has done. But some of what it does happens
 # *outside*: a bug report filed into a tracker cannot be taken back by a crash. What happens when the
@@ -12,16 +12,40 @@
 # snapshot and replays only the events after it: a snapshot every 4 pages cuts the replay from 7.26
 # events on average to 1.98 (the lesson's figures), as Codex's compaction record does for its rollout.
 
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - point at the danger window in the worker's page loop, and say why the process cannot know from
+#   the inside whether its last side effect happened;
+# - predict which crash points duplicate a report, for a design you have not seen run;
+# - choose between at most once, at least once and effectively once, and say what each costs;
+# - explain why an exhaustive crash-point sweep finds what random kills miss (the rule of three).
+#
+# **Prerequisites.** Lessons 0 to 3; basic SQL (`INSERT`, `UNIQUE`). **Estimated time:** 45
+# minutes; the notebook runs in under a minute.
+#
+# **Contents.** [The window](#The-window) · [The page loop](#The-page-loop,-in-the-lab's-code) ·
+# [The window on a timeline](#The-window-on-a-timeline) ·
+# [Every crash point](#Every-crash-point,-with-and-without-the-key) ·
+# [Three choices](#Three-choices) · [Codex](#How-Codex-handles-the-window-(Codex-怎么处理这个窗口)) ·
+# [Transfer](#Transfer:-intents-on-the-snapshot-store) ·
+# [Exhaustive vs random](#Exhaustive-sweep-vs-random-kills) · [Try it](#Try-it) ·
+# [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
+# [Further reading](#Further-reading)
+
 # %%
 # %matplotlib inline
 import pandas as pd
 
 from bughunt.experiment import kill_random
-from bughunt.lab import danger
+from bughunt.lab import danger, practice, teach
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source, worker_step
+from bughunt.world import Tracker
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
+pd.options.display.max_colwidth = 110
 
 # %% [markdown]
 # ## The window
@@ -29,9 +53,13 @@ pd.options.display.max_columns = 20
 # On page 3 the worker does three things in order: **visit the page → submit the report → write the
 # checkpoint**. If the kill comes after the submit and before the checkpoint is durable, the
 # checkpoint still says page 3 is not done. The resume redoes page 3, and the report is filed twice.
-# This stretch of time is the **danger window (危险窗口)**: the side effect is done, the checkpoint
-# is not.
-#
+# This stretch of time is the **danger window (危险窗口)**: the side effect (副作用) is done, the
+# checkpoint is not. A picture of one bug page, with the lab's crash points:
+
+# %%
+teach.plot_danger_window()
+
+# %% [markdown]
 # The process can never know from the inside whether that last side effect happened
 # (进程内部永远没法知道被杀前那一下副作用到底做没做): the only record of the submit was in the
 # memory of the process that died. Recovery decides from the checkpoint alone.
@@ -49,6 +77,45 @@ danger.window_demo()
 # the checkpoint allows. Without the key the tracker took the second report as a new one; with the
 # deterministic key `bughunt:p03` it ignored it (`INSERT OR IGNORE` on a UNIQUE key).
 #
+# ## The page loop, in the lab's code
+#
+# One page, as the worker runs it: one method per rule, read from the package itself.
+
+# %%
+show_source(worker_step("run_page"))
+
+# %% [markdown]
+# The window opens inside `submit_report` and closes when `commit_page` returns. Their code, and
+# the tracker's side of the key:
+
+# %%
+show_source(worker_step("submit_report"))
+
+# %%
+show_source(worker_step("commit_page"))
+
+# %%
+show_source(Tracker.submit)
+
+# %% [markdown]
+# The source text's loop, for comparison:
+
+# %%
+practice.show_text_code("page_loop")
+
+# %% [markdown]
+# The same order: intent, submit, `page_done`. The differences:
+#
+# - **Knobs.** The lab's key and intent can be switched off (`idempotency_key`, `intent`), which is
+#   how this lesson measures what each one buys; the text's always has both.
+# - **Every change is an event.** `record_intent` and `commit_page` go through `commit`, which
+#   applies the event with `apply_event` and makes it durable before the loop goes on.
+# - **Crash points.** Each `self.plan.reach(...)` line is a named point where the lab's SIGKILL can
+#   fall (`p3.after_submit`); `mid_commit` fires inside the commit's write. In a normal run they do
+#   nothing.
+# - **Per-operation checkpoints** (lesson 2) let a resume skip a model call or visit already saved.
+
+# %% [markdown]
 # ## The window on a timeline
 #
 # How wide is the window? One clean run with `trace=True` records the wall time of every crash point
@@ -79,12 +146,21 @@ danger.plot_timeline(ops, windows)
 # Instead of hoping to hit the window, we kill at every crash point (穷举每个崩溃点) and resume. The
 # lesson's experiment: a snapshot after every page, intents off, 51 crash points, once with the
 # idempotency key off and once with it on. The same cell also runs the three choices of the next
-# section (54 points each), so all five sweeps share one pool of processes: 264 crash+resume pairs,
-# each a real worker killed by SIGKILL and a second one resuming.
+# section (54 points each): 264 crash+resume pairs, each a real worker killed by SIGKILL and a
+# second one resuming.
+#
+# **4.1 Predict** before it runs: with the key off, which crash points leave a report filed twice?
+# A list of crash-point names (like `"p5.after_visit"`) or of steps (like `"after_visit"`).
+
+# %%
+prediction_4_1 = None        # e.g. ["after_visit"]
 
 # %%
 df = danger.run_sweeps()
 danger.key_table(df)
+
+# %%
+check("4.1", prediction_4_1)
 
 # %% [markdown]
 # The lesson found 6 crash points that duplicate a report without the key; the table puts this
@@ -118,7 +194,14 @@ danger.plot_key(df)
 # | at least once (至少一次) | key off, `pending="redo"` | files the report again | duplicates |
 # | effectively once (效果上恰好一次) | key on, `pending="redo"` | files it again with the same deterministic key `f"{task_id}:p{page:02d}"`; the tracker deduplicates by `INSERT OR IGNORE` on a UNIQUE key | nothing, if the external system deduplicates |
 #
-# Each runs live over the 54 crash points of the event log with intents (already in `df`):
+# **4.2 Predict:** killed at `p3.after_intent` (the intent durable, the report not yet filed), which
+# choice ends with a report lost? `"at most once"`, `"at least once"` or `"effectively once"`.
+
+# %%
+prediction_4_2 = None        # one of the three choices, in quotes
+
+# %% [markdown]
+# Each choice has run over the 54 crash points of the event log with intents (already in `df`):
 
 # %%
 danger.choices_table(df)
@@ -129,6 +212,9 @@ danger.choices_table(df)
 
 # %%
 danger.verdicts_by_label(df)
+
+# %%
+check("4.2", prediction_4_2)
 
 # %%
 danger.plot_choices(df)
@@ -142,7 +228,8 @@ danger.plot_choices(df)
 # - **Effectively once** is at least once on the agent's side plus deduplication on the tracker's
 #   side: redo with the same key, and the outside system makes the redo harmless. It needs both the
 #   intent (to know the page may be half done) and an external system that honours the key.
-#
+
+# %% [markdown]
 # ### How Codex handles the window (Codex 怎么处理这个窗口)
 #
 # - **Record first, then execute, best effort (先记录，再执行（尽力而为）).** When the model emits a
@@ -158,14 +245,33 @@ danger.plot_choices(df)
 #   (`codex-rs/core/src/context_manager/normalize.rs`) inserts an output `"aborted"` right after
 #   such a call. Only into the prompt, never into the rollout: it works on a copy of the history
 #   (*"Prompt normalization can run repeatedly without persisting its synthetic outputs"*).
+
+# %% [markdown]
 # - **Codex never re-runs an interrupted tool itself.** It tells the model the call was aborted and
 #   the model decides. In the harness that is at most once; if the model calls the tool again, it
 #   becomes at least once, so whether the tool is idempotent is, in the end, the tool's business.
 #   Our worker has no model in the loop: `pending="abort"` records an `aborted` event and moves on.
 #
-# Codex's code moves fast: the line numbers the source text cites have moved between versions, so
-# search [openai/codex](https://github.com/openai/codex) for the function names above instead.
+# Codex's code moves fast: line numbers move between versions, so search
+# [openai/codex](https://github.com/openai/codex) for the function names above.
+
+# %% [markdown]
+# ## Transfer: intents on the snapshot store
 #
+# **4.3** A configuration this lesson has not run: the snapshot store (a snapshot after every page)
+# **with intents on**, the key off, pending intents redone. It has 54 crash points. Predict how
+# many of them end with a report filed twice, then run the sweep.
+
+# %%
+prediction_4_3 = None        # a number of crash points
+
+# %%
+practice.transfer_sweep()
+
+# %%
+check("4.3", prediction_4_3)
+
+# %% [markdown]
 # ## Exhaustive sweep vs random kills
 #
 # Why not kill at random a few dozen times and call it tested (为什么不随机 kill 几十次就算了)?
@@ -181,17 +287,19 @@ danger.plot_choices(df)
 # mock, the set-up's fsyncs would fill half the run instead. The source text did this 40 times:
 # 39 real kills (the other try finished before its kill), 1 duplicate hit. The exhaustive sweep
 # above found all 6 duplicate points, deterministically.
-#
+
+# %% [markdown]
 # The **rule of three** (三的法则): if *n* independent tries show no failure, the failure rate is
 # below about 3/*n* with 95% confidence (exactly 1 − 0.05^(1/*n*)). Even if the source text's 39
 # kills had shown no failure at all, they would only prove a hit rate under 3/39 ≈ 7.7% (39 次随机
 # kill 零失败也只能说明触发率上界约 3/39 ≈ 7.7%). Only kills inside the page loop could have hit a
-# window, so the bound below is taken over those. The true rate is the windows' share of a run's
-# life: their total width (the median of three traced runs) over the same span the delays are drawn
-# from. It is a range: the window opens inside the submit, when the tracker's transaction commits,
-# and no mark can see that moment, so the share is given from the end of the submit (at least) and
-# from its start (at most). This cell is random and timed: its numbers change every run, and a try
-# can finish before its kill (the source text had one), since a run's life varies with the disk.
+# window, so the bound below is taken over those.
+#
+# The true rate is the windows' share of a run's life: their total width (the median of three
+# traced runs) over the span the delays are drawn from. The window opens inside the submit, which
+# no mark can see, so the share is a range: from the end of the submit (at least) and from its
+# start (at most). This cell is random and timed: its numbers change every run, and a try can
+# finish before its kill.
 
 # %% tags=["nbval-ignore-output"]
 random_kills = kill_random(danger.NO_KEY, tries=40, seed=4)
@@ -212,10 +320,12 @@ danger.plot_random_vs_exhaustive(random_kills, share, df)
 # Most kills land while the worker waits for its model, or in the set-up before page 1, where
 # nothing can go wrong; a kill has to fall in a window of a few milliseconds on pages 3, 7 or 10 to
 # duplicate a report. A duplicate from a kill whose last point was `after_visit` is no mistake: that
-# kill fell inside the submit, after the tracker's transaction had committed. So a clean run of random kills proves little: the rule-of-three bound
-# stays far above the real hit rate, and a zero says nothing about which points were never tried.
-# The exhaustive sweep tries each point once, finds every duplicate, and gives the same answer on
-# every machine. Test by enumerating crash points, and judge each run with the three-way check.
+# kill fell inside the submit, after the tracker's transaction had committed.
+#
+# So a clean run of random kills proves little: the rule-of-three bound stays far above the real
+# hit rate, and a zero says nothing about which points were never tried. The exhaustive sweep tries
+# each point once, finds every duplicate, and gives the same answer on every machine. Test by
+# enumerating crash points, and judge each run with the three-way check.
 #
 # ## Try it
 #
@@ -237,31 +347,67 @@ p.show()
 # - Three choices: at most once (give up: reports may be lost), at least once (redo: duplicates),
 #   effectively once (record an intent, redo with a deterministic idempotency key, let the external
 #   system deduplicate). Only the last is right at every crash point.
+# - An intent alone closes nothing: it tells recovery the page may be half done. The key, honoured
+#   by the tracker, is what makes the redo harmless.
 # - Codex records the tool call before running it (best effort), and after a crash shows the model
 #   an "aborted" output it never writes to the rollout; it never re-runs the tool itself.
 # - The windows are tiny: random kills rarely hit them, and the rule of three shows how little a
 #   clean random run proves. Enumerate the crash points instead.
-#
-# ## Exercises
-#
-# **4.1** With a snapshot after every page, intents off and the key off, which crash points leave a
-# report filed twice? Answer with a list of crash-point names (like `"p5.after_visit"`) or of
-# steps (like `"after_visit"`).
-
-# %%
-answer_4_1 = None
-check("4.1", answer_4_1)
 
 # %% [markdown]
-# **4.2** Killed at `after_intent` on page 3, which of the three choices ends with a report lost?
-# Answer `"at most once"`, `"at least once"` or `"effectively once"`.
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures and explains.
 
 # %%
-answer_4_2 = None
-check("4.2", answer_4_2)
+quiz("Q4.1")
+
+# %%
+answer_q4_1 = None
+check("Q4.1", answer_q4_1)
+
+# %%
+quiz("Q4.2")
+
+# %%
+answer_q4_2 = None
+check("Q4.2", answer_q4_2)
+
+# %%
+quiz("Q4.3")
+
+# %%
+answer_q4_3 = None
+check("Q4.3", answer_q4_3)
+
+# %%
+quiz("Q4.4")
+
+# %%
+answer_q4_4 = None
+check("Q4.4", answer_q4_4)
 
 # %% [markdown]
-# Stuck? `solution("4.1")` prints a worked answer.
+# Stuck? `solution("4.1")`, `solution("4.3")` or `solution("Q4.2")` prints a worked answer.
+
+# %% [markdown]
+# ## Further reading
+#
+# - Martin Kleppmann, ["How to do distributed locking"](https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html)
+#   (2016): why a lock alone does not stop a second writer, and fencing tokens.
+# - SQLite, [`ON CONFLICT` / `INSERT OR IGNORE`](https://www.sqlite.org/lang_conflict.html): the
+#   tracker's deduplication.
+# - Brandur Leach, ["Implementing Stripe-like Idempotency Keys in Postgres"](https://brandur.org/idempotency-keys)
+#   (2017): idempotency keys on the receiving side of an API.
+# - J. Mohan et al., "Finding Crash-Consistency Bugs with Bounded Black-Box Crash Testing", OSDI
+#   2018 (CrashMonkey): [usenix.org](https://www.usenix.org/conference/osdi18/presentation/mohan).
+#   Enumerating crash states systematically instead of hoping to hit them.
+# - T. S. Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014 (ALICE):
+#   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai).
+# - The rule of three: J. A. Hanley and A. Lippman-Hand, "If nothing goes wrong, is everything all
+#   right?", JAMA 249(13), 1983.
+# - [openai/codex](https://github.com/openai/codex): search for `handle_output_item_done` and
+#   `ensure_call_outputs_present`.
 #
 # ---
-# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
+# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 5: torn writes →](05_torn_writes.ipynb)

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 8 · Beyond the source text: the failures it left untested
 #
-# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
+# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
 #
 # **The question.** The first source text ends by listing what its experiment did not cover
 # (还有什么没覆盖): a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
@@ -281,4 +281,4 @@ check("8.2", answer_8_2)
 #   https://lwn.net/Articles/752063/
 #
 # ---
-# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
+# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)

@@ -151,9 +151,9 @@ fw.plot_verdicts(cmp)
 # %% [markdown]
 # Each cell is one crash point, placed on the page the agent was working on when the kill came;
 # shaded pages have a bug to report. The duplicates sit right after a report in every design without
-# a key. In `async`, red spreads far beyond the bug pages, and the framework's writes bunch up late:
-# the background writer was pages behind the agent, so a kill anywhere after page 3 sent the resume
-# back to a checkpoint from before page 3's report.
+# a key. In `async`, the vermillion (duplicate) cells spread far beyond the bug pages, and the
+# framework's writes bunch up late: the background writer was pages behind the agent, so a kill
+# anywhere after page 3 sent the resume back to a checkpoint from before page 3's report.
 #
 # The time a crash+resume pair takes, and one durable write (measured here, so not checked):
 

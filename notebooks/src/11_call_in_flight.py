@@ -37,9 +37,11 @@
 # [2 Killed mid-stream](#2.-Killed-mid-stream) ·
 # [3 What the SDK does by itself](#3.-What-the-SDK-does-by-itself) ·
 # [4 The choices](#4.-The-choices-for-the-call-in-flight) ·
-# [5 A real local model](#5.-A-real-local-model) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
-# [Further reading](#Further-reading)
+# [5 The real worker](#5.-The-real-worker,-killed-inside-its-call) ·
+# [6 A real local model](#6.-A-real-local-model) ·
+# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Exercises](#Exercises) ·
+# [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
 # %matplotlib inline
@@ -48,6 +50,7 @@ import pandas as pd
 from bughunt import inflight
 from bughunt.lab import call_in_flight as cif
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz
 
 pd.options.display.width = 160
 pd.options.display.max_columns = 20
@@ -258,7 +261,49 @@ cif.lesson2_contrast()
 # call was aborted (这次调用中止了) and lets it decide: at most once at the harness.
 
 # %% [markdown]
-# ## 5. A real local model
+# ## 5. The real worker, killed inside its call
+#
+# So far the process killed inside the call made one call and nothing else. The agent of lessons 1
+# to 8, `python -m bughunt.worker`, takes the same model as a world setting: `--model-url URL`
+# makes it ask this server through the SDK, streamed, instead of the in-process model. Its call
+# then has three crash points of its own, before `after_model_call`: `call_sent`, `call_chunk3`
+# (the role and two words received) and `call_last_chunk`. Each run names itself on the server's
+# bill with the SDK's `project` setting (the `OpenAI-Project` header, by which a provider's
+# invoice splits usage), so the redone calls of one run are read from the server's bill, and the
+# worker keeps what it received in a call journal (`calls.jsonl`), written before each crash
+# point fires.
+#
+# Sweep every crash point of page 3 twice with the lesson's correct design (a log, intents, the
+# idempotency key): over HTTP, and with the in-process model every other lesson uses. Each row is
+# a real SIGKILL, a resume, and the three witnesses (tracker, memory, rebuild from disk):
+
+# %%
+worker = cif.worker_sweep()
+cif.worker_table(worker)
+
+# %% [markdown]
+# Over HTTP, the three points inside the call cost what `after_model_call` costs: **one call
+# redone**, on the server's bill, whatever the worker held. At `call_last_chunk` it held every word,
+# and still paid again: the answer was in memory, not in a checkpoint. The store does not see
+# inside the call, so it treats the whole call as one step, and the in-process model's figures
+# for the points both schemes share are the same. The witnesses agree everywhere: a call in
+# flight costs money, not correctness, as long as the report it leads to carries its key.
+#
+# What the HTTP call costs the lab is time. This cell's times include starting the fork server
+# that preloads the SDK, so they vary; `make bench` measures one crash+resume pair over HTTP
+# against the in-process model without start-up costs. That ratio is why every other lesson's
+# sweep keeps the in-process model. (This cell's output is not checked.)
+
+# %% tags=["nbval-ignore-output"]
+cif.worker_timing(worker)
+
+# %% [markdown]
+# From a shell: `python -m bughunt sweep --model local-server --points
+# p3.call_sent,p3.call_chunk3,p3.call_last_chunk` starts a server of its own, or give
+# `--model-url URL --model-bill FILE` for one you started.
+
+# %% [markdown]
+# ## 6. A real local model
 #
 # Ollama, vLLM and llama.cpp's `llama-server` speak the same API. The same call process reaches
 # them by changing `base_url` and the model name; nothing else in the lab's client changes:
@@ -314,6 +359,32 @@ p.show()
 #   answers and the bill that judges the run.
 
 # %% [markdown]
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures against the server's bill and explains.
+
+# %%
+quiz("Q11.1")
+
+# %%
+answer_q11_1 = None
+check("Q11.1", answer_q11_1)
+
+# %%
+quiz("Q11.2")
+
+# %%
+answer_q11_2 = None
+check("Q11.2", answer_q11_2)
+
+# %%
+quiz("Q11.3")
+
+# %%
+answer_q11_3 = None
+check("Q11.3", answer_q11_3)
+
+# %% [markdown]
 # ## Exercises
 #
 # Predict first, then run the cell below your prediction: it runs the experiment and compares.
@@ -323,6 +394,8 @@ p.show()
 
 # %%
 prediction_11_1 = None
+
+# %%
 check("11.1", prediction_11_1)
 
 # %% [markdown]
@@ -331,6 +404,8 @@ check("11.1", prediction_11_1)
 
 # %%
 prediction_11_2 = None
+
+# %%
 check("11.2", prediction_11_2)
 
 # %% [markdown]
@@ -339,6 +414,8 @@ check("11.2", prediction_11_2)
 
 # %%
 prediction_11_3 = None
+
+# %%
 check("11.3", prediction_11_3)
 
 # %% [markdown]
@@ -347,6 +424,8 @@ check("11.3", prediction_11_3)
 
 # %%
 prediction_11_4 = None
+
+# %%
 check("11.4", prediction_11_4)
 
 # %% [markdown]
