@@ -29,6 +29,7 @@ from . import results
 from .exercises import exercise
 from .plots import verdict_handles
 from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+from .teach import Measured, statement
 
 #: The lab's own stores the grades are drawn beside, with a grade's settings.
 LAB_STORES = ("log", "snapshot")
@@ -596,3 +597,40 @@ def _ex_9_2(answer):
         [f"it also breaks {', '.join(sorted(missing))}" if missing else "",
          f"it keeps {', '.join(sorted(extra))}" if extra else ""]).strip("; ")
                    + ". Where is the moment a reader can see an empty file?")
+
+
+# --- common wrong statements ---------------------------------------------------------------------
+
+@statement("Q9.1", "A store that survives a kill -9 at every moment survives a power cut too.",
+           "False. A kill -9 leaves everything the process handed to the kernel; a power cut keeps "
+           "only what was fsynced, and a renamed or new file's name only once its directory was "
+           "fsynced. A store can pass every kill -9 state and still lose acknowledged commits at "
+           "a power cut: section 4's stores do, and so does the lab's own snapshot store with its "
+           "directory fsync removed (lesson 8's planted bug).")
+def _q9_1():
+    from .closing import without_dir_fsync
+
+    m = without_dir_fsync()
+    return Measured(m["losing"] == 0, (
+        f"Measured just now: the lab's snapshot store without its directory fsync broke no kill "
+        f"rule at {m['kill_checked']} kill -9 states ({m['kill_violations']} violations), and lost "
+        f"an acknowledged commit at {m['losing']} of {m['checked']} power-cut states."))
+
+
+@statement("Q9.2", "A store that keeps every rule of the contract files each report exactly once.",
+           "False. The store decides what survives a crash, not what the outside world did before "
+           "it: a report filed just before the kill is in the tracker while the checkpoint says "
+           "the page is not done, and the resume files it again. Only an idempotency key the "
+           "tracker deduplicates (with the intent recorded first) makes it effectively once "
+           "(lesson 4).")
+def _q9_2():
+    from ..config import RunConfig
+
+    config = RunConfig(store="log", pages=GRADE_PAGES, intent=False, idempotency_key=False)
+    runs = results.sweep(config)
+    rules = len(conform(config, pages=GRADE_PAGES).broken())
+    dup = [r.crash_point for r in runs if r.duplicate_reports]
+    return Measured(not dup, (
+        f"Measured just now: the lab's log store breaks {rules} of the {len(RULES)} rules, and "
+        f"without the key {len(dup)} of its {len(runs)} crash points file a report twice "
+        f"({', '.join(dup)})."))

@@ -62,8 +62,11 @@ def without_dir_fsync() -> dict:
     suite = importlib.import_module(package.__name__ + ".conformance")
     config = importlib.import_module(package.__name__ + ".config").RunConfig
     r = suite.conform(config(store="snapshot", fsync="always"))
+    kill = ("crash-leaves-a-real-state", "kill-keeps-acknowledged")
     return {"broken": r.broken(), "checked": r.checked["fsync-keeps-acknowledged"],
-            "losing": sum(v.rule == "fsync-keeps-acknowledged" for v in r.violations)}
+            "losing": sum(v.rule == "fsync-keeps-acknowledged" for v in r.violations),
+            "kill_checked": r.checked["kill-keeps-acknowledged"],
+            "kill_violations": sum(v.rule in kill for v in r.violations)}
 
 
 @results.memoized

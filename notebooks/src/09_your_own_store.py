@@ -40,8 +40,9 @@
 # [6 A log](#6.-Steps-5-and-6:-a-log,-and-the-newline-repair) ·
 # [7 The side effect](#7.-The-side-effect:-the-key-is-the-run's,-the-intent-is-the-store's) ·
 # [8 Beside the lab's stores](#8.-All-of-them,-beside-the-lab's-own-stores) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
-# [Further reading](#Further-reading)
+# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Exercises](#Exercises) ·
+# [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
 # %matplotlib inline
@@ -49,6 +50,7 @@ import pandas as pd
 
 from bughunt.lab import capstone as cap
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz
 
 pd.options.display.width = 160
 pd.options.display.max_columns = 20
@@ -456,7 +458,27 @@ p.show()
 #   idempotently.
 # - The danger window is not the store's to close: the key belongs to the side effect. The store's
 #   part is to keep the intent.
+
+# %% [markdown]
+# ## Common wrong statements
 #
+# True or false? Decide first; each check then measures, on the lab's own stores, and explains.
+
+# %%
+quiz("Q9.1")
+
+# %%
+answer_q9_1 = None
+check("Q9.1", answer_q9_1)
+
+# %%
+quiz("Q9.2")
+
+# %%
+answer_q9_2 = None
+check("Q9.2", answer_q9_2)
+
+# %% [markdown]
 # ## Exercises
 #
 # **9.1** Write your own store: copy the skeleton of section 2 into a new cell under

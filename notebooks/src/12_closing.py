@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Closing · The interview answer, and what to do in your own agent
 #
-# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
+# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
 #
 # **The question.** The first source text ends with an interview summary (面试要点): an agent
 # killed by `kill -9` halfway through its task, where does it resume (断点续跑), and how do you know
@@ -31,7 +31,7 @@
 # [3 Follow-up questions](#3.-Follow-up-questions) ·
 # [4 Your own agent](#4.-What-to-do-in-your-own-agent) ·
 # [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
-# [Further reading](#Further-reading)
+# [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
 import pandas as pd
@@ -167,7 +167,7 @@ check("12.2", answer_12_2)
 # ## Further reading
 #
 # - The lessons' own further reading; the appendix keeps the public sources in one place:
-#   [Appendix: what durability costs](09_appendix_costs.ipynb)
+#   [Appendix: what durability costs](99_appendix.ipynb)
 # - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014:
 #   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
 # - Stripe, "Designing robust and predictable APIs with idempotency" (idempotency keys on the
@@ -177,4 +177,4 @@ check("12.2", answer_12_2)
 #   [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](09_appendix_costs.ipynb)
+# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
