@@ -31,9 +31,11 @@
 # | 6 | [kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) | What do flush and fsync each buy, and cost? |
 # | 7 | [Durable tasks](07_durable_tasks.ipynb) | How does a task runtime resume steps, memos and tools? |
 # | 8 | [Beyond the lesson](08_beyond.ipynb) | Crash during recovery, two resumers, a full disk, power loss, damaged files |
-# | A | [What durability costs here](99_appendix.ipynb) | Each checkpoint write against the floor; recovery against log length |
+# | 9 | [Your own store](09_your_own_store.ipynb) | Write a checkpoint store; does it survive the sweep? |
 # | 10 | [Frameworks under the same sweep](10_frameworks.ipynb) | What does a kill cost on LangGraph, on DBOS, on yours? |
 # | 11 | [The call in flight](11_call_in_flight.ipynb) | What do a kill, a timeout, a cut stream or a 429 cost on a real server's bill? |
+# | 12 | [Closing](12_closing.ipynb) | The interview answer, and a checklist for your own agent |
+# | A | [What durability costs here](99_appendix.ipynb) | Each checkpoint write against the floor; recovery against log length |
 #
 # [Glossary (English · 中文)](glossary.md)
 

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 9 · Your own store: write a checkpoint store, and let the crash sweep grade it
 #
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 10: frameworks →](10_frameworks.ipynb)
+# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 10: frameworks →](10_frameworks.ipynb)
 #
 # **The question.** Eight lessons showed why checkpoint stores fail: a report filed twice in the
 # danger window, a snapshot torn in half, a log that glues a record onto a fragment, a rename a
@@ -521,4 +521,4 @@ check("9.2", answer_9_2)
 #   [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 10: frameworks →](10_frameworks.ipynb)
+# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 10: frameworks →](10_frameworks.ipynb)

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 11 · The call in flight: what a kill, a timeout, a cut stream or a 429 costs
 #
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Back to the start →](00_start_here.ipynb)
+# [← Lesson 10: frameworks](10_frameworks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 12: closing →](12_closing.ipynb)
 #
 # **The question.** The first text names one boundary no checkpoint can cover: a streamed answer
 # half received when the process dies has its other half on the server (流式输出到一半，另一半在服务端),
@@ -448,4 +448,4 @@ check("11.4", prediction_11_4)
 # - Codex, an interrupted call recorded as "aborted": [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Back to the start →](00_start_here.ipynb)
+# [← Lesson 10: frameworks](10_frameworks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 12: closing →](12_closing.ipynb)

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Closing · The interview answer, and what to do in your own agent
 #
-# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
+# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Appendix: what durability costs →](99_appendix.ipynb)
 #
 # **The question.** The first source text ends with an interview summary (面试要点): an agent
 # killed by `kill -9` halfway through its task, where does it resume (断点续跑), and how do you know
@@ -177,4 +177,4 @@ check("12.2", answer_12_2)
 #   [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
+# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Appendix: what durability costs →](99_appendix.ipynb)

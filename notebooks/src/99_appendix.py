@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Appendix · What durability costs on this machine
 #
-# [← Lesson 8: beyond the source text](08_beyond.ipynb) · [Start here](00_start_here.ipynb)
+# [← Lesson 12: closing](12_closing.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Back to the start →](00_start_here.ipynb)
 #
 # **The question.** Lesson 6 put the source text's macOS medians for a log append, an append with
 # fsync and an atomic snapshot beside this machine's. What do they cost here, and how close does
@@ -108,4 +108,4 @@ costs.plot_recovery(runs)
 #   "Retries" and "Timeouts".
 #
 # ---
-# [← Lesson 8: beyond the source text](08_beyond.ipynb) · [Start here](00_start_here.ipynb)
+# [← Lesson 12: closing](12_closing.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Back to the start →](00_start_here.ipynb)
