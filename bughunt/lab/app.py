@@ -17,7 +17,10 @@ LESSONS = [
     ("6 · kill -9 vs power loss", "durability"),
     ("7 · durable tasks", "durable_tasks"),
     ("8 · beyond the lesson", "beyond"),
+    ("10 · frameworks", "frameworks"),
+    ("11 · the call in flight", "call_in_flight"),
 ]
+# Lesson 9 (your own store) has no tab: the learner writes the store in the notebook.
 FIRST = 1          # the tab shown when the app opens (lesson 2)
 
 
