@@ -1,6 +1,7 @@
 """The app mode: every lesson's panel in one page, code hidden (`make app`, served by Voila).
 
-A tab per lesson. Lesson 2's panel runs its default sweep when the app opens; every other panel
+A tab per lesson that has a panel (not lesson 9, whose store the learner writes in the notebook).
+Lesson 2's panel runs its default sweep when the app opens; every other panel
 runs the first time its tab is opened, so the app is quick to appear.
 """
 
