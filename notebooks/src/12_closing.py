@@ -84,8 +84,9 @@ Markdown(closing.behind_the_answer(result))
 #
 # 1. *Why not kill it at random a few dozen times?* The danger window (危险窗口) is narrow: in the
 #    source text, 40 random kills (39 landed) hit one duplicate report, by luck, while the
-#    exhaustive sweep finds all 6 every time. Zero failures in n random kills only bound the
-#    failure rate below about 3/n, the rule of three ([lesson 4](04_danger_window.ipynb)).
+#    exhaustive sweep finds every point that duplicates (a row of section 1's table), every
+#    time. Zero failures in n random kills only bound the failure rate below about 3/n, the rule
+#    of three ([lesson 4](04_danger_window.ipynb)).
 # 2. *How do you judge that a recovery is correct?* Three witnesses must agree: the tracker (no
 #    report twice, none missing), the resumed run's result in memory, and a fresh rebuild from
 #    disk. The last catches bugs that are right now and wrong at the next recovery, like the
