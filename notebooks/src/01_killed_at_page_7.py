@@ -200,7 +200,7 @@ check("1.3", prediction_1_3)
 # again and draws the same timeline. Change the **checkpoint** design or the **idempotency key**,
 # then press **Run sweep** to do it at every one of the 51 crash points: bars are the redone model
 # calls, coloured and hatched by verdict, as the legend names them (a point that files a duplicate
-# report is vermillion, a deep orange, hatched with crosses).
+# report is vermillion, hatched with crosses).
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = restart.panel()
