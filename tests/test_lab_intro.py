@@ -74,4 +74,4 @@ def test_lesson_1_panel_draws_the_timeline_of_the_chosen_point():
 
 def test_exercises_of_lessons_0_and_1_accept_the_truth_only():
     assert judge("0.1", 56) and not judge("0.1", 54)
-    assert judge("1.1", 6) and not judge("1.1", 4)
+    assert judge("1.1", 7) and not judge("1.1", 6)

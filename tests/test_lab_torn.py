@@ -5,12 +5,13 @@ every crash is a real worker killed with SIGKILL and resumed by a second process
 """
 
 import json
+import re
 
 import pytest
 from matplotlib.figure import Figure
 
 from bughunt.lab import torn
-from bughunt.lab.exercises import judge
+from bughunt.lab.exercises import EXERCISES, judge
 from bughunt.lab import results
 
 SMALL = {mode: cfg.replace(pages=4) for mode, cfg in torn.MODE_CONFIGS.items()}
@@ -193,15 +194,53 @@ def test_panel_sweep_shows_the_trap_and_the_repair_clears_it():
 
 # --- exercises -----------------------------------------------------------------------------------
 
-def test_exercise_5_1_accepts_the_measured_count_and_label_only():
-    assert judge("5.1", (12, "mid_commit"))
-    assert judge("5.1", [12, "mid_commit"])
-    assert not judge("5.1", (9, "mid_commit"))
-    assert not judge("5.1", (12, "after_submit"))
-    assert not judge("5.1", 12)
+def test_exercise_5_2_accepts_the_measured_count_and_label_only():
+    assert judge("5.2", (12, "mid_commit"))
+    assert judge("5.2", [12, "mid_commit"]) and judge("5.2", (12, "'MID_COMMIT'"))
+    assert not judge("5.2", (9, "mid_commit"))
+    assert not judge("5.2", (12, "after_submit"))
+    assert not judge("5.2", 12)
 
 
-def test_exercise_5_2_accepts_one_newline_and_one_skipped_line_only():
-    assert judge("5.2", (1, 1))
-    assert not judge("5.2", (2, 1))
-    assert not judge("5.2", (1, 0))
+def test_exercise_5_1_accepts_one_newline_and_one_skipped_line_only():
+    assert judge("5.1", (1, 1))
+    assert not judge("5.1", (2, 1))
+    assert not judge("5.1", (1, 0))
+    right, feedback = EXERCISES["5.1"].judge(7)
+    assert not right and "pair" in feedback
+
+
+def test_transfer_5_3_without_intents_the_lenient_reader_is_wrong_at_every_mid_commit():
+    misses = torn.lenient_reader_misses()
+    assert len(misses) == 12 and all(p.endswith(".mid_commit") for p in misses)
+    assert judge("5.3", 12)
+    assert not judge("5.3", 9)            # the source text's count, with intents on
+    assert not judge("5.3", 0)
+
+
+def test_exercise_5_3_is_judged_from_the_sweep_not_a_stored_answer(monkeypatch):
+    monkeypatch.setattr(torn, "lenient_reader_misses", lambda config=None: ["p1.mid_commit"])
+    assert judge("5.3", 1) and not judge("5.3", 12)
+
+
+# --- common wrong statements ---------------------------------------------------------------------
+
+def test_one_write_with_little_room_is_cut_short_and_leaves_a_torn_record():
+    m = torn.one_write_with_little_room()
+    assert m["returned"] == m["room"] == m["record"] // 2
+    assert len(m["tail"]) == m["room"] and not m["ends_with_newline"]
+
+
+@pytest.mark.parametrize("id", ["Q5.1", "Q5.2", "Q5.3"])
+def test_lesson_5_statements_are_false_by_measurement_and_say_why(id):
+    right, feedback = EXERCISES[id].judge(False)
+    assert right, feedback
+    assert not EXERCISES[id].judge(True)[0]
+    assert feedback.startswith("The statement is false. Measured") and re.search(r"\d", feedback)
+
+
+def test_q5_1_would_be_true_if_one_write_never_came_back_short(monkeypatch):
+    monkeypatch.setattr(torn, "one_write_with_little_room",
+                        lambda room=None: {"record": 90, "room": 45, "returned": 90, "error": None,
+                                           "tail": b"x" * 90, "ends_with_newline": True})
+    assert judge("Q5.1", True)

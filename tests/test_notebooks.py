@@ -127,6 +127,7 @@ def test_lesson_8_fault_tables_name_a_file_in_every_row():
 
 LEARN_BY_DOING = ["00_start_here", "02_granularity", "03_replay_vs_snapshot", "04_danger_window",
                   "11_call_in_flight"]
+LEARN_BY_DOING += ["01_killed_at_page_7", "05_torn_writes", "06_kill9_vs_power_loss"]
 GLOSSARY = NOTEBOOKS / "glossary.md"
 
 

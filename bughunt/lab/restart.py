@@ -8,19 +8,24 @@ filed), and the lab's trace of the crash points each process reached (pages done
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import RunConfig
 from ..crashpoints import CrashPoint
-from ..experiment import PausedWorker, read_trace, run_worker
+from ..experiment import PausedWorker, forget, read_trace, run_worker, spawn
 from ..experiment import crash_point as find_point
 from ..world import Site, read_bill, read_reports
+from . import results
 from .exercises import exercise
 from .panel import CrashPanel
 from .plots import describe_config, plot_points
 from .style import COLORS, new_figure
+from .teach import Measured, assess, statement
 
 #: The source text's first scene: no checkpoint, no idempotency key, no intents.
 NO_CHECKPOINT = RunConfig(store="none", intent=False, idempotency_key=False)
@@ -198,13 +203,146 @@ def panel(crash_point: str = "p7.after_model_call") -> CrashPanel:
         title="Killed at a crash point, run again: what is paid twice, what is filed twice")
 
 
-@exercise("1.1", "With no checkpoint and no idempotency key, the worker is killed right after "
-          "filing page 10's report (crash point p10.after_submit). How many reports does "
-          "the tracker hold once the second run has finished?",
-          "The first run filed pages 3, 7 and 10 before the kill; the second starts from page 1 "
-          "and files all three again: 6 reports, every bug reported twice.")
+# --- predict, then run -----------------------------------------------------------------------------
+
+#: The source text's scene, as the exercises measure it: killed right after page 7's model call.
+PAGE_7 = "p7.after_model_call"
+#: Lesson 1's transfer question: a kill the lesson does not show, with the key on.
+WITH_KEY = NO_CHECKPOINT.replace(idempotency_key=True)
+PAGE_10 = "p10.after_submit"
+
+
+def pages_filed_twice(tracker_pages: list[int]) -> list[int]:
+    """The pages whose report the tracker holds more than once."""
+    return sorted({p for p in tracker_pages if tracker_pages.count(p) > 1})
+
+
+@exercise("1.1", "Predict, then run: no checkpoint, no idempotency key; the worker is killed right "
+          "after page 7's model call (p7.after_model_call) and run again from scratch. How many "
+          "model calls does the task pay twice?",
+          "7. The source text counts the 6 pages done before the kill (前 6 页的模型调用重新花一遍钱), "
+          "but page 7's own call was answered and billed the instant before the kill: that call in "
+          "flight is paid again too. The bill holds 7 + 12 = 19 calls where a clean run pays 12.")
 def _ex_1_1(answer):
-    truth = len(killed_at("p10.after_submit").reports)
-    if answer == truth:
-        return True, f"Measured just now: {truth} reports in the tracker."
-    return False, "Count what the first run filed before the kill, then what a full rerun files."
+    truth = results.point(NO_CHECKPOINT, PAGE_7).redone_model_calls
+    c = assess(answer, truth, what="model calls paid twice")
+    return c.right, c.text + ("" if c.right else " Count the pages done before the kill, then "
+                              "ask whether page 7's call was billed before the kill.")
+
+
+@exercise("1.2", "Predict, then run: in the same kill (p7.after_model_call, no checkpoint, no key), "
+          "which pages' reports does the tracker hold twice once the second run has finished? "
+          "A list of page numbers, e.g. [7].",
+          "[3]. Before the kill the first process had filed page 3's report (page 7's bug was not "
+          "reached yet: the kill came after its model call, before its visit). The second process "
+          "starts from page 1 and files 3, 7 and 10: page 3 twice, 7 and 10 once.")
+def _ex_1_2(answer):
+    truth = pages_filed_twice(results.point(NO_CHECKPOINT, PAGE_7).tracker_pages)
+    c = assess(answer, truth, what="pages filed twice")
+    return c.right, c.text + ("" if c.right else " Which bug pages had the first process passed "
+                              "before it died?")
+
+
+def _as_pair(answer):
+    return tuple(answer) if isinstance(answer, (tuple, list)) and len(answer) == 2 else None
+
+
+@exercise("1.3", "Transfer: still no checkpoint, but the idempotency key on. The worker is killed "
+          "right after filing page 10's report (p10.after_submit) and run again from scratch. "
+          "How many model calls are paid twice, and how many reports does the tracker hold at "
+          "the end? Answer as a pair (calls, reports).",
+          "(10, 3). With no checkpoint the second process starts from page 1 and pays for every "
+          "call the first one made: pages 1 to 10. The key does not save a single call. It does "
+          "save the tracker: the second process sends the reports of pages 3, 7 and 10 again with "
+          "the same keys (bughunt:p03, ...), and `INSERT OR IGNORE` on the UNIQUE key files none "
+          "of them twice.")
+def _ex_1_3(answer):
+    run = results.point(WITH_KEY, PAGE_10)
+    truth = (run.redone_model_calls, len(run.tracker_pages))
+    pair = _as_pair(answer)
+    if pair is None:
+        return False, "Answer with a pair (calls, reports), e.g. (4, 6)."
+    said = f"(calls paid twice, reports in the tracker): you predicted {pair}, measured {truth}"
+    if pair == truth:
+        return True, said + ": right."
+    return False, said + ". What does the key change: the bill, the tracker, or both?"
+
+
+# --- common wrong statements ------------------------------------------------------------------------
+
+#: A tiny program for "can a killed process clean up?": it installs a SIGTERM handler, an atexit
+#: hook and a `finally` block, each of which writes a file, says it is ready, and waits.
+CLEANUP_PROGRAM = """
+import atexit, os, signal, sys
+def note(what):
+    open(os.path.join(sys.argv[1], what), "w").close()
+signal.signal(signal.SIGTERM, lambda *_: (note("signal handler"), sys.exit(0)))
+atexit.register(note, "atexit hook")
+try:
+    print("ready", flush=True)
+    sys.stdin.read()          # wait here until a signal comes
+finally:
+    note("finally block")
+"""
+CLEANUP_STEPS = ("signal handler", "finally block", "atexit hook")
+
+
+def cleanup_after(sig: int) -> list[str]:
+    """Start CLEANUP_PROGRAM, wait until it says it is ready (no sleep: a handshake), send `sig`;
+    which of its clean-up steps ran, by the files they left."""
+    with tempfile.TemporaryDirectory(prefix="bughunt-cleanup-") as tmp:
+        proc = spawn([sys.executable, "-c", CLEANUP_PROGRAM, tmp], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the clean-up program did not start: {proc.stderr.read()}")
+            proc.send_signal(sig)
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            forget(proc)
+        return [step for step in CLEANUP_STEPS if (Path(tmp) / step).exists()]
+
+
+@statement("Q1.1", "Starting the task over from page 1 gives the right result; it only costs "
+           "more time and money.",
+           "False. A restart from scratch redoes the side effects too: every report filed before "
+           "the kill is filed again, unless the tracker deduplicates it. That is a wrong result "
+           "someone downstream has to clean up, not a cost.")
+def _q1_1():
+    run = results.point(NO_CHECKPOINT, PAGE_7)
+    twice = pages_filed_twice(run.tracker_pages)
+    return Measured(not twice, f"Measured (no checkpoint, no key, killed at {PAGE_7}, run again): "
+                    f"{run.redone_model_calls} calls paid twice, and the tracker holds "
+                    f"{len(run.tracker_pages)} reports for {len(set(run.tracker_pages))} bugs: "
+                    f"page {', '.join(map(str, twice))} twice.")
+
+
+@statement("Q1.2", "A worker killed with kill -9 can still save its progress on the way out, in "
+           "a signal handler, a finally block or an atexit hook.",
+           "False. SIGKILL cannot be caught, blocked or ignored (signal(7)): the kernel ends the "
+           "process without running another instruction of it. A handler, a finally block and "
+           "an atexit hook all need the process to run. SIGTERM, the polite signal, does let "
+           "them run; the OOM killer and a grace period that ran out send SIGKILL.")
+def _q1_2():
+    ran = {name: cleanup_after(sig) for name, sig in (("SIGTERM", signal.SIGTERM),
+                                                      ("SIGKILL", signal.SIGKILL))}
+    return Measured(bool(ran["SIGKILL"]),
+                    "Measured just now with a real process that has all three: after SIGTERM, "
+                    f"{len(ran['SIGTERM'])} of 3 ran ({', '.join(ran['SIGTERM']) or 'none'}); "
+                    f"after SIGKILL, {len(ran['SIGKILL'])} of 3 ran"
+                    + (f" ({', '.join(ran['SIGKILL'])})." if ran["SIGKILL"] else "."))
+
+
+@statement("Q1.3", "With the idempotency key on, a restart from scratch costs nothing.",
+           "False. The key makes the repeated reports harmless: the tracker ignores a report "
+           "whose key it has seen. It saves no model call: with no checkpoint, every call before "
+           "the kill is paid again. A checkpoint saves the calls; the key saves the tracker.")
+def _q1_3():
+    run = results.point(WITH_KEY, PAGE_7)
+    return Measured(run.redone_model_calls == 0 and run.duplicate_reports == 0,
+                    f"Measured (no checkpoint, key on, killed at {PAGE_7}, run again): "
+                    f"{run.duplicate_reports} reports filed twice, and "
+                    f"{run.redone_model_calls} model calls paid twice.")

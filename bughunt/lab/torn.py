@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +31,9 @@ from matplotlib.patches import Patch
 from ..config import RunConfig
 from ..diskio import Door
 from ..experiment import crash_point as find_point
-from ..experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, frame,
-                          run_crash_jobs, run_worker, work_dir)
-from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
+from ..experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, forget,
+                          frame, run_crash_jobs, run_worker, spawn, work_dir)
+from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk, records
 from ..stores.log import ensure_newline_terminated
 from ..world import Site
 from .exercises import exercise
@@ -39,6 +41,7 @@ from . import results
 from .panel import CrashPanel
 from .plots import plot_points, verdict_handles, verdict_row
 from .style import COLORS, new_figure, page_ticks
+from .teach import Measured, assess, statement
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
 #: The log store of the source text's table (intents on, key on), in each write mode.
@@ -383,47 +386,191 @@ def panel(base: RunConfig = MODE_CONFIGS["no-newline"],
                       title="Torn writes: the three-way verdict per crash point")
 
 
-# --- exercises -----------------------------------------------------------------------------------
+# --- exercises: predict, then run ---------------------------------------------------------------
 
 def _as_pair(answer):
     return tuple(answer) if isinstance(answer, (tuple, list)) and len(answer) == 2 else None
 
 
-@exercise("5.1", "In no-newline mode (event log, intents and key on, 54 crash points), how many "
-          "crash points fail the rebuild from disk, and what is their crash-point label? Answer "
-          "as a pair, e.g. (3, 'after_visit').",
-          "(12, 'mid_commit'): one per page. Only a kill inside the commit write leaves a torn "
-          "fragment; without the newline repair the resumed run's first record glues onto it and "
-          "is lost from the log. The resumed run itself is right at all 54 points; the rebuild "
-          "from disk is what differs. At 11 of the 12 a later record reveals the gap in the sequence "
-          "numbers and the reader refuses; at page 12 nothing follows, so the log just looks one "
-          "event short and only the comparison with memory catches it.")
-def _ex_5_1(answer):
-    pair = _as_pair(answer)
-    df = mode_records("no-newline")
-    bad = df[df["verdict"] == "rebuild fails"]
-    truth = (len(bad), *sorted(set(bad["label"])))
-    if pair is not None and pair == truth:
-        return True, f"Measured in this session: {truth[0]} points, all {truth[1]}."
-    return False, ("Look at the no-newline row of the verdict figure, or filter the sweep: "
-                   "df[(df.write_mode == 'no-newline') & (df.verdict != 'correct')].")
+def _pair_feedback(pair, truth, what: str, hint: str) -> tuple[bool, str]:
+    if pair is None:
+        return False, f"Answer with a pair {what}, e.g. (2, 0)."
+    said = f"{what}: you predicted {pair}, measured {truth}"
+    return (True, said + ": right.") if pair == truth else (False, f"{said}. {hint}")
 
 
-@exercise("5.2", "Kill a torn-mode log at p2.mid_commit and run the newline "
-          "repair twice. How many newline bytes end the file then, and how many lines will the "
-          "next reader skip as torn? Answer as a pair (newlines, skipped).",
+@exercise("5.1", "Predict, then run: a torn-mode log is killed at p2.mid_commit (half of page 2's "
+          "record on disk), then the newline repair runs twice, as two successive restarts would "
+          "run it. How many newline bytes end the file then, and how many lines will the next "
+          "reader skip as torn? Answer as a pair (newlines, skipped).",
           "(1, 1). The first repair appends one newline after the fragment; the second sees a "
           "newline as the last byte and does nothing (idempotent, as Codex's test checks by "
           "opening the same file twice). The fragment is now a line of its own: it does not "
           "parse, so the reader skips it and counts it, and the next record starts on a clean "
           "line.")
-def _ex_5_2(answer):
-    pair = _as_pair(answer)
+def _ex_5_1(answer):
     tail = torn_tail("p2.mid_commit")
     newlines = len(tail["after"]) - len(tail["after"].rstrip(b"\n"))
-    truth = (newlines, tail["torn_lines_skipped"])
-    if pair is not None and pair == truth:
-        return True, (f"Measured just now: the file ends in {newlines} newline; "
-                      f"{truth[1]} torn line is skipped.")
-    return False, ("Run torn.torn_tail('p2.mid_commit') and look at its 'after' bytes and 'torn_lines_skipped'; "
-                   "what does the second repair return?")
+    return _pair_feedback(_as_pair(answer), (newlines, tail["torn_lines_skipped"]),
+                          "(newlines, skipped)", "What does the second repair find as the last "
+                          "byte, and what does a reader do with a line that does not parse?")
+
+
+@exercise("5.2", "Predict, then run: in no-newline mode (event log, intents and key on, 54 crash "
+          "points), how many crash points fail the rebuild from disk, and what is their "
+          "crash-point label? Answer as a pair, e.g. (3, 'after_visit').",
+          "(12, 'mid_commit'): one per page. Only a kill inside the commit write leaves a torn "
+          "fragment; without the newline repair the resumed run's first record glues onto it and "
+          "is lost from the log. The resumed run itself is right at all 54 points; the rebuild "
+          "from disk is what differs. At 11 of the 12 a later record reveals the gap in the "
+          "sequence numbers and the reader refuses; at page 12 nothing follows, so the log just "
+          "looks one event short and only the comparison with memory catches it.")
+def _ex_5_2(answer):
+    df = mode_records("no-newline")
+    bad = df[df["verdict"] == "rebuild fails"]
+    labels = sorted(set(bad["label"]))
+    truth = (len(bad), labels[0] if len(labels) == 1 else ", ".join(labels))
+    pair = _as_pair(answer)
+    if pair is not None and isinstance(pair[1], str):
+        pair = (pair[0], pair[1].strip().strip("'\"").lower())
+    return _pair_feedback(pair, truth, "(crash points, label)",
+                          "Which kill leaves half a record on disk, and how many such points "
+                          "does a 12-page run have?")
+
+
+#: Lesson 5's transfer: the source text's trap without intents.
+NO_NEWLINE_NO_INTENTS = MODE_CONFIGS["no-newline"].replace(intent=False)
+
+
+def lenient_reader_misses(config: RunConfig = NO_NEWLINE_NO_INTENTS) -> list[str]:
+    """The crash points at which the source text's reader rebuilds a state that differs from the
+    resumed worker's memory (every point of `config` killed and resumed; cached)."""
+    df = sweep_write_modes({config.write_mode: config})
+    return list(df.loc[df["lesson_reader_ok"] == False, "crash_point"])  # noqa: E712
+
+
+@exercise("5.3", "Transfer: no-newline mode with intents OFF (event log, key on, 51 crash "
+          "points). At how many crash points does the source text's reader (skip what does not "
+          "parse, apply the rest) rebuild a wrong state?",
+          "12, every mid_commit point. With intents on, the source text's bug pages \"happened to "
+          "be fine\": after a resume on a bug page the first record written is the intent, so the "
+          "intent was glued and lost, and the page_done after it was intact (9 wrong). Without "
+          "intents the first record after the resume is the page_done itself, on every page, so "
+          "the glued and lost record is a page_done everywhere: 12 wrong. The luck was the intent.")
+def _ex_5_3(answer):
+    truth = len(lenient_reader_misses())
+    c = assess(answer, truth, what="crash points where the source text's reader is wrong")
+    return c.right, c.text + ("" if c.right else " Without intents, which record does the "
+                              "resumed run write first on a bug page?")
+
+
+# --- common wrong statements --------------------------------------------------------------------
+
+#: A record of the log, as the lab writes it (page 2's page_done, checksum included).
+SAMPLE_RECORD = {"t": "page_done", "page": 2, "tokens": 812, "finding": False, "seq": 2}
+
+#: Q5.1's program: one `os.write()` of a whole record to a file whose size limit (RLIMIT_FSIZE, set
+#: just before) leaves room for only part of it. write(2): "The number of bytes written may be less
+#: than count if, for example, there is insufficient space on the underlying physical medium, or the
+#: RLIMIT_FSIZE resource limit is encountered". Standard library only; reports through a pipe,
+#: which no file size limit applies to.
+SHORT_WRITE_PROGRAM = """
+import os, resource, sys
+path, room = sys.argv[1], int(sys.argv[2])
+record = sys.stdin.buffer.read()
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+limit = os.fstat(fd).st_size + room          # the file may grow by `room` bytes, no more
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    print(os.write(fd, record))
+except OSError as e:
+    print("error", e.errno)
+"""
+
+
+def one_write_with_little_room(room: int | None = None) -> dict:
+    """A real process appends one whole record with ONE `os.write()`, to a log whose size limit
+    leaves room for `room` bytes (default: half the record): what the call returned, and what the
+    file ends with. A full disk does the same; the limit makes it happen where we choose."""
+    first = records.encode({**SAMPLE_RECORD, "page": 1, "seq": 1})
+    record = records.encode(SAMPLE_RECORD)
+    room = len(record) // 2 if room is None else room
+    with tempfile.TemporaryDirectory(prefix="bughunt-short-") as tmp:
+        path = Path(tmp) / LOG_FILE
+        path.write_bytes(first)
+        proc = spawn([sys.executable, "-c", SHORT_WRITE_PROGRAM, str(path), str(room)],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = proc.communicate(record, timeout=60)
+        finally:
+            forget(proc)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the short-write program failed: {err.decode().strip()[-300:]}")
+        data = path.read_bytes()
+    said = out.decode().split()
+    written = int(said[0]) if said and said[0].isdigit() else None
+    return {"record": len(record), "room": room, "returned": written,
+            "error": None if written is not None else " ".join(said), "file": data,
+            "tail": data[len(first):], "ends_with_newline": data.endswith(b"\n")}
+
+
+@statement("Q5.1", "One write() call cannot be torn: it puts all of its bytes in the file or "
+           "none of them.",
+           "False. write() may write fewer bytes than asked and return how many it wrote "
+           "(write(2)): on a full disk, at a file size limit, and, for kill -9, between two "
+           "memory pages of the file, where Linux checks for a fatal signal. A power cut can "
+           "leave any part of an unsynced write. A reader must expect a torn last record "
+           "whatever the writer did.")
+def _q5_1():
+    m = one_write_with_little_room()
+    torn_here = m["returned"] is not None and 0 < m["returned"] < m["record"]
+    found = (f"it returned {m['returned']}, and the file now ends with a {len(m['tail'])}-byte "
+             f"fragment {'with' if m['ends_with_newline'] else 'without'} a newline"
+             if m["returned"] is not None else f"it failed whole here ({m['error']})")
+    return Measured(not torn_here,
+                    f"Measured just now: a real process appended a {m['record']}-byte record with "
+                    f"one os.write(), to a log whose size limit (RLIMIT_FSIZE) left room for "
+                    f"{m['room']} bytes, as a nearly full disk would: {found}.")
+
+
+@results.memoized
+def mid_commit_kills(config: RunConfig):
+    """Every mid-commit kill of `config`, resumed and measured (cached)."""
+    return snapshot_tears({config.write_mode: config})
+
+
+@statement("Q5.2", "A snapshot written to a temp file and renamed over the old one can never be "
+           "found torn or empty.",
+           "False. Against kill -9 it holds: the rename is atomic, so a reader finds the old "
+           "snapshot or the new one, and a kill before the rename leaves only a stray temp file. "
+           "A power cut is different: without an fsync of the temp file before the rename, the "
+           "rename can reach the disk before the data does, and the snapshot's name points at an "
+           "empty or torn file. The rename is atomic, not durable.")
+def _q5_2():
+    from .practice import power_cut_after_write
+
+    kills = mid_commit_kills(SNAPSHOT_CONFIGS["atomic"])
+    torn_kills = int((kills["snapshot_fallback"] == "fresh").sum())
+    cut = power_cut_after_write().loc["rename only"]
+    bad = int(cut["disk states: empty or torn file"])
+    total = int(sum(cut[c] for c in cut.index if c.startswith("disk states")))
+    return Measured(torn_kills == 0 and bad == 0,
+                    f"Measured: kill -9 inside each of the {len(kills)} snapshot writes left a "
+                    f"torn snapshot {torn_kills} times. Simulated power cuts right after a temp "
+                    f"file + rename with no fsync: {bad} of {total} disk states hold an empty or "
+                    "torn snapshot.")
+
+
+@statement("Q5.3", "If the resumed run's result is right, the log on disk is right too.",
+           "False. That is the no-newline trap: the resumed worker holds the right state in "
+           "memory while the record it glued onto a torn fragment is lost from the log. Nothing "
+           "goes wrong until the next recovery reads that log. Only the third witness, a fresh "
+           "rebuild from disk compared with memory, catches it now.")
+def _q5_3():
+    df = mode_records("no-newline")
+    right = df[df["resumed_right"]]
+    fails = int((right["verdict"] == "rebuild fails").sum())
+    return Measured(fails == 0,
+                    f"Measured (no-newline mode, {len(df)} crash points): the resumed run was "
+                    f"right at {len(right)} of them, and at {fails} of those the rebuild from the "
+                    "log on disk failed.")

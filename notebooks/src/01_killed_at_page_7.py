@@ -12,23 +12,63 @@
 # **Recap of the start page.** The worker is a real process; its model calls go on a bill it cannot
 # rewrite, and its reports go into a real SQLite tracker.
 
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - say what a restart from scratch costs, in model calls paid twice, and what it breaks, in
+#   reports filed twice, and tell the cost from the correctness bug;
+# - explain why a process killed with SIGKILL saves nothing on its way out;
+# - read a recovery from the outside world's records (the bill, the tracker), not the agent's;
+# - name the four questions of resuming that lessons 2 to 5 answer.
+#
+# **Prerequisites.** The start page (lesson 0). Words you meet here are in the
+# [glossary](glossary.md). **Estimated time:** 20 minutes; the notebook runs in a few seconds.
+#
+# **Contents.** [Predict first](#Predict-first) · [The scene, for real](#The-scene,-for-real) ·
+# [Two losses](#Two-losses:-money-and-correctness) ·
+# [Where the worker picks up](#Where-the-worker-picks-up,-in-the-lab's-code) ·
+# [The four questions](#The-four-questions-of-resuming) ·
+# [With a checkpoint](#The-same-kill,-with-a-checkpoint) · [Transfer](#Transfer:-page-10,-key-on) ·
+# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
+
 # %%
 # %matplotlib inline
 import pandas as pd
 
+from bughunt import worker
+from bughunt.experiment import PausedWorker
 from bughunt.lab import restart
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source
+from bughunt.stores.none import NoStore
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
 
 # %% [markdown]
+# ## Predict first
+#
+# The experiment below starts a worker with **no checkpoint and no idempotency key**, stops it on
+# page 7 right after its model call (`p7.after_model_call`), kills it with SIGKILL, and runs the
+# task again in the same directory. The second process has nothing saved to start from.
+#
+# Before you run it, write down two predictions:
+#
+# - **1.1** How many model calls does the task pay twice (calls on the bill beyond the 12 of a clean
+#   run)?
+# - **1.2** Which pages' reports does the tracker hold twice at the end? A list, e.g. `[7]`.
+
+# %%
+prediction_1_1 = None        # a number of model calls
+prediction_1_2 = None        # a list of page numbers
+
+# %% [markdown]
 # ## The scene, for real
 #
-# We start a worker with no checkpoint at all, stop it on page 7 right after its model call, and
-# kill it from this notebook with SIGKILL: no handler runs, nothing is flushed, nothing is cleaned up.
-# Then a second process runs the task again in the same directory. With nothing saved, it can only
-# start from page 1.
+# We stop the worker at `p7.after_model_call` and kill it from this notebook with SIGKILL: no
+# handler runs, nothing is flushed, nothing is cleaned up. Then a second process runs the task
+# again in the same directory. With nothing saved, it can only start from page 1.
 
 # %%
 story = restart.page_7()
@@ -36,17 +76,22 @@ print(f"first process ended by signal {story.killed_by} (SIGKILL) at {story.poin
 story.summary()
 
 # %%
+check("1.1", prediction_1_1)
+check("1.2", prediction_1_2)
+
+# %%
 restart.plot_timeline(story)
 
 # %% [markdown]
 # The timeline is drawn from the outside world's records, not from what the worker believes: the
 # provider's bill (calls paid), the tracker (reports filed) and the lab's trace of the crash points
-# each process reached (pages done). The x axis counts steps, not milliseconds: each crash point a
-# process reaches (after the model call, after the visit, after the submit, inside the commit, after
-# the commit) is one step, the first process's steps, then the second's. A step takes microseconds
-# and a restart a whole interpreter start-up, so on a clock the picture would be mostly noise and
-# one long gap. Each billed call and each filed report is placed at the step its process reached
-# next.
+# each process reached (pages done).
+#
+# The x axis counts steps, not milliseconds: each crash point a process reaches (after the model
+# call, after the visit, after the submit, inside the commit, after the commit) is one step, the
+# first process's steps, then the second's. A step takes microseconds and a restart a whole
+# interpreter start-up, so on a clock the picture would be mostly noise and one long gap. Each
+# billed call and each filed report is placed at the step its process reached next.
 #
 # ## Two losses: money and correctness
 
@@ -54,16 +99,44 @@ restart.plot_timeline(story)
 story.losses()
 
 # %% [markdown]
-# - **Cost.** Every model call before the kill is paid again. The source text counts the six pages that
-#   were done (前 6 页的模型调用重新花一遍钱); the bill also shows the seventh call, page 7's own,
-#   which was answered and billed the instant before the kill. That call in flight is lost under any
-#   design, as lesson 2 measures.
+# - **Cost.** Every model call before the kill is paid again. The source text counts the six pages
+#   that were done (前 6 页的模型调用重新花一遍钱); the bill also shows the seventh call, page 7's
+#   own, which was answered and billed the instant before the kill. That call in flight is lost
+#   under any design, as lesson 2 measures.
 # - **Correctness.** Page 3's report was filed by the first process and filed again by the second:
-#   the tracker now holds the same bug twice (第 3 页的 Bug 报告又提交一次). The first loss costs money;
-#   the second is a wrong result that someone downstream has to clean up.
+#   the tracker now holds the same bug twice (第 3 页的 Bug 报告又提交一次). The first loss costs
+#   money; the second is a wrong result that someone downstream has to clean up.
 
 # %%
 story.reports[["page", "idempotency_key", "title", "run"]]
+
+# %% [markdown]
+# ## Where the worker picks up, in the lab's code
+#
+# How did the notebook kill the first process? With a real signal, from outside, as the OOM killer
+# would:
+
+# %%
+show_source(PausedWorker.kill)
+
+# %% [markdown]
+# A resuming worker asks its checkpoint store for the state to start from, then runs the page loop
+# from that state's `next_page`. These are the loop's two lines in the worker:
+
+# %%
+show_source(worker._run, lines=('for page in range(agent.state["next_page"]', "agent.run_page(page)"))
+
+# %% [markdown]
+# The source text's loop starts the same way (its page loop, lesson 4 shows the rest):
+# `for page in range(state["next_page"], N_PAGES + 1):`. With no checkpoint at all, the store has
+# nothing to load: its `load` returns the initial state, whose `next_page` is 1.
+
+# %%
+show_source(NoStore)
+
+# %% [markdown]
+# `commit` writes nothing, so no crash point ever leaves anything to resume from. Every other
+# store in the lab (snapshot, event log) answers `load` from what earlier commits wrote.
 
 # %% [markdown]
 # ## The four questions of resuming
@@ -72,8 +145,8 @@ story.reports[["page", "idempotency_key", "title", "run"]]
 #
 # 1. **How fine is progress saved?** A checkpoint (检查点) here is a durable recovery point written to
 #    disk (not the place where a worker checks for a cancel request, as the word means in some
-#    state-machine tutorials).
-#    Finer checkpoints lose less and write more. → [Lesson 2](02_granularity.ipynb)
+#    state-machine tutorials). Finer checkpoints lose less and write more.
+#    → [Lesson 2](02_granularity.ipynb)
 # 2. **How is the state put back together?** Replay an event log, load a snapshot, or both.
 #    → [Lesson 3](03_replay_vs_snapshot.ipynb)
 # 3. **What about a side effect that happened but was not yet saved?** The danger window between
@@ -83,7 +156,8 @@ story.reports[["page", "idempotency_key", "title", "run"]]
 #
 # and one about the machine underneath: a killed process is not a lost power supply.
 # → [Lesson 6](06_kill9_vs_power_loss.ipynb)
-#
+
+# %% [markdown]
 # ## The same kill, with a checkpoint
 #
 # A preview of what the next lessons build: the same kill at page 7, but the worker saves a snapshot
@@ -98,8 +172,26 @@ pd.DataFrame([{"design": "no checkpoint, no key", **story.losses()},
 restart.plot_timeline(saved)
 
 # %% [markdown]
-# Only page 7's own call is paid again, and page 3 is filed once. The rest of the lab measures why,
-# at every crash point rather than one.
+# Only page 7's own call is paid again, and page 3 is filed once. The snapshot saved the calls;
+# the key would have saved the tracker on its own. The rest of the lab measures why, at every
+# crash point rather than one.
+#
+# ## Transfer: page 10, key on
+#
+# **1.3** A kill this lesson has not shown: **no checkpoint**, but the **idempotency key on**. The
+# worker is killed right after filing page 10's report (`p10.after_submit`) and run again from
+# scratch. How many model calls are paid twice, and how many reports does the tracker hold at the
+# end? A pair `(calls, reports)`.
+
+# %%
+prediction_1_3 = None        # a pair (calls, reports)
+
+# %%
+page_10 = restart.killed_at("p10.after_submit", restart.WITH_KEY)
+page_10.summary()
+
+# %%
+check("1.3", prediction_1_3)
 
 # %% [markdown]
 # ## Try it
@@ -108,7 +200,7 @@ restart.plot_timeline(saved)
 # again and draws the same timeline. Change the **checkpoint** design or the **idempotency key**,
 # then press **Run sweep** to do it at every one of the 51 crash points: bars are the redone model
 # calls, coloured and hatched by verdict, as the legend names them (a point that files a duplicate
-# report is vermillion, a deep orange, hatched with crosses).
+# report is vermillion, hatched with crosses).
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = restart.panel()
@@ -119,30 +211,52 @@ p.show()
 #
 # - A process can die at any instruction, with no chance to clean up: SIGKILL, the OOM killer,
 #   a deploy.
-# - Starting over costs twice: work paid again (model calls) and side effects done again (duplicate
-#   reports). The second is a correctness bug, not just a cost.
+# - Starting over costs twice: work paid again (model calls, the call in flight included) and side
+#   effects done again (duplicate reports). The second is a correctness bug, not just a cost.
+# - A checkpoint saves the work; an idempotency key makes a repeated side effect harmless. Neither
+#   does the other's job.
 # - Judge recovery by the outside world's records (the bill, the tracker), not by the agent's memory.
-#
-# ## Exercise
-#
-# **1.1** With no checkpoint and no idempotency key, the worker is killed right after filing page 10's
-# report. How many reports does the tracker hold once the second run has finished?
-
-# %%
-answer_1_1 = None
-check("1.1", answer_1_1)
 
 # %% [markdown]
-# Stuck? `solution("1.1")` prints a worked answer.
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures and explains.
+
+# %%
+quiz("Q1.1")
+
+# %%
+answer_q1_1 = None
+check("Q1.1", answer_q1_1)
+
+# %%
+quiz("Q1.2")
+
+# %%
+answer_q1_2 = None
+check("Q1.2", answer_q1_2)
+
+# %%
+quiz("Q1.3")
+
+# %%
+answer_q1_3 = None
+check("Q1.3", answer_q1_3)
+
+# %% [markdown]
+# Stuck? `solution("1.1")`, `solution("1.3")` or `solution("Q1.2")` prints a worked answer.
 #
 # ## Further reading
 #
-# - signal(7), Linux man-pages: SIGKILL "cannot be caught, blocked, or ignored":
-#   https://man7.org/linux/man-pages/man7/signal.7.html
-# - The Linux kernel's out-of-memory killer, one of the ways a process gets SIGKILL without warning:
-#   https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer
-# - Kubernetes, "Pod Lifecycle": a container that does not stop within its grace period is killed:
-#   https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
+# - [signal(7)](https://man7.org/linux/man-pages/man7/signal.7.html), Linux man-pages: SIGKILL
+#   "cannot be caught, blocked, or ignored".
+# - [The out-of-memory killer](https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer),
+#   the Linux kernel documentation: one of the ways a process gets SIGKILL without warning.
+# - [Pod termination](https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination),
+#   Kubernetes: SIGTERM first, then SIGKILL for a container that does not stop within its grace
+#   period.
+# - Python's [`atexit`](https://docs.python.org/3/library/atexit.html): "The functions registered
+#   via this module are not called when the program is killed by a signal not handled by Python".
 #
 # ---
 # [← Start here](00_start_here.ipynb) · [Lesson 2: checkpoint granularity →](02_granularity.ipynb)

@@ -11,16 +11,38 @@
 # an exhaustive sweep finds every crash point inside it, and an intent plus an idempotency key make
 # the redo effectively once.
 
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - say where a torn write (撕裂写) comes from, and why `kill -9` rarely tears a single `write()`;
+# - predict what the newline repair (补换行) leaves at the end of a torn log, and why repairing
+#   twice is repairing once;
+# - explain the no-newline trap: the resumed run is right, the log on disk is wrong, and only the
+#   three-way check (三方一致) sees it now;
+# - say what temp file + rename guarantees against `kill -9`, and what it does not against a power
+#   cut.
+#
+# **Prerequisites.** Lessons 1 to 4 (the event log, replay, sequence numbers); bytes and newlines
+# in Python. Words are in the [glossary](glossary.md). **Estimated time:** 40 minutes; the notebook
+# runs in well under a minute.
+#
+# **Contents.** [Half a record on disk](#Half-a-record-on-disk) ·
+# [One torn write](#One-torn-write,-byte-by-byte) · [Three write modes](#Three-write-modes,-every-crash-point) ·
+# [The no-newline trap](#The-no-newline-trap:-right-now,-wrong-at-the-next-recovery) ·
+# [Transfer](#Transfer:-no-newline-without-intents) · [The snapshot](#The-snapshot:-the-old-file-or-the-new-one,-never-half) ·
+# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
+
 # %%
 # %matplotlib inline
-import inspect
-
 import pandas as pd
 
+from bughunt.diskio import Door
 from bughunt.experiment import crash_points
-from bughunt.lab import torn
+from bughunt.lab import practice, torn
 from bughunt.lab.exercises import check, solution
-from bughunt.stores.log import ensure_newline_terminated
+from bughunt.lab.teach import quiz, show_code, show_source
+from bughunt.stores.log import ensure_newline_terminated, replay_log
 
 pd.options.display.width = 160
 pd.options.display.max_columns = 20
@@ -34,19 +56,21 @@ pd.options.display.max_colwidth = 100
 # disk. The lab makes it on purpose, as the source text did ("write half, then SIGKILL"): in write
 # mode `torn` the page's commit record is written in two halves, and the `mid_commit` crash point
 # fires between them.
-#
+
+# %% [markdown]
 # Why make it on purpose? Because `kill -9` tears a single `write()` only rarely, and never where
 # we choose. Linux copies a `write()` into the kernel's page cache one memory page (4 KiB of the
 # file) at a time, and checks between pages whether a fatal signal such as SIGKILL is pending; if
 # one is, it stops there (`generic_perform_write` in the kernel's `mm/filemap.c`, the loop ext4
-# uses). So a record that lies inside one page of the file is copied whole or not at all, but a
-# record that straddles a page boundary can be cut at the boundary: its first part is in the file,
-# the rest never arrives. For a log of 80-byte records about one record in fifty straddles a
-# boundary, and the kill must arrive during the fraction of a microsecond the kernel spends on the
-# first part: rare, not impossible. A large write (a snapshot of megabytes) crosses many page
-# boundaries and can be cut at any of them. Tears in practice come mostly from records split over
-# several writes, which is what `torn` mode does.
+# uses). A record inside one page of the file is copied whole or not at all; a record that
+# straddles a page boundary can be cut at the boundary.
 #
+# For a log of 80-byte records about one record in fifty straddles a boundary, and the kill must
+# arrive during the fraction of a microsecond the kernel spends on the first part: rare, not
+# impossible. A snapshot of megabytes crosses many boundaries and can be cut at any of them. Tears
+# in practice come mostly from records split over several writes, which is what `torn` mode does.
+
+# %% [markdown]
 # Three write modes of the event log (intents and idempotency key on, as in the source text's
 # table):
 #
@@ -66,9 +90,19 @@ points[points.page.isin([2, 3])].set_index("crash_point")
 # %% [markdown]
 # ## One torn write, byte by byte
 #
-# Kill a `torn`-mode worker at `p2.mid_commit` (page 2, inside the commit write) and look at the end of
-# its log, `events.jsonl`. Then run the newline repair twice, as a resuming worker would on two
-# successive restarts.
+# Next we kill a `torn`-mode worker at `p2.mid_commit` (page 2, inside the commit write), look at
+# the end of its log, `events.jsonl`, and run the newline repair twice, as a resuming worker would
+# on two successive restarts. The repair, as the lab runs it:
+
+# %%
+show_source(ensure_newline_terminated, lines=("try:", "return True"))
+
+# %% [markdown]
+# **5.1 Predict** before it runs: after the two repairs, how many newline bytes end the file, and
+# how many lines will the next reader skip as torn? A pair `(newlines, skipped)`.
+
+# %%
+prediction_5_1 = None        # a pair (newlines, skipped)
 
 # %%
 tail = torn.torn_tail("p2.mid_commit")
@@ -78,6 +112,9 @@ print(f"first repair returned {tail['repaired'][0]}, second repair returned {tai
 print("last bytes after the repair: ", repr(tail["after"][-60:]))
 print(f"a reader now: torn lines skipped {tail['torn_lines_skipped']}, "
       f"events replayed {tail['replayed_events']}")
+
+# %%
+check("5.1", prediction_5_1)
 
 # %%
 torn.plot_tail(tail)
@@ -90,47 +127,71 @@ torn.plot_tail(tail)
 #
 # ### Codex's two lines of defence
 #
-# Codex's rollout (one JSONL event log per session) does the same. When it opens a rollout for
-# appending, it checks the last byte (`ensure_rollout_is_newline_terminated`, `recorder.rs`, quoted
-# in the source text):
-#
-# ```rust
-# if file.metadata()?.len() == 0 { return Ok(()); }   // empty file: nothing to do
-# file.seek(SeekFrom::End(-1))?;                      // jump to the last byte
-# file.read_exact(&mut final_byte)?;
-# if final_byte[0] != b'\n' {                         // not a newline: the last write was cut
-#     file.write_all(b"\n")?;                         // isolate the half line as a line of its own
-#     file.flush()?;
-# }
-# ```
-#
-# Its test, `append_repair_terminates_nonempty_rollout_tail`, writes a record without a newline,
-# opens the same file twice, and asserts the file ends in exactly one newline. Ours is the same
-# idea, in the log store, writing through the lab's one door to the disk:
+# Codex's rollout (one JSONL event log per session) does the same. The source text quotes its
+# repair, run each time a rollout is opened for appending (comments translated):
 
 # %%
-print(inspect.getsource(ensure_newline_terminated))
+show_code(r"""
+fn ensure_rollout_is_newline_terminated(file: &mut File) -> std::io::Result<()> {
+    if file.metadata()?.len() == 0 {          // empty file: nothing to do
+        return Ok(());
+    }
+    file.seek(SeekFrom::End(-1))?;            // jump to the last byte
+    let mut final_byte = [0];
+    file.read_exact(&mut final_byte)?;        // read it
+    if final_byte[0] != b'\n' {               // not a newline: the last write was cut
+        file.write_all(b"\n")?;               // isolate the half line as a line of its own
+        file.flush()?;
+    }
+    Ok(())
+}""", "The source text's version: Codex's `ensure_rollout_is_newline_terminated` (Rust)")
 
 # %% [markdown]
-# Note that the repair appends, it does not truncate: a complete record that only lacks its newline
-# is kept. The other line of defence is on the read side: lines that do not parse are skipped and
-# counted. One difference from the source text's account: in Codex the count exists
-# (`load_rollout_items` returns `parse_errors`), but the resume path throws it away, so nobody is
-# told that lines were dropped. Our worker reports it as `torn_lines_skipped`.
+# The same three steps as the lab's: empty file, last byte, append one newline. The differences:
 #
+# - **Appends, never truncates.** Both keep a complete record that only lacks its newline.
+# - **A missing file** is no error in the lab (a first run has no log yet); Codex opens an
+#   existing rollout.
+# - **Through the door.** The lab appends through `Door` (the one door to the disk, which counts
+#   and times the write as `repair`); Codex writes to the file and flushes.
+#
+# Codex tests it with `append_repair_terminates_nonempty_rollout_tail`: a record without a newline,
+# the same file opened twice, exactly one newline at the end.
+
+# %% [markdown]
+# The other line of defence is on the read side: lines that do not parse are skipped and counted.
+# In Codex the count exists (`load_rollout_items` returns `parse_errors`), but the resume path
+# throws it away, so nobody is told that lines were dropped. The lab's reader counts them as
+# `torn_lines_skipped`, and checks one thing more, the sequence numbers:
+
+# %%
+show_source(replay_log, lines=("try:", "raise StoreDamage(path, line_no, f\"expected"))
+
+# %% [markdown]
 # ## Three write modes, every crash point
 #
 # Now the full experiment: for each write mode, kill a real worker at each of the 54 crash points,
 # resume it in a second process, and ask the three witnesses (tracker, the resumed worker's memory,
-# a fresh rebuild from disk). Columns: *resume right* means the tracker and the resumed worker agree
-# and nothing is duplicated or lost; *correct runs* adds that a rebuild from disk agrees too (the
-# three-way check, 三方对比); *refused* counts rebuilds our reader refused outright; *source text's
-# reader wrong* counts runs where the source text's own, lenient reader rebuilds a state that differs
-# from memory.
+# a fresh rebuild from disk).
+#
+# **5.2 Predict:** in `no-newline` mode, at how many of the 54 crash points does the rebuild from
+# disk fail, and what is their crash-point label? A pair, e.g. `(3, "after_visit")`.
+
+# %%
+prediction_5_2 = None        # a pair (crash points, label)
+
+# %% [markdown]
+# Columns: *resume right* means the tracker and the resumed worker agree and nothing is duplicated
+# or lost; *correct runs* adds that a rebuild from disk agrees too (the three-way check);
+# *refused* counts rebuilds our reader refused outright; *source text's reader wrong* counts runs
+# where the source text's own, lenient reader rebuilds a state that differs from memory.
 
 # %%
 df = torn.sweep_write_modes()
 torn.mode_table(df)
+
+# %%
+check("5.2", prediction_5_2)
 
 # %%
 torn.plot_verdicts(df)
@@ -189,15 +250,16 @@ print(f"source text's reader, wrong:  {lenient} "
 # %% [markdown]
 # The two readers differ in what they do with a record that is not there:
 #
-# - **The source text's reader** (`experiment.lesson_reader`) skips what does not parse and applies the
-#   rest. On a bug page the lost intent does not matter, because the `page_done` that follows
+# - **The source text's reader** (`experiment.lesson_reader`) skips what does not parse and applies
+#   the rest. On a bug page the lost intent does not matter, because the `page_done` that follows
 #   overwrites everything it set, so its state matches by luck. On the other pages the lost record
 #   is a `page_done`, with its tokens, and its state is silently wrong.
 # - **Our reader** checks sequence numbers. A skipped torn fragment is fine (the resumed worker
 #   writes that record again, with the same number), but a later record whose number jumps means a
 #   record is missing: it refuses the log, names file and line, and changes nothing. That includes
 #   the bug pages the source text called fine: a missing intent is still a hole in the history.
-#
+
+# %% [markdown]
 # One case escapes our reader's refusal: on the last page nothing follows the glued line, so the
 # log simply looks one event short, as if the kill had come before it. Only the comparison of the
 # rebuild with the resumed worker's memory catches that one. A refusal reads like this:
@@ -206,13 +268,51 @@ print(f"source text's reader, wrong:  {lenient} "
 print(glued["refusal"])
 
 # %% [markdown]
+# ## Transfer: no-newline without intents
+#
+# **5.3** A configuration this lesson has not run: `no-newline` mode with **intents off** (event
+# log, key on, 51 crash points). At how many crash points does the source text's lenient reader
+# rebuild a wrong state? The table above counts it with intents on. Predict, then run the sweep.
+
+# %%
+prediction_5_3 = None        # a number of crash points
+
+# %%
+misses = torn.lenient_reader_misses()
+print(f"{len(misses)} crash points where the source text's reader is wrong: {', '.join(misses)}")
+
+# %%
+check("5.3", prediction_5_3)
+
+# %% [markdown]
 # ## The snapshot: the old file or the new one, never half
 #
-# A snapshot store rewrites one file at every commit. Written atomically, it goes to a temp file,
-# is flushed, and is renamed over the old one with `os.replace`. The Python documentation: "If
-# successful, the renaming will be an atomic operation (this is a POSIX requirement)". A reader sees
-# the old snapshot or the new one, never half (原子性, atomicity). In `torn` mode the lab instead
-# overwrites the snapshot in place and kills the worker halfway. Both killed inside page 5's commit:
+# A snapshot store rewrites one file at every commit. Written atomically, it goes to a temp file
+# and is renamed over the old one with `os.replace`. The Python documentation: "If successful, the
+# renaming will be an atomic operation (this is a POSIX requirement)". A reader sees the old
+# snapshot or the new one, never half (原子性, atomicity). The source text's version, and the lab's:
+
+# %%
+practice.show_text_code("atomic_write")
+
+# %%
+show_source(Door.write_atomic, lines=("sync = self", "self._fsync_dir"))
+
+# %% [markdown]
+# The same order: temp file, write, fsync, rename. The differences:
+#
+# - **The directory fsync.** After the rename the lab fsyncs the directory, so the new *name*
+#   survives a power cut too; the source text's stops after `os.replace` (Codex's rollout
+#   migration does fsync the parent directory). Against `kill -9` either is enough: the rename is
+#   in the kernel.
+# - **The fsync policy.** The lab fsyncs only when the policy is `always` (lesson 6 measures what
+#   each costs); the source text's always fsyncs the temp file.
+# - **The crash point.** `mid()` is where `mid_commit` fires: the temp file is complete, the rename
+#   not yet done. The source text tears inside the write instead (`write_all_or_torn`).
+
+# %% [markdown]
+# In `torn` mode the lab instead overwrites the snapshot in place and kills the worker halfway.
+# Both killed inside page 5's commit:
 
 # %%
 for mode in ("atomic", "torn"):
@@ -235,14 +335,6 @@ snaps = torn.snapshot_tears()
 torn.snapshot_table(snaps)
 
 # %% [markdown]
-# One caveat about the source text's own `atomic_write`: it fsyncs the temp file (`fsync` asks the
-# kernel to write a file's data to the disk and waits until it has; lesson 6) and calls
-# `os.replace`, but does not fsync the directory afterwards. Against `kill -9` that is enough (the
-# rename is in the kernel). Against a power cut the new name itself may be lost. Codex's rollout migration does
-# fsync the parent directory after its rename; the lab's `Door.write_atomic` does too when the fsync
-# policy is `always`. Lesson 6 is about that difference.
-
-# %% [markdown]
 # ## Try it
 #
 # The panel starts in the source text's trap: event log, intents on, `no-newline`. Move the **crash
@@ -252,8 +344,7 @@ torn.snapshot_table(snaps)
 #
 # Things to try: the snapshot store in `torn` mode (what do mid-commit kills cost?); a log with a
 # snapshot every 4 pages in `torn` mode (the snapshot is torn by no crash point here, but what does
-# the log do?); `no-newline` with intents off (does the source text's "bug pages are fine" still
-# hold?).
+# the log do?).
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = torn.panel()
@@ -272,39 +363,53 @@ p.show()
 # - Without the newline repair, the resumed run is right and the log is wrong: only a fresh rebuild
 #   from disk compared with memory (the three-way check) catches a bug that bites at the next
 #   recovery.
-#
-# ## Exercises
-#
-# **5.1** In `no-newline` mode, how many of the 54 crash points fail the rebuild from disk, and what
-# is their label? Answer as a pair, e.g. `(3, "after_visit")`.
-
-# %%
-answer_5_1 = None
-check("5.1", answer_5_1)
 
 # %% [markdown]
-# **5.2** Kill a `torn`-mode log at `p2.mid_commit` and run the newline repair twice. How many newline
-# bytes end the file, and how many lines will the next reader skip as torn? Answer as a pair
-# `(newlines, skipped)`. The check runs the crash for real.
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures and explains.
 
 # %%
-answer_5_2 = None
-check("5.2", answer_5_2)
+quiz("Q5.1")
+
+# %%
+answer_q5_1 = None
+check("Q5.1", answer_q5_1)
+
+# %%
+quiz("Q5.2")
+
+# %%
+answer_q5_2 = None
+check("Q5.2", answer_q5_2)
+
+# %%
+quiz("Q5.3")
+
+# %%
+answer_q5_3 = None
+check("Q5.3", answer_q5_3)
 
 # %% [markdown]
-# Stuck? `solution("5.1")` prints a worked answer.
-#
+# Stuck? `solution("5.1")`, `solution("5.3")` or `solution("Q5.1")` prints a worked answer.
+
+# %% [markdown]
 # ## Further reading
 #
-# - The Linux kernel's buffered write loop, `generic_perform_write` in `mm/filemap.c` (it stops
-#   between pages on a fatal signal): https://elixir.bootlin.com/linux/latest/source/mm/filemap.c
-# - Python's `os.replace` ("the renaming will be an atomic operation"):
-#   https://docs.python.org/3/library/os.html#os.replace
-# - SQLite, "How To Corrupt An SQLite Database File" (torn and lost writes, and what a database
-#   must assume about them): https://www.sqlite.org/howtocorrupt.html
-# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014: which of an
-#   application's writes can be torn or reordered by a crash:
-#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
+# - The Linux kernel's buffered write loop, `generic_perform_write` in
+#   [`mm/filemap.c`](https://elixir.bootlin.com/linux/latest/source/mm/filemap.c): it stops between
+#   pages on a fatal signal.
+# - [write(2)](https://man7.org/linux/man-pages/man2/write.2.html), Linux man-pages: "The number of
+#   bytes written may be less than count".
+# - Python's [`os.replace`](https://docs.python.org/3/library/os.html#os.replace): "the renaming
+#   will be an atomic operation".
+# - SQLite, ["How To Corrupt An SQLite Database File"](https://www.sqlite.org/howtocorrupt.html):
+#   torn and lost writes, and what a database must assume about them.
+# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014:
+#   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai).
+#   Which of an application's writes a crash can tear or reorder.
+# - [openai/codex](https://github.com/openai/codex): search for
+#   `ensure_rollout_is_newline_terminated` and `append_repair_terminates_nonempty_rollout_tail`.
 #
 # ---
 # [← Lesson 4: the danger window](04_danger_window.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 6: kill -9 vs power loss →](06_kill9_vs_power_loss.ipynb)

@@ -12,6 +12,42 @@
 # at the tail before it appends, so the next record is not glued onto the fragment.
 
 # %% [markdown]
+# **Learning objectives.** After this lesson you can
+#
+# - name the three places a written byte can be (process buffer, page cache, disk) and which crash
+#   each one survives;
+# - predict, for a given way of writing, whether a line survives `kill -9`, and explain why a
+#   kill -9 sweep can never catch a missing fsync;
+# - estimate what an fsync costs beside a plain append on a machine, and say what an fsync timing
+#   cannot prove (a drive's cache, a virtual disk);
+# - tell apart what fsync fixes (power cuts, kernel crashes) from what it does not (the danger
+#   window, lesson 4).
+#
+# **Prerequisites.** Lessons 1 to 5; files and `open()` in Python. Words are in the
+# [glossary](glossary.md). **Estimated time:** 45 minutes; the notebook runs in under a minute.
+#
+# **Contents.** [Three places](#Three-places-a-byte-can-be) · [1. The buffer](#1.-The-buffer-inside-the-process) ·
+# [2. Every crash point](#2.-kill--9-at-every-crash-point,-with-and-without-fsync) ·
+# [Transfer](#Transfer:-the-danger-window-with-fsync) · [3. Codex](#3.-Codex:-a-cheap-hot-path-and-a-thorough-cold-path) ·
+# [4. Costs](#4.-What-each-kind-of-write-costs) · [5. What kill -9 cannot show](#5.-What-kill--9-cannot-show) ·
+# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
+
+# %%
+# %matplotlib inline
+import pandas as pd
+
+from bughunt.bufferdemo import write_then_die
+from bughunt.diskio import Door
+from bughunt.lab import durability, teach
+from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source
+
+pd.options.display.width = 140
+pd.options.display.max_columns = 20
+pd.options.display.max_colwidth = 70
+
+# %% [markdown]
 # ## Three places a byte can be
 #
 # A line the worker writes passes through three places on its way to the disk:
@@ -22,35 +58,86 @@
 # 2. **the kernel's page cache** (页缓存): after `write()` returns, the bytes belong to the kernel,
 #    which writes them to the disk in its own time, whatever happens to the process;
 # 3. **the storage device** (the disk): `fsync(fd)` makes the kernel write the file's data and
-#    metadata out and wait until the device reports them stored. A file's *name* is not part of
-#    the file: it is an entry in its directory, and fsync(2) says so: "Calling fsync() does not
-#    necessarily ensure that the entry in the directory containing the file has also reached disk.
-#    For that an explicit fsync() on a file descriptor for the directory is also needed." So a
-#    new file, or a file renamed into place, needs a second fsync, of its directory.
+#    metadata out and wait until the device reports them stored.
+
+# %% [markdown]
+# A file's *name* is not part of the file: it is an entry in its directory, and fsync(2) says so:
+# "Calling fsync() does not necessarily ensure that the entry in the directory containing the file
+# has also reached disk. For that an explicit fsync() on a file descriptor for the directory is
+# also needed." So a new file, or a file renamed into place, needs a second fsync, of its directory.
 #
 # `kill -9` destroys the process and nothing else, so it takes only what is still in place 1.
 # A kernel crash or a power cut (断电) also takes place 2. Hence the source text's rule:
 # **surviving kill -9 only needs the data handed to the kernel; surviving power loss or a kernel
 # crash needs fsync** (of the file, and of its directory when the name is new).
 
+# %% [markdown]
+# ## 1. The buffer inside the process
+#
+# `bughunt/bufferdemo.py` is a tiny program (standard library only) that writes a 12-byte line one
+# of four ways and then kills itself with SIGKILL. Its core:
+
 # %%
-# %matplotlib inline
-import pandas as pd
-
-from bughunt.lab import durability
-from bughunt.lab.exercises import check, solution
-
-pd.options.display.width = 140
-pd.options.display.max_columns = 20
-pd.options.display.max_colwidth = 70
+show_source(write_then_die)
 
 # %% [markdown]
-# ## 1. kill -9 at every crash point, with and without fsync
+# The source text measured it on its machine: an unflushed file at 0 bytes, a flushed one at
+# 12 bytes (本机实测：没 flush 的文件 0 字节，flush 过的 12 字节). It gives no code for it; this is
+# the lab's.
 #
+# **6.1 Predict** before it runs: which of these keep the whole line in the file after the kill?
+# (a) `f.write()` without `flush()`; (b) `f.write()` then `f.flush()`; (c) `os.write()` on a raw
+# descriptor; (d) `f.write()`, `f.flush()`, `os.fsync()`. A set of letters, e.g. `{"a", "d"}`.
+
+# %%
+prediction_6_1 = None        # a set of letters
+
+# %% [markdown]
+# We run the program each way in a temp directory (as `python -m bughunt.bufferdemo line.txt
+# --flush`, and so on) and look at what is left on disk:
+
+# %%
+buffers = durability.buffer_table()
+buffers
+
+# %%
+check("6.1", prediction_6_1)
+
+# %%
+teach.plot_byte_places(durability.byte_places_measured(buffers))
+
+# %% [markdown]
+# - Without `flush()` the 12 bytes were still inside the process: gone.
+# - `flush()` hands them to the kernel with one `write()`: they survive kill -9. `os.write()` on a
+#   raw descriptor has no Python buffer at all, which is why the lab's I/O door (`bughunt/diskio.py`)
+#   writes that way. Adding fsync changes nothing under kill -9.
+# - The last row: with many lines and no flush, the buffer empties itself whenever it fills up, so
+#   the lines written before its last automatic flush survive and the rest are lost: an unflushed
+#   log keeps an arbitrary prefix. (A buffer that fills itself to the last byte before writing, as
+#   C's stdio does, can split one record across two `write()` calls: a torn line, lesson 5.)
+
+# %%
+durability.plot_buffer(buffers)
+
+# %% [markdown]
+# ## 2. kill -9 at every crash point, with and without fsync
+#
+# Where the lab's worker calls fsync: every log append goes through the door, which fsyncs only
+# when the policy is `always`:
+
+# %%
+show_source(Door.append, lines=("t0 = self._clock()", "self._fsync(fd)"))
+
+# %% [markdown]
 # The source text's log mode (event log, intents, idempotency key) never calls fsync, and all 54
-# kill -9 runs recovered correctly. We repeat that sweep live, and then the same sweep with fsync
-# after every checkpoint write (and a directory fsync after every rename or new file). Each of the
-# 108 crash points below is a real worker killed with SIGKILL and a second worker resuming it.
+# kill -9 runs recovered correctly. We repeat that sweep live, then the same sweep with fsync after
+# every checkpoint write (and a directory fsync after every rename or new file): 108 real workers
+# killed with SIGKILL, each resumed by a second one.
+#
+# **6.3 Predict:** at how many of the 54 crash points is the verdict different with fsync on?
+
+# %%
+prediction_6_3 = None        # a number of crash points
 
 # %%
 df = durability.kill9_sweeps()
@@ -61,6 +148,9 @@ durability.kill9_table(df)
 
 # %%
 print(durability.same_outcome(df))
+
+# %%
+check("6.3", prediction_6_3)
 
 # %%
 durability.plot_kill9(df)
@@ -78,38 +168,25 @@ durability.plot_kill9(df)
 durability.sweep_times(df)
 
 # %% [markdown]
-# ## 2. The buffer inside the process
+# ## Transfer: the danger window with fsync
 #
-# The other side of the rule: Python's `open()` has a user-space buffer. `f.write()` without
-# `flush()`, then `kill -9`, and the line is gone. The source text measured an unflushed file at
-# 0 bytes and a flushed one at 12 bytes (the table's "source text" column).
-# `bughunt/bufferdemo.py` is a tiny program that does exactly that and then kills itself with
-# SIGKILL (standard library only; read it, it is short):
-#
-# ```
-# python -m bughunt.bufferdemo line.txt            # f.write() only
-# python -m bughunt.bufferdemo line.txt --flush    # f.write() + f.flush()
-# ```
-#
-# We run it each way in a temp directory and look at what is left on disk:
+# **6.4** A configuration this lesson has not run: lesson 4's design without the key (a snapshot
+# after every page, intents off, idempotency key off), now with **fsync always**. Lesson 4 ran it
+# without fsync. Of its 51 crash points, how many file a report twice? Predict, then run the sweep.
 
 # %%
-buffers = durability.buffer_table()
-buffers
+prediction_6_4 = None        # a number of crash points
 
 # %%
-durability.plot_buffer(buffers)
+twice = durability.duplicates_with_fsync()
+print(f"{len(twice)} crash points file a report twice with fsync always: {', '.join(twice)}")
+
+# %%
+check("6.4", prediction_6_4)
 
 # %% [markdown]
-# - Without `flush()` the 12 bytes were still inside the process: gone.
-# - `flush()` hands them to the kernel with one `write()`: they survive kill -9. `os.write()` on a
-#   raw descriptor has no Python buffer at all, which is why the lab's I/O door (`bughunt/diskio.py`)
-#   writes that way. Adding fsync changes nothing under kill -9.
-# - The last row: with many lines and no flush, the buffer empties itself whenever it fills up, so
-#   the lines written before its last automatic flush survive and the rest are lost. How many depends
-#   on the buffer's size, not on anything the program decided: an unflushed log keeps an arbitrary
-#   prefix. (A buffer that fills itself to the last byte before writing, as C's stdio does, can split
-#   one record across two `write()` calls: one way a torn line is born, lesson 5.)
+# fsync makes the checkpoint durable; it does not move it before the report. The danger window is
+# about order, and only the key (or an intent with at-most-once recovery) closes it.
 
 # %% [markdown]
 # ## 3. Codex: a cheap hot path and a thorough cold path
@@ -123,13 +200,17 @@ durability.plot_buffer(buffers)
 # **Migrating** a rollout to a new format is rare, and there Codex pays for everything: it writes a
 # staged file, calls `sync_all`, renames it over the rollout, then fsyncs the parent directory; its
 # migration journal (an empty marker file) is fsynced together with its directory too. Hot path
-# cheap, cold path thorough (热路径不 fsync，冷路径做足):
+# cheap, cold path thorough (热路径不 fsync，冷路径做足).
+
+# %% [markdown]
+# The source text's summary, as a table:
 #
 # | path | what Codex does | kill -9 | power cut |
 # |---|---|---|---|
 # | every rollout line (hot) | `write_all` + `flush`, no fsync | survives | the last lines may be lost |
 # | migration (cold) | staged file + `sync_all` + rename + parent-directory fsync | survives | survives |
-#
+
+# %% [markdown]
 # One comment in that code promises more than the code does: the writer's `Flush` command is
 # documented as making the items "durably persisted", but it only flushes, which hands the bytes to
 # the operating system. A comment is a claim; a kill (or, in lesson 8, a simulated power cut) tests it.
@@ -156,6 +237,12 @@ durability.source_figures()
 # `atomic_write` has none, the lab's has one. (If the system's temp directory lives in memory, as
 # tmpfs does on some Linux systems, the writes are timed in the current directory instead: on tmpfs
 # fsync has no disk to wait for.) Times are in microseconds (µs, a thousandth of a millisecond).
+#
+# **6.2 Predict:** on this machine, how many times slower is one append + fsync than one plain
+# append (the ratio of the medians)? Timings swing, so the check judges by order of magnitude.
+
+# %%
+prediction_6_2 = None        # a number: how many times slower
 
 # %%
 recs = durability.worker_records()
@@ -172,6 +259,9 @@ print(durability.what_was_measured(lat))
 durability.latency_table(lat)
 
 # %%
+check("6.2", prediction_6_2)
+
+# %%
 durability.plot_latencies(lat)
 
 # %% [markdown]
@@ -182,25 +272,27 @@ durability.plot_latencies(lat)
 # - **A device's volatile write cache.** Many drives keep written data in their own memory (a
 #   volatile write-back cache) and report the write complete before it is on the non-volatile
 #   medium; a power cut loses what is still in that cache. An operating system that wants
-#   durability must then either send the drive a *cache flush* command (the drive writes out its
-#   whole cache, and answers when done) or mark a write *Force Unit Access* (FUA: that one write
-#   is reported complete only once it is on the medium). On Linux, when a device declares a
-#   volatile write cache, fsync does one of the two after writing the file's data; a device that
-#   declares none is trusted as it is. The line printed above the table says what this machine's
-#   device declares. The fsync timing therefore includes a flush when the device asks for one, and never
-#   proves more than the device's answer.
+#   durability must then send the drive a *cache flush* command (the drive writes out its whole
+#   cache, and answers when done) or mark a write *Force Unit Access* (FUA: reported complete only
+#   once it is on the medium). On Linux, when a device declares a volatile write cache, fsync does
+#   one of the two; a device that declares none is trusted as it is. The line printed above the
+#   table says what this machine's device declares. An fsync timing never proves more than the
+#   device's answer.
+
+# %% [markdown]
 # - **macOS fsync does not flush the drive's cache.** Apple's fsync(2): "while fsync() will flush
 #   all data from the host to the drive (i.e. the "permanent storage device"), the drive itself may
 #   not physically write the data to the platters for quite some time", and "the F_FULLFSYNC fcntl
 #   asks the drive to flush all buffered data to permanent storage". The source text timed plain
-#   fsync on a Mac (it says so itself), so its fsync rows leave out the wait that a flush of the
-#   drive's cache would add.
+#   fsync on a Mac (it says so itself), so its fsync rows leave out that wait.
 # - **On a virtual disk**, which that line names when it finds one, the device is emulated by a
 #   hypervisor: the guest's flush goes to the hypervisor, and what happens to it there is the
 #   hypervisor's setting. Firecracker's default block cache mode, for example, advertises flush to
 #   the guest but "will just acknowledge the request without actually performing any flushing on
 #   the host side". There, an fsync timing measures the round trip to the hypervisor, not a disk;
 #   other work on the same host shows up as the long whiskers and large p99 values.
+
+# %% [markdown]
 # - **A snapshot is not free even without fsync.** Creating or truncating a file and renaming it are
 #   metadata changes in the file system's journal; on Linux ext4 a file replaced by rename also has
 #   its data written out early (the `auto_da_alloc` heuristic, on by default). Compare with the
@@ -243,7 +335,8 @@ durability.survival_table(buffers, df)
 # - **The three-way check** (三方一致): the tracker's reports (the outside world), the resumed
 #   worker's result in memory, and a fresh rebuild from disk by code that did not run the worker must
 #   agree. The rebuild catches what is right now and wrong at the next recovery (lesson 5).
-#
+
+# %% [markdown]
 # The three witnesses at the danger-window points (report filed, page not yet committed), both fsync
 # policies:
 
@@ -253,47 +346,16 @@ cols = ["fsync", "crash_point", "tracker_pages", "memory_findings", "rebuild_ok"
 df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 
 # %% [markdown]
-# ## Interview summary (面试要点)
-#
-# **In one breath.** Resuming after a crash has three layers.
-#
-# 1. *How state is kept*: replay an event log, load a snapshot, or load a snapshot and replay the log
-#    suffix after it. The finer the checkpoints, the less is lost and the more is written
-#    (lessons 2 and 3).
-# 2. *Side effects*: record the intent first, then act; on recovery redo with the same deterministic
-#    idempotency key and let the external system deduplicate, so the effect happens once: effectively
-#    once (效果上恰好一次) (lesson 4).
-# 3. *A checkpoint damaged while being written*: write a snapshot to a temp file and rename it
-#    atomically; the log reader skips bad lines and the writer repairs the tail's newline (lesson 5);
-#    surviving kill -9 only needs the kernel, surviving power loss needs fsync of the file and of
-#    its directory (this lesson).
-#
-# It is tested not by random kills but by killing at every crash point, and judged by the three-way
-# check: tracker == in-memory result == fresh rebuild from disk.
-#
-# **Follow-up questions (追问).**
-#
-# 1. *Why not kill it at random a few dozen times?* The danger window is narrow. In the source
-#    text, 40 random kills (39 landed) hit one duplicate report, by luck; the exhaustive sweep of
-#    51 points finds all 6 every time. Zero failures in n random kills only bound the failure rate below about
-#    3/n (the rule of three: 3/39 ≈ 7.7%).
-# 2. *How do you judge that a recovery is correct?* Three witnesses must agree: the tracker (no report
-#    duplicated, none missing), the resumed run's in-memory result, and a fresh rebuild from disk. The
-#    last catches the bugs that are right now and wrong at the next recovery, like the missing newline.
-# 3. *Does Codex re-run an interrupted tool?* No. A call without an output gets a synthetic "aborted"
-#    output in the prompt (never written to the rollout), and the model decides whether to call again.
-#    Then the tool's own idempotency is what matters.
-# 4. *What is not covered?* A crash during recovery (chained crashes), two resumers of the same task
-#    at once (it needs a lock: Codex has `writer_lock.rs`; this lab's worker holds an `flock` on
-#    `run.lock`), a full disk, and a real power cut. Lesson 8 takes these on.
+# The source text closes with an interview summary (面试要点) of the whole lab; lesson 12,
+# [the closing lesson](12_closing.ipynb), gives it.
 
 # %% [markdown]
 # ## Try it
 #
 # The panel re-runs the real experiment. Move the **crash point** slider to kill and resume at one
-# point (`p7.after_submit` is page 7 right after the report: the danger window). Switch **fsync** to `always`
-# and press **Run sweep**: the verdicts stay the same, while the checkpoint writes in the lower plot
-# (from a clean run with the same settings, one dot per write) move far to the right.
+# point (`p7.after_submit` is page 7 right after the report: the danger window). Switch **fsync** to
+# `always` and press **Run sweep**: the verdicts stay the same, while the checkpoint writes in the
+# lower plot (from a clean run with the same settings, one dot per write) move far to the right.
 # Try a **snapshot every** 4 pages, or the `snapshot` store, to see snapshot writes appear, and a
 # `torn` or `no-newline` **write mode** to see verdicts that fsync cannot fix either.
 
@@ -305,54 +367,61 @@ p.show()
 # ## What to remember
 #
 # - A kill -9 takes only what is inside the process. A line still in Python's buffer is lost (the
-#   table in section 2 shows what was left of it); once flushed or written with `os.write`, the
+#   table in section 1 shows what was left of it); once flushed or written with `os.write`, the
 #   kernel keeps it.
 # - fsync is for kernel crashes and power cuts, and a kill -9 sweep cannot see it: the same verdict
-#   at every crash point with and without it.
+#   at every crash point with and without it. Nor does it close the danger window.
 # - fsync is expensive: compare the medians above. So flush on the hot path, and pay for
 #   tmp + fsync + rename + directory fsync on the rare, cold path, as Codex does.
 # - A rename is atomic, not durable: without a directory fsync it may be undone by a power cut.
 # - Comments and docs can overpromise ("durably persisted"); test the claim with the failure it is
 #   about.
-#
-# ## Exercises
-#
-# **6.1** A program writes a 12-byte line and is killed by kill -9 right after. Which of these keep
-# the whole line in the file? (a) `f.write()` without `flush()`; (b) `f.write()` then `f.flush()`;
-# (c) `os.write()` on a raw descriptor; (d) `f.write()`, `f.flush()`, `os.fsync()`. Answer with a set
-# of letters, e.g. `{"a", "d"}`. The check runs each one as a real process.
-
-# %%
-answer_6_1 = None
-check("6.1", answer_6_1)
 
 # %% [markdown]
-# **6.2** On this machine, how many times slower is one append + fsync than one plain append (the
-# ratio of the medians)? Read it from the table above; the check measures it afresh and accepts an
-# answer within a factor of 2.
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures and explains.
 
 # %%
-answer_6_2 = None
-check("6.2", answer_6_2)
+quiz("Q6.1")
+
+# %%
+answer_q6_1 = None
+check("Q6.1", answer_q6_1)
+
+# %%
+quiz("Q6.2")
+
+# %%
+answer_q6_2 = None
+check("Q6.2", answer_q6_2)
+
+# %%
+quiz("Q6.3")
+
+# %%
+answer_q6_3 = None
+check("Q6.3", answer_q6_3)
 
 # %% [markdown]
-# Stuck? `solution("6.1")` prints a worked answer.
-#
+# Stuck? `solution("6.1")`, `solution("6.4")` or `solution("Q6.3")` prints a worked answer.
+
+# %% [markdown]
 # ## Further reading
 #
-# - fsync(2), Linux man-pages: what fsync covers, and the directory fsync a new file needs:
-#   https://man7.org/linux/man-pages/man2/fsync.2.html
-# - fsync(2), Apple's man page: fsync versus `F_FULLFSYNC` on macOS:
-#   https://developer.apple.com/library/archive/documentation/System/Conceptual/ManPages_iPhoneOS/man2/fsync.2.html
-# - "Explicit volatile write back cache control", the Linux kernel documentation: cache flush and
-#   FUA: https://docs.kernel.org/block/writeback_cache_control.html
-# - Firecracker, "Block device caching strategies": what a virtual disk does with a flush:
-#   https://github.com/firecracker-microvm/firecracker/blob/main/docs/api_requests/block-caching.md
-# - Tokio's `File`: flush does not reach the disk, `sync_all` does:
-#   https://docs.rs/tokio/latest/tokio/fs/struct.File.html
-# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014: how applications
-#   lose data across a crash when they skip these steps:
-#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
+# - [fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html), Linux man-pages: what fsync
+#   covers, and the directory fsync a new file needs.
+# - [fsync(2), Apple's man page](https://developer.apple.com/library/archive/documentation/System/Conceptual/ManPages_iPhoneOS/man2/fsync.2.html):
+#   fsync versus `F_FULLFSYNC` on macOS.
+# - ["Explicit volatile write back cache control"](https://docs.kernel.org/block/writeback_cache_control.html),
+#   the Linux kernel documentation: cache flush and FUA.
+# - Firecracker, ["Block device caching strategies"](https://github.com/firecracker-microvm/firecracker/blob/main/docs/api_requests/block-caching.md):
+#   what a virtual disk does with a flush.
+# - Tokio's [`File`](https://docs.rs/tokio/latest/tokio/fs/struct.File.html): flush does not reach
+#   the disk, `sync_all` does.
+# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014:
+#   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai).
+#   How applications lose data across a crash when they skip these steps.
 #
 # ---
 # [← Lesson 5: torn writes](05_torn_writes.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 7: durable tasks →](07_durable_tasks.ipynb)
