@@ -501,22 +501,23 @@ check("9.2", answer_9_2)
 
 # %% [markdown]
 # Stuck? `solution("9.2")` prints a worked answer.
-#
+
+# %% [markdown]
 # ## Further reading
 #
 # - The store contract and its suite, in this repository: `bughunt/stores/contract.py`,
 #   `bughunt/conformance.py` (`python -m bughunt.conformance --store my_store.py:MyStore`), and
 #   the grader, `bughunt/grader.py` (`python -m bughunt.grader --store my_store.py:MyStore`)
-# - fsync(2), Linux man-pages: a new or renamed file also needs its directory fsynced:
-#   https://man7.org/linux/man-pages/man2/fsync.2.html
-# - Python's `os.replace` ("the renaming will be an atomic operation"):
-#   https://docs.python.org/3/library/os.html#os.replace
-# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014: the crash states an
-#   application's writes can leave: https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
-# - LazyFS, a file system that loses unsynced writes on purpose:
-#   https://github.com/dsrhaslab/lazyfs
-# - Dan Luu, "Files are hard": https://danluu.com/file-consistency/
-# - PEP 578, Python runtime audit hooks (the grader's fence): https://peps.python.org/pep-0578/
+# - [fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html), Linux man-pages: a new or
+#   renamed file also needs its directory fsynced
+# - Python's [`os.replace`](https://docs.python.org/3/library/os.html#os.replace) ("the renaming
+#   will be an atomic operation")
+# - Pillai et al., ["All File Systems Are Not Created Equal"](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai)
+#   (ALICE), OSDI 2014: the crash states an application's writes can leave
+# - [LazyFS](https://github.com/dsrhaslab/lazyfs), a file system that loses unsynced writes on
+#   purpose
+# - Dan Luu, ["Files are hard"](https://danluu.com/file-consistency/)
+# - [PEP 578](https://peps.python.org/pep-0578/), Python runtime audit hooks (the grader's fence)
 # - Codex's newline repair, `ensure_rollout_is_newline_terminated`, in
 #   [openai/codex](https://github.com/openai/codex)
 #

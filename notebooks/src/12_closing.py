@@ -82,6 +82,8 @@ Markdown(closing.behind_the_answer(result))
 # %% [markdown]
 # ## 3. Follow-up questions
 #
+# The questions (追问) an interviewer asks next, each answered by a lesson:
+#
 # 1. *Why not kill it at random a few dozen times?* The danger window (危险窗口) is narrow: in the
 #    source text, 40 random kills (39 landed) hit one duplicate report, by luck, while the
 #    exhaustive sweep finds every point that duplicates (a row of section 1's table), every
@@ -95,6 +97,8 @@ Markdown(closing.behind_the_answer(result))
 #    "aborted" output in the prompt (never written to the rollout), and the model decides whether
 #    to call again: at most once at the harness, so the tool's own idempotency is what matters
 #    ([lesson 4](04_danger_window.ipynb)).
+
+# %% [markdown]
 # 4. *What did the experiment not cover?* A crash during recovery, two resumers at once, a full
 #    disk, a real power cut. All four are run in [lesson 8](08_beyond.ipynb): the log design
 #    survives a second crash at every pair of points, the run lock lets exactly one resumer
@@ -169,11 +173,11 @@ check("12.2", answer_12_2)
 #
 # - The lessons' own further reading; the appendix keeps the public sources in one place:
 #   [Appendix: what durability costs](99_appendix.ipynb)
-# - Pillai et al., "All File Systems Are Not Created Equal" (ALICE), OSDI 2014:
-#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
-# - Stripe, "Designing robust and predictable APIs with idempotency" (idempotency keys on the
-#   receiver's side): https://stripe.com/blog/idempotency
-# - fsync(2), Linux man-pages: https://man7.org/linux/man-pages/man2/fsync.2.html
+# - Pillai et al., ["All File Systems Are Not Created Equal"](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai)
+#   (ALICE), OSDI 2014
+# - Stripe, ["Designing robust and predictable APIs with idempotency"](https://stripe.com/blog/idempotency)
+#   (idempotency keys on the receiver's side)
+# - [fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html), Linux man-pages
 # - Codex's rollout, its newline repair and its "aborted" tool outputs:
 #   [openai/codex](https://github.com/openai/codex)
 #
