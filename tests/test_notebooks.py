@@ -126,7 +126,8 @@ def test_lesson_8_fault_tables_name_a_file_in_every_row():
 # --- learning by doing (lessons converted so far; add a lesson here when it is converted) -------
 
 LEARN_BY_DOING = ["00_start_here", "02_granularity", "03_replay_vs_snapshot", "04_danger_window",
-                  "07_durable_tasks", "08_beyond", "10_frameworks",
+                  "07_durable_tasks",
+                  "08_beyond", "10_frameworks",
                   ]
 GLOSSARY = NOTEBOOKS / "glossary.md"
 
