@@ -66,3 +66,10 @@ def test_the_code_shown_in_lesson_10_is_the_packages_own_and_holds_no_test_switc
         shown = show_source(obj)
         assert re.search(rf"^(def|class) {obj.__name__}\b", shown.code, re.M)
     assert "invoke(None" in show_source(langgraph_agent.resume_documented).code
+
+
+def test_q10_3_reinvoking_with_the_input_leaves_a_wrong_memory_the_documented_resume_does_not():
+    feedback = EXERCISES["Q10.3"].judge(False)[1]
+    assert re.search(r"re-invoked with the input, the resumed memory was wrong at [1-9]\d* of",
+                     feedback)
+    assert re.search(r"resumed the documented way, wrong at 0 of \d+, at most 1 call", feedback)
