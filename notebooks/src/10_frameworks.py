@@ -44,6 +44,7 @@
 import pandas as pd
 
 from bughunt.frameworks import dbos_agent, fake, langgraph_agent
+from bughunt.lab import durable_tasks as dt
 from bughunt.lab import frameworks as fw
 from bughunt.lab.exercises import check, solution
 from bughunt.lab.teach import quiz, show_source
@@ -76,8 +77,17 @@ show_source(dbos_agent.submit)
 show_source(dbos_agent.bughunt)
 
 # %% [markdown]
-# `ask_model` and `visit` are steps just like `submit`. Neither source text has a framework version
-# of its agent: the lab's own page loop (lesson 0) is what both agents above re-express.
+# `ask_model` and `visit` are steps just like `submit`. The second source text's runtime (lesson 7)
+# guards its side effect with a memo of its own, in the order shown here:
+
+# %%
+dt.show_text_code("tick")
+
+# %% [markdown]
+# The two orders differ. The source text writes the memo `printed-${n}` **before** it prints: a kill
+# between the two loses the print, never repeats it (at most once, 至多一次). DBOS records a step's
+# output **after** the step returns: a kill between the report and the record files it again (at
+# least once). Neither order is effectively once on its own; section 4 measures DBOS's side.
 
 # %% [markdown]
 # ## 2. Where a kill can land
