@@ -1,10 +1,13 @@
 """Lesson 8's lab layer: tables without machine paths, figures, the panel, the exercises."""
 
+import re
+
+import pytest
 from matplotlib.figure import Figure
 
 from bughunt import beyond as B
 from bughunt.lab import beyond
-from bughunt.lab.exercises import judge
+from bughunt.lab.exercises import EXERCISES, judge
 
 
 def test_tidy_removes_machine_paths_but_keeps_file_and_reason():
@@ -197,6 +200,61 @@ def test_panel_says_why_settings_cannot_run_and_swallows_nothing(monkeypatch):
     assert "Traceback" in p.out.outputs[-1]["text"] and isinstance(p.error, KeyError)
 
 
-def test_exercises_8_accept_the_truth_only():
-    assert judge("8.1", True) and not judge("8.1", False)
-    assert judge("8.2", 1) and not judge("8.2", 2)
+def test_exercises_8_accept_the_measured_truth_only():
+    assert judge("8.1", 1) and not judge("8.1", 2) and not judge("8.1", "1")
+    assert judge("8.2", True) and not judge("8.2", False) and not judge("8.2", "True")
+    broken = ["kill-keeps-acknowledged", "fsync-keeps-acknowledged"]
+    assert judge("8.3", broken) and judge("8.3", tuple(reversed(broken)))
+    assert not judge("8.3", broken[:1]) and not judge("8.3", [])
+    assert not judge("8.3", broken + ["load-reads-only"])
+    assert not judge("8.3", "kill-keeps-acknowledged, fsync-keeps-acknowledged")
+
+
+def test_transfer_8_3_is_measured_on_the_torn_snapshot_and_the_safe_design_breaks_nothing():
+    torn = beyond.conformance(beyond.TORN_SNAPSHOT)
+    assert torn.broken() == ["kill-keeps-acknowledged", "fsync-keeps-acknowledged"]
+    assert beyond.conformance(beyond.SUITE_DESIGN).broken() == []
+    table = beyond.conformance_table(torn)
+    assert "crash states" in table.columns.name and len(table) == len(beyond.contract_rules())
+
+
+def test_planted_bug_cards_show_each_diff_and_both_verdicts():
+    import pandas as pd
+    table = pd.DataFrame([
+        {"bug": "no-dir-fsync", "what it does": "skips the directory fsync", "caught by":
+         "power-loss sweep", "caught": True, "failures, with the bug": 3,
+         "failures, correct worker": 0, "conformance suite": "fsync-keeps-acknowledged"},
+        {"bug": "no-lock", "what it does": "takes no run lock", "caught by": "two resumers",
+         "caught": False, "failures, with the bug": 0, "failures, correct worker": 0,
+         "conformance suite": "no store rule broken"}]).set_index("bug")
+    text = beyond.planted_bugs(table)._repr_markdown_()
+    assert "**1. `no-dir-fsync`**" in text and "breaks `fsync-keeps-acknowledged`" in text
+    assert "**NOT caught**: 0 failures" in text and "only a sweep of real processes" in text
+    assert text.count("```diff") == 2 and "_fsync_dir" in text
+
+
+QUIZ_8 = {"Q8.1": False, "Q8.2": False, "Q8.3": False}
+
+
+@pytest.mark.parametrize("id", sorted(QUIZ_8))
+def test_quiz_8_is_judged_by_a_run_made_just_now_and_explained_with_it(id):
+    truth = QUIZ_8[id]
+    right, feedback = EXERCISES[id].judge(truth)
+    assert right, feedback
+    assert f"The statement is {'true' if truth else 'false'}." in feedback
+    assert re.search(r"(Measured|Simulated) (just now|in section)", feedback)
+    assert re.search(r"\d", feedback)
+    assert not EXERCISES[id].judge(not truth)[0] and not EXERCISES[id].judge("False")[0]
+
+
+def test_q8_1_counts_the_duplicate_report_the_lock_lets_through():
+    right, feedback = EXERCISES["Q8.1"].judge(False)
+    assert "1 went on, 1 refused as busy" in feedback and "1 duplicate report(s)" in feedback
+
+
+def test_q8_3_names_the_bugs_no_power_cut_shows():
+    seen = beyond.power_exposure()
+    assert {b for b, (wrong, _) in seen.items() if not wrong} == {
+        "repair-not-idempotent", "submit-before-intent", "no-lock"}
+    assert beyond.cuts_for_95(1, 1) == 1 and beyond.cuts_for_95(1, 2) == 5
+    assert beyond.cuts_for_95(4, 38) > beyond.cuts_for_95(37, 75)

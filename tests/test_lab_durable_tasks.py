@@ -4,11 +4,11 @@ the predict-then-run exercises."""
 import json
 import re
 
-from IPython.display import Markdown
+import pytest
 from matplotlib.figure import Figure
 
 from bughunt.lab import durable_tasks as dt
-from bughunt.lab.exercises import judge
+from bughunt.lab.exercises import EXERCISES, judge
 
 
 def test_count_story_tables_show_running_then_pending_then_terminal():
@@ -64,6 +64,15 @@ def test_reset_story_finishes_although_cut_off_more_often_than_the_limit():
     assert isinstance(dt.plot_reset(df, 3), Figure)
 
 
+def test_reset_plot_says_how_the_task_ended_and_shows_the_start_the_limit_ended():
+    faulted = dt.plot_reset(dt.reset_story(dies=3, steps=2, limit=3), 3)
+    ax = faulted.axes[0]
+    assert "faulted" in ax.get_title() and "never reaches" not in ax.get_title()
+    assert [t.get_text().split("\n")[-1] for t in ax.get_xticklabels()][-1] == "faulted"
+    completed = dt.plot_reset(dt.reset_story(dies=1, steps=2, limit=3), 3)
+    assert "completed after 2 cut-offs" in completed.axes[0].get_title()
+
+
 def test_builtin_limit_story_names_the_texts_results_and_report():
     tool = dt.builtin_limit_story("tool", limit=1)
     assert "restart_limit" in tool.iloc[-1]["result"]
@@ -105,10 +114,14 @@ def test_lock_story_shows_the_second_refused_and_the_third_waiting():
     assert not re.search(r"/tmp/|/root/", df.to_string())
 
 
-def test_the_code_on_screen_is_the_packages_own():
-    from bughunt.durable import runtime
-    code = dt.show_source(runtime._tool_execute)
-    assert isinstance(code, Markdown) and code.data.startswith("```python\ndef _tool_execute")
+def test_the_source_texts_code_is_shown_verbatim_as_typescript_beside_the_labs():
+    seed_lines = {"recover": "const restarts = (record.restarts ?? 0) + 1;",
+                  "tick": "if ((await runtime.memo(`printed-${n}`, taskContext)) === undefined) {",
+                  "execute": 'if (replay === "safe" && tool?.replay === "safe") {'}
+    for name, line in seed_lines.items():
+        shown = dt.show_text_code(name)
+        assert line in shown.code and "```typescript\n" in shown._repr_markdown_()
+        assert "Pi's `packages/durable/" in shown.title
 
 
 def test_peers_table_cites_public_sources_only():
@@ -131,7 +144,37 @@ def test_panel_runs_the_stories_with_the_chosen_settings():
 
 def test_exercises_7_accept_the_measured_truth_only():
     assert judge("7.1", [1, 2, 3, 5]) and not judge("7.1", [1, 2, 3, 4, 5])
-    assert judge("7.2", False) and not judge("7.2", True)
-    assert judge("7.3", "faulted") and not judge("7.3", "completed")
-    assert judge("7.4", 2) and not judge("7.4", 3)
-    assert judge("7.5", (0, "failed")) and not judge("7.5", (1, "failed"))
+    assert not judge("7.1", "1, 2, 3, 5")
+    assert judge("7.2", (0, "failed")) and not judge("7.2", (1, "failed"))
+    assert judge("7.2", [0, "Failed"]) and not judge("7.2", (0, "completed"))
+    assert not judge("7.2", 0)
+    assert judge("7.3", False) and not judge("7.3", True) and not judge("7.3", 0)
+    assert judge("7.4", "faulted") and not judge("7.4", "completed")
+    assert judge("7.5", 2) and not judge("7.5", 3)
+
+
+QUIZ_7 = {"Q7.1": False, "Q7.2": False, "Q7.3": True, "Q7.4": False}
+
+
+@pytest.mark.parametrize("id", sorted(QUIZ_7))
+def test_quiz_7_is_judged_by_a_run_made_just_now_and_explained_with_it(id):
+    truth = QUIZ_7[id]
+    right, feedback = EXERCISES[id].judge(truth)
+    assert right, feedback
+    assert f"The statement is {'true' if truth else 'false'}." in feedback
+    assert "Measured just now" in feedback and re.search(r"\d", feedback)
+    assert not EXERCISES[id].judge(not truth)[0]
+    assert not EXERCISES[id].judge("False")[0]
+
+
+def test_quiz_7_verdict_follows_the_measurement(monkeypatch):
+    """Were a clean close counted as a restart, "a close counts like a crash" would be true."""
+    import pandas as pd
+    counted = pd.DataFrame([{"how the process ended": "clean close", "status on disk": "pending",
+                             "after the next open": "pending", "n": 2, "restarts": 1},
+                            {"how the process ended": "crash (SIGKILL)",
+                             "status on disk": "running", "after the next open": "pending",
+                             "n": 2, "restarts": 1}]).set_index("how the process ended")
+    monkeypatch.setattr(dt, "close_vs_crash", lambda: counted)
+    right, feedback = EXERCISES["Q7.2"].judge(True)
+    assert right and "restarts = 1, after SIGKILL" in feedback

@@ -126,7 +126,7 @@ def test_lesson_8_fault_tables_name_a_file_in_every_row():
 # --- learning by doing (lessons converted so far; add a lesson here when it is converted) -------
 
 LEARN_BY_DOING = ["00_start_here", "02_granularity", "03_replay_vs_snapshot", "04_danger_window",
-                  "11_call_in_flight"]
+                  "11_call_in_flight", "07_durable_tasks", "08_beyond", "10_frameworks"]
 LEARN_BY_DOING += ["01_killed_at_page_7", "05_torn_writes", "06_kill9_vs_power_loss"]
 LEARN_BY_DOING += ["09_your_own_store"]
 #: The closing runs no new experiment: the same scaffolding, no predictions or quiz of its own.

@@ -18,11 +18,16 @@ from IPython.display import HTML, Image
 
 from .. import beyond as B
 from ..config import RunConfig
-from ..experiment import crash_points, run_worker
+from ..conformance import Report, conform
+from ..experiment import crash_point, crash_points, run_worker, work_dir
+from ..instruments import mutants
 from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
+from ..stores.contract import RULES
+from . import results
 from .exercises import exercise
 from .panel import KNOBS
 from .style import COLORS, new_figure, png
+from .teach import Measured, assess, statement
 
 #: Small sites keep the sweeps of this lesson within a minute; the shape of the results is the same.
 CHAIN = B.SAFE.replace(pages=3)
@@ -38,7 +43,9 @@ def tidy(message: str) -> str:
 
 # --- crash during recovery -----------------------------------------------------------------------
 
+@results.memoized
 def chain(config: RunConfig = CHAIN, progress=None):
+    """Every (first crash, second crash) pair of `config`, as a DataFrame (once per kernel)."""
     import pandas as pd
 
     df = pd.DataFrame(B.chain_sweep(config, progress=progress))
@@ -337,10 +344,72 @@ def _zero_line(b: bytes, n: int) -> bytes:
 
 # --- planted bugs --------------------------------------------------------------------------------
 
+@results.memoized
 def bugs(pages: int = 3, progress=None):
+    """Each planted bug against the check meant to catch it, with the conformance suite's
+    verdict (once per kernel)."""
     import pandas as pd
 
     return pd.DataFrame(B.planted_bugs(pages=pages, progress=progress)).set_index("bug")
+
+
+class PlantedBugs:
+    """Each planted bug as its diff, beside what the lab's checks said about it: the sweep meant
+    to catch it (failures with the bug, and on the correct worker) and the conformance suite."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def cards(self) -> list[tuple[str, str, str]]:
+        """(heading, verdicts, diff) per bug, every figure from `table`, every diff from the
+        mutant's patch applied to the real source now."""
+        out = []
+        for i, (bug, row) in enumerate(self.table.iterrows(), 1):
+            caught = "caught" if row["caught"] else "NOT caught"
+            suite = row["conformance suite"]
+            suite = ("no store rule broken: only a sweep of real processes can see it"
+                     if suite == "no store rule broken"
+                     else "breaks " + ", ".join(f"`{r}`" for r in suite.split(", ")))
+            verdicts = (f"| {row['caught by']} | the conformance suite |\n|---|---|\n"
+                        f"| **{caught}**: {row['failures, with the bug']} failures with the bug, "
+                        f"{row['failures, correct worker']} on the correct worker | {suite} |")
+            out.append((f"**{i}. `{bug}`**: {row['what it does']}", verdicts, mutants.diff(bug)))
+        return out
+
+    def _repr_markdown_(self) -> str:
+        return "\n\n".join(f"{head}\n\n{verdicts}\n\n```diff\n{diff.rstrip()}\n```"
+                           for head, verdicts, diff in self.cards())
+
+    def __repr__(self) -> str:
+        return "\n\n".join(f"{head}\n{verdicts}\n{diff.rstrip()}"
+                           for head, verdicts, diff in self.cards())
+
+
+def planted_bugs(table) -> PlantedBugs:
+    return PlantedBugs(table)
+
+
+# --- the store contract and its conformance suite -------------------------------------------------
+
+def contract_rules():
+    """The store contract's promises, by the id the conformance suite checks them under."""
+    import pandas as pd
+
+    return pd.DataFrame([{"rule": rule, "the store promises": text}
+                         for rule, text in RULES.items()]).set_index("rule")
+
+
+@results.memoized
+def conformance(config: RunConfig) -> Report:
+    """The conformance suite on the lab's store `config` names: every crash state of a run."""
+    return conform(config)
+
+
+def conformance_table(report: Report):
+    """One row per rule: how many crash states checked it, violations, the first one in words."""
+    table = report.table()
+    table.columns.name = f"{report.store}: {report.states} crash states"
+    return table
 
 
 # --- the panel -----------------------------------------------------------------------------------
@@ -581,29 +650,144 @@ def panel() -> BeyondPanel:
 
 # --- exercises -----------------------------------------------------------------------------------
 
-@exercise("8.1", "The snapshot store writes atomically (temp file, rename) but never fsyncs. Can a "
-          "power cut lose a page whose commit had already returned? Answer True or False.",
-          "True. The rename and the data are only in the page cache until an fsync; a power cut "
-          "can leave the old snapshot (or none at all). kill -9 could never show this: the kernel "
-          "keeps what a killed process wrote. Only fsync of the file and of the directory makes "
-          "a returned commit survive a power cut.")
-def _ex_8_1(answer):
-    v = B.Variant("check", RunConfig(store="snapshot", intent=False, fsync="never", pages=3))
-    truth = B.power_summary(B.power_loss_sweep(v, samples_per_cut=1))[
-        "states losing committed pages"] > 0
-    if answer is truth:
-        return True, "The simulation found power-cut states that lose committed pages."
-    return False, "What makes a rename survive a power cut?"
+#: The design section 6 puts through the conformance suite: the safe one, fsync always.
+SUITE_DESIGN = B.SAFE.replace(fsync="always")
+#: Exercise 8.3's store: the snapshot written in place (torn mode), fsync always.
+TORN_SNAPSHOT = RunConfig(store="snapshot", intent=False, write_mode="torn", fsync="always")
 
 
-@exercise("8.2", "Two workers resume the same run at the same moment, with the run lock. How many "
-          "of them go on to work on the run?",
+@exercise("8.1", "Two workers resume the same run at the same moment, with the run lock. How many "
+          "of them go on to work on the run? Predict a number.",
           "1. The first to take the flock holds it as long as its lock file stays open: until it "
           "ends, even by SIGKILL, unless a child it forked still holds the file. The other exits "
           "75, 'run is busy'. Without the lock both work, and the log gets every event twice with "
           "the same sequence numbers.")
-def _ex_8_2(answer):
+def _ex_8_1(answer):
     r = B.two_resumers(RACE.replace(pages=3), trials=1)[0]
-    if answer == r["proceeded"]:
-        return True, f"Measured just now: exits {r['exits']}."
-    return False, "What does flock do to the second process?"
+    c = assess(answer, r["proceeded"], what="workers that went on")
+    return c.right, c.text + f" Exit codes: {r['exits']} (75: run is busy)." + (
+        "" if c.right else " What does flock do to the second process?")
+
+
+@exercise("8.2", "The snapshot store writes atomically (temp file, rename) but never fsyncs. Can a "
+          "power cut lose a page whose commit had already returned? Predict True or False.",
+          "True. The rename and the data are only in the page cache until an fsync; a power cut "
+          "can leave the old snapshot (or none at all). kill -9 could never show this: the kernel "
+          "keeps what a killed process wrote. Only fsync of the file and of the directory makes "
+          "a returned commit survive a power cut.")
+def _ex_8_2(answer):
+    v = B.Variant("check", RunConfig(store="snapshot", intent=False, fsync="never", pages=3))
+    s = B.power_summary(B.power_loss_sweep(v, samples_per_cut=1))
+    truth = s["states losing committed pages"] > 0
+    c = assess(answer, truth, what="a committed page can be lost")
+    return c.right, c.text + (f" Simulated just now: {s['states losing committed pages']} of "
+                              f"{s['states explored']} power-cut states of a 3-page run lose a "
+                              "committed page.") + ("" if c.right else " What makes a rename "
+                                                   "survive a power cut?")
+
+
+@exercise("8.3", "Transfer: the snapshot store writing its snapshot in place (write mode torn), "
+          "fsync always. Which rules of the store contract does the conformance suite find "
+          "broken? Predict a list of rule ids ([] for none).",
+          "['kill-keeps-acknowledged', 'fsync-keeps-acknowledged']. Written in place, the "
+          "snapshot is first truncated, then rewritten: a kill -9 (or a power cut) in between "
+          "leaves no usable snapshot, and recovery starts from page 1 although commits had "
+          "returned. What it returns is still a state the run passed through (the start), so "
+          "crash-leaves-a-real-state holds; fsync makes no difference, the old snapshot is "
+          "already gone. The atomic write (temp file, fsync, rename) breaks no rule.")
+def _ex_8_3(answer):
+    report = conformance(TORN_SNAPSHOT)
+    truth = report.broken()
+    if not isinstance(answer, (list, tuple, set)):
+        return False, f"Answer with a list of rule ids (from the table above). Measured: {truth}."
+    c = assess(list(answer), truth, what="rules broken")
+    unknown = sorted(set(answer) - set(RULES))
+    first = report.first(truth[0]) if truth else None
+    return c.right, c.text + (f" No such rule: {unknown}." if unknown else "") + (
+        f" The first violation: {first}." if first and not c.right else "")
+
+
+# --- common wrong statements, each answered by a run made just now ---------------------------------
+
+@statement("Q8.1", "The run lock prevents duplicate reports when two workers resume the same "
+           "crashed run.",
+           "False. The lock lets one resumer in and turns the other away, so the log never "
+           "forks. But the one that gets in still redoes the page the killed worker was on; if "
+           "the kill fell in the danger window, that redo files the report again. Only the "
+           "idempotency key makes the redo harmless.")
+def _q8_1():
+    config = RACE.replace(idempotency_key=False)
+    with work_dir(in_memory=True) as base:
+        r = B.two_resumers_trial(config, crash_point(config, "p3.after_submit"), base / "race")
+    return Measured(r["duplicate_reports"] == 0,
+                    f"Measured just now: a run killed at p3.after_submit (key off), two resumers "
+                    f"started together with the lock: exits {r['exits']} ({r['proceeded']} went "
+                    f"on, {r['refused_busy']} refused as busy), {r['duplicate_events']} repeated "
+                    f"events in the log, and {r['duplicate_reports']} duplicate report(s) in the "
+                    "tracker.")
+
+
+@statement("Q8.2", "A crash during recovery is a new kind of crash: recovery needs code of its "
+           "own to survive it.",
+           "False. Here recovery is the normal start-up path: read the files, repair the tail, "
+           "append. It keeps no state of its own that a second crash could leave half done, so "
+           "a crash inside it is one more crash like any other, and the next start handles it.")
+def _q8_2():
+    df = chain()
+    s = B.chain_summary(df.to_dict("records"))
+    in_recovery = int(df["second"].isin(B.RECOVERY_POINTS).sum())
+    return Measured(s["correct"] < s["pairs"],
+                    f"Measured in section 1's sweep ({describe(CHAIN)}): {s['correct']} of "
+                    f"{s['pairs']} (first crash, second crash) pairs correct, {in_recovery} of "
+                    f"them killed inside recovery itself; {s['differs from a single resume']} "
+                    "ended differently from a single crash and resume.")
+
+
+#: The configurations the power-loss simulation runs each planted bug on: both stores, fsync
+#: always, the key on (as the safe design has it).
+POWER_EXPOSURE = {"snapshot": RunConfig(store="snapshot", intent=False, fsync="always", pages=4),
+                  "log": RunConfig(store="log", intent=True, fsync="always", pages=4)}
+
+
+@results.memoized
+def power_exposure() -> dict:
+    """For each planted bug: of every state a power cut may leave (both stores), how many end
+    wrong after recovery (a committed page lost, a duplicate, a three-way failure)."""
+    out = {}
+    for bug in mutants.MUTANTS:
+        wrong = states = 0
+        for config in POWER_EXPOSURE.values():
+            recs = B.power_loss_sweep(B.Variant(bug, config, bug), samples_per_cut=1)
+            wrong += sum(not r["correct"] for r in recs)
+            states += len(recs)
+        out[bug] = (wrong, states)
+    return out
+
+
+def cuts_for_95(wrong: int, states: int) -> int:
+    """Random cuts, each landing on one of `states` at random, needed to see one of `wrong` with
+    95% probability."""
+    import math
+
+    p = wrong / states
+    return 1 if p >= 1 else math.ceil(math.log(0.05) / math.log(1 - p))
+
+
+@statement("Q8.3", "Pulling the plug at random, often enough, would find every one of these "
+           "planted bugs.",
+           "False. A power cut shows only what the disk kept. Bugs about two processes at once, "
+           "the order of two steps, or the bytes a second resume writes leave every power-cut "
+           "state correct: no number of plug pulls shows them. Each needs its own check. And "
+           "the rarer a bug's bad states, the more random cuts it takes to land on one, where "
+           "enumerating every state finds it in one pass.")
+def _q8_3():
+    seen = power_exposure()
+    shown = {b: ws for b, ws in seen.items() if ws[0]}
+    hidden = [b for b, ws in seen.items() if not ws[0]]
+    found = "; ".join(f"{b} in {w} of {n} states (about {cuts_for_95(w, n)} random cuts, each "
+                      "landing on one of them, to see it with 95% probability)"
+                      for b, (w, n) in shown.items())
+    return Measured(not hidden,
+                    f"Simulated just now: every state a power cut may leave, at every moment of "
+                    f"a 4-page run, on both stores, with each planted bug. It shows {found}; "
+                    f"{', '.join(hidden) or 'none'}: in no state at all.")

@@ -9,24 +9,23 @@ checked read-only connection, which changes no byte, at each moment the lesson s
 from __future__ import annotations
 
 import html
-import inspect
 import json
 import re
 import subprocess
 import sys
 import tempfile
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import HTML, Image, Markdown
+from IPython.display import HTML, Image
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Rectangle
 
 from ..durable import DEFAULT_RESTART_LIMIT, DurableStore, read_only_connection, read_tasks
 from ..durable.examples import PAUSE_BANNER, TOOL_CRASH_POINTS, WAIT_BANNER
 from .exercises import exercise
+from .teach import Measured, assess, show_code, statement
 from .style import COLORS, new_figure, png
 
 COLUMNS = ["id", "kind", "status", "restarts", "phase", "n", "replay", "memos", "outcome"]
@@ -102,9 +101,57 @@ def text_query(db: Path, sql: str):
     return df.astype(object).where(df.notna(), "—")
 
 
-def show_source(obj) -> Markdown:
-    """The lab's own code for `obj`, as the package has it (read with inspect)."""
-    return Markdown(f"```python\n{textwrap.dedent(inspect.getsource(obj))}```")
+#: The source text's code (its "源码对照", source side by side), verbatim: Pi's TypeScript runtime.
+#: Lesson 7 shows each beside the lab's Python version of the same rule.
+TEXT_CODE = {
+    "recover": ("packages/durable/src/harness/scheduler.ts:453", '''
+if (record.state.status === "running") {
+  const restarts = (record.restarts ?? 0) + 1;
+  const pending = withState(record, { status: "pending", checkpoint: record.state.checkpoint });
+  tx.setTask({ ...pending, restarts } as AnyTaskRecord);
+}
+'''),
+    "tick": ("packages/durable/test/examples/12-recovery.ts:26", '''
+tick: async (task, runtime, taskContext) => {
+  const n = task.state.checkpoint.n;
+  // …
+  if ((await runtime.memo(`printed-${n}`, taskContext)) === undefined) {
+    await runtime.memo(`printed-${n}`, true, taskContext);
+    console.log(`tick ${n}`);
+  }
+  // …
+  if (n === task.input.to) {
+    await runtime.commit(
+      () => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }),
+      taskContext,
+    );
+    return;
+  }
+  await runtime.sleepUntil(runtime.now() + 50, { phase: "tick", n: n + 1 }, taskContext);
+},
+'''),
+    "execute": ("packages/durable/src/harness/tool.ts:202", '''
+execute: async (task, runtime, context) => {
+  const { arguments: args, replay } = task.state.checkpoint;
+  const call = await readCall(runtime, task.input, context);
+  if (cutOffTooOften(task, runtime)) return endCutOff(runtime, task, call, context);
+  const tool = await resolveTool(runtime, task.input, call.name, context);
+  if (replay === "safe" && tool?.replay === "safe") {
+    // …
+    return run(runtime, task.input, call, tool, args, context);
+  }
+  const message = `Tool ${call.name} was interrupted and may have partially run`;
+  const ending = { status: "failed", message } as const;
+  await settleFromSlot(runtime, task.input, call, { tool }, ending, "interrupted", message, context);
+},
+'''),
+}
+
+
+def show_text_code(name: str):
+    """The source text's TypeScript for `name` ("recover", "tick", "execute"), as it quotes it."""
+    where, code = TEXT_CODE[name]
+    return show_code(code, f"The source text's version: Pi's `{where}`", language="typescript")
 
 
 # --- count to 5 ----------------------------------------------------------------------------------
@@ -309,22 +356,39 @@ def reset_story(dies: int = 2, steps: int = 3, limit: int = 3):
 
 
 def plot_reset(df, limit: int = 3):
-    """Restarts in a row (reset by progress) against cut-offs in total, per step the runtime ran."""
+    """Restarts in a row (reset by progress) against cut-offs in total, per step the runtime ran;
+    if the limit ended the task, the start where it did, with the count it found there."""
     runs = df[df["step"] != "—"].reset_index(drop=True)
+    ended = df.iloc[-1]["what happened"]
     fig, ax = new_figure(9, 3.6)
     x = list(range(1, len(runs) + 1))
     bars = ax.bar(x, runs["restarts in a row"], color=COLORS["blue"],
                   label="restarts in a row when the step started (the runtime's count)")
     ax.bar_label(bars, fontsize=8)
-    ax.plot(x, runs["cut-offs in total"], marker="o", color=COLORS["orange"],
+    labels = [f"{i}\nstep {step}\n{what}" for i, (step, what) in
+              enumerate(zip(runs["step"], runs["what happened"]), start=1)]
+    if ended == "task faulted":
+        # The last start ran no step: the runtime found the count at the limit and ended the task.
+        count = int(runs["restarts in a row"].iloc[-1]) + 1
+        last = ax.bar([len(x) + 1], [count], color=COLORS["red"], hatch="//", edgecolor="white",
+                      label="the start where the count in a row reached the limit: no step ran")
+        ax.bar_label(last, fontsize=8)
+        labels.append(f"{len(x) + 1}\n(no step)\nfaulted")
+        x = x + [len(x) + 1]
+        title = (f"No progress: the count in a row reaches the limit ({limit}), and the task "
+                 "ends faulted")
+    else:
+        title = (f"Progress resets the count in a row: {ended} after "
+                 f"{df.iloc[-1]['cut-offs in total']} cut-offs, more than the limit")
+    ax.plot(range(1, len(runs) + 1), runs["cut-offs in total"], marker="o",
+            color=COLORS["orange"],
             label="cut-offs in total, after this start (a count that never resets)")
     ax.axhline(limit, color=COLORS["red"], linestyle="--", label=f"restart limit {limit}")
-    ax.set_xticks(x, [f"{i}\nstep {step}\n{what}" for i, (step, what) in
-                      enumerate(zip(runs["step"], runs["what happened"]), start=1)], fontsize=8)
-    ax.set_ylim(0, max(limit, int(runs["cut-offs in total"].max())) + 1.5)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylim(0, max(limit, int(runs["cut-offs in total"].max())) + 2.5)
     ax.set_xlabel("each start of a step, in order (killed = SIGKILL inside the step)")
     ax.set_ylabel("count (restarts)")
-    ax.set_title("Progress resets the count in a row: the task never reaches the limit")
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     return fig
 
@@ -736,60 +800,15 @@ def panel() -> DurablePanel:
 def _ex_7_1(answer):
     story = count_story(4, where="before-print")
     truth = story.printed["first"] + story.printed["resume"]
+    if not isinstance(answer, (list, tuple)):
+        return False, f"Answer with a list of ticks, e.g. [1, 2, 3]. Measured just now: {truth}."
     if list(answer) == truth:
         return True, f"Measured just now: {truth}."
     return False, (f"Measured just now: {truth}, you predicted {list(answer)}. Which of memo and "
                    "print comes first in the tick step?")
 
 
-@exercise("7.2", "A tool was declared replay 'unsafe' when its intent was recorded; after an "
-          "upgrade it is declared 'safe'. The process was killed inside the tool. Does the tool "
-          "run again after the restart? Predict True or False.",
-          "False. Recovery re-runs a tool only if the policy stored with the intent AND the "
-          "current declaration are both 'safe': the old intent was recorded under a promise that "
-          "did not allow a re-run, and an upgrade cannot change what the old attempt already did.")
-def _ex_7_2(answer):
-    cell = replay_cell("unsafe", "safe")
-    truth = cell["tool ran again"]
-    said = f"Measured just now: notes.txt has {cell['notes.txt lines']} line(s), {cell['result']}."
-    if answer is truth:
-        return True, said
-    return False, said + " Both the stored and the current policy must be 'safe' for a re-run."
-
-
-@exercise("7.3", "With --restart-limit 3, a flaky task has 2 steps, and each step dies 3 times "
-          "before it gets through (flaky --dies 3 --steps 2). Does the task finish 'completed' "
-          "or end 'faulted'? Predict one of the two words.",
-          "'faulted'. The first step dies at restarts 0, 1 and 2; at the fourth start its count "
-          "in a row is 3, the limit, so the runtime ends the task instead of running the step. "
-          "Progress would have reset the count, but the step never got through.")
-def _ex_7_3(answer):
-    df = reset_story(dies=3, steps=2, limit=3)
-    truth = df.iloc[-1]["what happened"].split()[-1]
-    said = f"Measured just now: task {truth} after {df.iloc[-1]['cut-offs in total']} cut-offs."
-    if str(answer).strip().lower() == truth:
-        return True, said
-    return False, said + " Count the restarts in a row the first step reaches."
-
-
-@exercise("7.4", "A model request is killed mid-stream at every attempt, with 1 retry "
-          "(generate --retries 1 --crash-mid-stream, started until the task ends). How many "
-          "requests does the provider bill? Predict a number.",
-          "2. Attempt 1 is killed; the next process counts it as failed, keeps the half answer "
-          "as an aborted entry and sends attempt 2 after the backoff; attempt 2 is killed too; "
-          "the retries are used up, so the next process ends the task with runFailure (reason "
-          "interrupted) without sending a third request.")
-def _ex_7_4(answer):
-    gen = generation_story("exhaust", retries=1)
-    truth = len(gen["requests"])
-    said = (f"Measured just now: {truth} requests billed; the task ended "
-            f"{gen['outcome']['message']} ({gen['outcome']['reason']}).")
-    if answer == truth:
-        return True, said
-    return False, said + " Count attempts: the first one plus the retries."
-
-
-@exercise("7.5", "The tool probe (replay 'unsafe') is killed right after its intent {execute} "
+@exercise("7.2", "The tool probe (replay 'unsafe') is killed right after its intent {execute} "
           "is committed, before the tool starts. After the restart, how many lines does "
           "notes.txt have, and is the tool's result 'completed' or 'failed'? Predict a tuple, "
           "e.g. (1, 'completed').",
@@ -797,10 +816,119 @@ def _ex_7_4(answer):
           "intent, which says the tool may have started. An unsafe tool is not re-run, so the "
           "model is told it 'was interrupted and may have partially run' although nothing "
           "happened: honest uncertainty.")
-def _ex_7_5(answer):
+def _ex_7_2(answer):
     story = tool_story("unsafe", crash_at="after-intent")
     truth = (len(story.notes), story.result["status"])
-    said = f"Measured just now: {truth}."
-    if tuple(answer) == truth:
+    said = f"Measured just now: {truth[0]} line(s) in notes.txt, the tool's result {truth[1]!r}."
+    if not isinstance(answer, (list, tuple)) or len(answer) != 2:
+        return False, "Answer with a tuple: (lines, 'completed' or 'failed'). " + said
+    if answer[0] == truth[0] and str(answer[1]).strip().lower() == truth[1]:
         return True, said
     return False, said + " What does recovery know about a tool whose intent is recorded?"
+
+
+@exercise("7.3", "A tool was declared replay 'unsafe' when its intent was recorded; after an "
+          "upgrade it is declared 'safe'. The process was killed inside the tool. Does the tool "
+          "run again after the restart? Predict True or False.",
+          "False. Recovery re-runs a tool only if the policy stored with the intent AND the "
+          "current declaration are both 'safe': the old intent was recorded under a promise that "
+          "did not allow a re-run, and an upgrade cannot change what the old attempt already did.")
+def _ex_7_3(answer):
+    cell = replay_cell("unsafe", "safe")
+    truth = cell["tool ran again"]
+    said = f"Measured just now: notes.txt has {cell['notes.txt lines']} line(s), {cell['result']}."
+    if not isinstance(answer, bool):
+        return False, "Answer True or False (without quotes). " + said
+    if answer is truth:
+        return True, said
+    return False, said + " Both the stored and the current policy must be 'safe' for a re-run."
+
+
+@exercise("7.4", "Transfer: with --restart-limit 3, a flaky task has 2 steps, and each step dies "
+          "3 times before it gets through (flaky --dies 3 --steps 2). Does the task finish "
+          "'completed' or end 'faulted'? Predict one of the two words.",
+          "'faulted'. The first step dies at restarts 0, 1 and 2; at the fourth start its count "
+          "in a row is 3, the limit, so the runtime ends the task instead of running the step. "
+          "Progress would have reset the count, but the step never got through.")
+def _ex_7_4(answer):
+    df = reset_story(dies=3, steps=2, limit=3)
+    truth = df.iloc[-1]["what happened"].split()[-1]
+    c = assess(answer, truth, what="the task ended")
+    said = f" The task was cut off {df.iloc[-1]['cut-offs in total']} times in all."
+    return c.right, c.text + said + ("" if c.right else " Count the restarts in a row the first "
+                                     "step reaches.")
+
+
+@exercise("7.5", "Transfer: a model request is killed mid-stream at every attempt, with 1 retry "
+          "(generate --retries 1 --crash-mid-stream, started until the task ends). How many "
+          "requests does the provider bill? Predict a number.",
+          "2. Attempt 1 is killed; the next process counts it as failed, keeps the half answer "
+          "as an aborted entry and sends attempt 2 after the backoff; attempt 2 is killed too; "
+          "the retries are used up, so the next process ends the task with runFailure (reason "
+          "interrupted) without sending a third request.")
+def _ex_7_5(answer):
+    gen = generation_story("exhaust", retries=1)
+    truth = len(gen["requests"])
+    c = assess(answer, truth, what="requests billed")
+    said = f" The task ended {gen['outcome']['message']} ({gen['outcome']['reason']})."
+    return c.right, c.text + said + ("" if c.right else " Count attempts: the first one plus "
+                                     "the retries.")
+
+
+# --- common wrong statements, each answered by a run made just now --------------------------------
+
+@statement("Q7.1", "After a crash, a task carries on from the line of its step where the process "
+           "died.",
+           "False. The checkpoint records which step to enter, not how far inside it the task "
+           "got. The resume runs the whole step again from its start; only a memo keeps what the "
+           "step already did from happening twice.")
+def _q7_1():
+    story = count_story(2, where="before-print")
+    n = story.moments["after the crash"].iloc[0]["n"]
+    resumed = story.printed["resume"]
+    return Measured(2 in resumed, f"Measured just now: count to 5 killed between tick 2's memo "
+                    f"and its print, so the next line would have printed tick 2. The stored "
+                    f"checkpoint still said n = {n}, and the resumed process printed {resumed}: "
+                    "it entered tick 2's step from its start, found the memo printed-2 set, and "
+                    "skipped the print (lost, never doubled).")
+
+
+@statement("Q7.2", "A clean close counts as a restart, just like a crash.",
+           "False. Both put the task back to pending with its checkpoint kept, but only a real "
+           "cut-off counts toward the crash-loop limit: a close is the runtime's own decision, "
+           "so nothing went wrong.")
+def _q7_2():
+    df = close_vs_crash()
+    close, crash = (int(df.loc[how, "restarts"]) for how in ("clean close", "crash (SIGKILL)"))
+    return Measured(close >= 1, f"Measured just now: count stopped after tick 2, then opened "
+                    f"again: after a clean close restarts = {close}, after SIGKILL restarts = "
+                    f"{crash}. On disk before the open: {df.loc['clean close', 'status on disk']} "
+                    f"vs {df.loc['crash (SIGKILL)', 'status on disk']}.")
+
+
+@statement("Q7.3", "Opening a crashed database read-only, just to look, changes no byte of it.",
+           "True. A read-only open sees the task as the crash left it (still running), refuses "
+           "commits and resume, and writes nothing: it is how to inspect a crashed run without "
+           "recovering it.")
+def _q7_3():
+    proof = read_only_proof()
+    return Measured(proof["unchanged"], f"Measured just now: after a kill, a read-only open saw "
+                    f"the task {proof['status seen']!r}; the bytes of "
+                    f"{' and '.join(proof['files'])} were "
+                    f"{'unchanged' if proof['unchanged'] else 'CHANGED'}; it refused "
+                    f"{sum('allowed' not in r for r in proof['refused'])} of 2 writes (commit, "
+                    "resume).")
+
+
+@statement("Q7.4", "After a crash mid-stream, the retry sends the model its half answer, so it "
+           "can carry on from there.",
+           "False. The half answer is kept in the task's result as an aborted entry, never sent: "
+           "the retry sends exactly the messages of the first attempt.")
+def _q7_4():
+    gen = generation_story("crash")
+    requests = gen["requests"]
+    same = requests["digest"].nunique() == 1
+    aborted = gen["outcome"]["result"]["aborted"]
+    return Measured(not same, f"Measured just now: {len(requests)} requests on the provider's "
+                    f"bill, with {'the same' if same else 'different'} messages (digest); the "
+                    f"half answer is in the result as aborted: {aborted[0]['text']!r}.")

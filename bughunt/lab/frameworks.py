@@ -35,6 +35,7 @@ from ..frameworks.sweep import (SweepResult, SweepSettings, default_workers, sel
 from . import results
 from .exercises import exercise
 from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+from .teach import Measured, assess, statement
 
 #: Every point in the agent's code, and every framework write once it is committed.
 POINTS = "user,framework.*.committed*"
@@ -765,32 +766,123 @@ def panel() -> FrameworkPanel:
 
 # --- exercises -----------------------------------------------------------------------------------
 
+#: The points of exercise 10.1: LangGraph in sync mode, documented resume, no key (section 3's).
+def _sync_user_records():
+    (res,) = run_sweeps({"sync": FRAMEWORKS["LangGraph sync"]}, points=COMPARE_POINTS).values()
+    return [r for r in res.records if r.kind == "user"]
+
+
 @exercise("10.1", "LangGraph in 'sync' mode, resumed the documented way, no idempotency key: at how "
           "many crash points in the agent's own code (right after a model call, a visit or a "
-          "report) is a report filed twice? Answer with a number.",
+          "report) is a report filed twice? Predict a number.",
           "3: the three points right after a report is filed (submit.after#1, #2, #3). The "
           "submit node's results are not saved yet, so the resume runs the node again. After a "
           "model call or a visit the node that runs again files nothing. With the key on, 0.")
 def _ex_10_1(answer):
-    (res,) = run_sweeps({"sync": FRAMEWORKS["LangGraph sync"]}, points=COMPARE_POINTS).values()
-    truth = summarize([r for r in res.records if r.kind == "user"])["duplicate_points"]
-    if answer == truth:
-        return True, f"Measured: {truth} points, all right after a report."
-    return False, "Where is the report filed, and when are the node's results saved?"
+    records = _sync_user_records()
+    dup = sorted((r for r in records if r.duplicate_reports), key=lambda r: r.order)
+    c = assess(answer, len(dup), what="points with a duplicate report")
+    return c.right, c.text + (f" Measured at {len(records)} points of the agent's code; the "
+                              f"duplicates: {', '.join(r.point for r in dup) or 'none'}.") + (
+        "" if c.right else " Where is the report filed, and when are the node's results saved?")
+
+
+#: Exercise 10.2's kill: right after the visit node of page 1 has its writes saved.
+NEXT_EMPTY_POINT = "framework.put_writes.visit.committed#1"
 
 
 @exercise("10.2", "A LangGraph process is killed right after the visit node of page 1 has its writes "
           "saved, before the step's checkpoint. The next process calls get_state() and, seeing "
           "an empty .next, believes the run finished. How many bug reports are missing from the "
-          "tracker? Answer with a number.",
+          "tracker? Predict a number.",
           "3: all of them (pages 3, 7 and 10). .next lists only tasks without saved writes, so it "
           "is empty between a node's saved writes and the next checkpoint; the resume returns at "
           "once. The documented invoke(None, config) would have carried on.")
 def _ex_10_2(answer):
     probe = run_sweeps({"probe": RESUMES["LangGraph: empty .next = done"]},
                        points=RESUME_POINTS["langgraph"])["probe"]
-    point = "framework.put_writes.visit.committed#1"
-    (rec,) = [r for r in probe.records if r.point == point]
-    if answer == rec.lost_reports:
-        return True, f"Measured at {point}: {rec.lost_reports} reports lost, tracker {rec.tracker_pages}."
-    return False, "What does .next contain when a node's writes are saved but no new checkpoint is?"
+    (rec,) = [r for r in probe.records if r.point == NEXT_EMPTY_POINT]
+    c = assess(answer, rec.lost_reports, what="reports missing")
+    return c.right, c.text + f" Measured at {NEXT_EMPTY_POINT}: the tracker holds pages " \
+        f"{rec.tracker_pages}." + ("" if c.right else " What does .next contain when a node's "
+                                   "writes are saved but no new checkpoint is?")
+
+
+#: Exercise 10.3, the transfer: LangGraph's `exit` mode with the key on (the lesson shows `exit`
+#: without the key only), killed right after page 7's report.
+EXIT_WITH_KEY = SweepSettings("langgraph", "exit", "documented", True)
+EXIT_POINT = "submit.after#2"
+
+
+@exercise("10.3", "Transfer: LangGraph with durability='exit' and the idempotency key on, killed "
+          "right after page 7's report (submit.after#2). How many model calls does the resume pay "
+          "again? Predict a number.",
+          "7. In exit mode nothing is saved until the graph exits, so the resume starts from page "
+          "1 and asks the model again about pages 1 to 7: 7 calls paid twice. The key only "
+          "protects the tracker: the reports of pages 3 and 7 are filed again and ignored, so "
+          "no duplicate. A key saves correctness, never money.")
+def _ex_10_3(answer):
+    (res,) = run_sweeps({"exit+key": EXIT_WITH_KEY}, points=EXIT_POINT).values()
+    (rec,) = res.records
+    c = assess(answer, rec.redone_model_calls, what="model calls paid again")
+    return c.right, c.text + (f" Measured just now at {EXIT_POINT}: {rec.duplicate_reports} "
+                              f"duplicate report(s), verdict {rec.verdict}.") + (
+        "" if c.right else " What has the checkpointer saved when the kill comes?")
+
+
+# --- common wrong statements, each answered by the sweeps of this kernel --------------------------
+
+@statement("Q10.1", "A durable-execution framework such as LangGraph or DBOS makes each bug report "
+           "happen exactly once, even after a kill -9.",
+           "False. Each framework saves its own state: a node's or step's results once it has "
+           "returned. A report filed by a node that was killed before its results were saved is "
+           "filed again on resume: at least once. Only an idempotency key the tracker honours "
+           "makes it effectively once.")
+def _q10_1():
+    got = run_sweeps({n: FRAMEWORKS[n] for n in ("LangGraph sync", "DBOS (workflow ID)")},
+                     points=COMPARE_POINTS)
+    said = []
+    for name, res in got.items():
+        user = [r for r in res.records if r.kind == "user"]
+        said.append(f"{name} filed a report twice at {sum(bool(r.duplicate_reports) for r in user)} "
+                    f"of {len(user)} points of the agent's code")
+    dups = sum(bool(r.duplicate_reports) for res in got.values() for r in res.records)
+    return Measured(dups == 0, "Measured just now (section 3's sweeps, documented resume, no "
+                    "key): " + "; ".join(said) + ".")
+
+
+@statement("Q10.2", "Once DBOS has written a step's output to its database, the step counts as done, "
+           "even if the process dies before that write is committed.",
+           "False. Rows written but not committed are rolled back when the process dies (SQLite's "
+           "atomic commit): the recovered workflow finds no output for the step and runs it "
+           "again. Without a key, the report is filed twice.")
+def _q10_2():
+    point = "framework.step_output.submit.uncommitted#1"
+    (res,) = run_sweeps({"DBOS (workflow ID)": FRAMEWORKS["DBOS (workflow ID)"]},
+                        points=",".join(WINDOW["dbos"])).values()
+    (rec,) = [r for r in res.records if r.point == point]
+    return Measured(not rec.duplicate_reports,
+                    f"Measured just now: a kill at {point} (page 3's report filed, its step output "
+                    f"written, not committed), no key: {rec.duplicate_reports} duplicate report(s), "
+                    f"{rec.redone_model_calls} redone model call(s), verdict {rec.verdict}.")
+
+
+@statement("Q10.3", "Resuming a LangGraph thread by invoking the graph again with the original input "
+           "is harmless: the checkpointer skips the steps already done.",
+           "False. invoke(input, config) on a thread with a checkpoint starts a new run from "
+           "START: page goes back to 1 and the reducers add the new run's tokens and findings to "
+           "the saved ones. Every page is paid again and the memory is wrong, which no key can "
+           "fix. The documented resume is invoke(None, config).")
+def _q10_3():
+    got = run_sweeps({n: RESUMES[n] for n in ("LangGraph: invoke(input) again",
+                                              "LangGraph: invoke(None) (documented)")},
+                     points=RESUME_POINTS)
+    again = summarize(got["LangGraph: invoke(input) again"].records)
+    doc = summarize(got["LangGraph: invoke(None) (documented)"].records)
+    return Measured(again["wrong_memory"] == 0 and again["max_redone_model_calls"] <= 1,
+                    f"Measured just now (section 5's sweeps): re-invoked with the input, the "
+                    f"resumed memory was wrong at {again['wrong_memory']} of "
+                    f"{again['crash_points']} crash points and up to "
+                    f"{again['max_redone_model_calls']} model calls were paid again; resumed the "
+                    f"documented way, wrong at {doc['wrong_memory']} of {doc['crash_points']}, at "
+                    f"most {doc['max_redone_model_calls']} call paid again.")

@@ -36,12 +36,12 @@ class Source:
     """Code shown in a notebook: Markdown with a Python fence (JupyterLab and GitHub highlight it);
     its plain-text form is the same code, so a terminal and nbval see exactly what is shown."""
 
-    def __init__(self, title: str, code: str, note: str = ""):
-        self.title, self.code, self.note = title, code, note
+    def __init__(self, title: str, code: str, note: str = "", language: str = "python"):
+        self.title, self.code, self.note, self.language = title, code, note, language
 
     def _repr_markdown_(self) -> str:
         note = f"\n\n{self.note}" if self.note else ""
-        return f"**{self.title}**{note}\n\n```python\n{self.code}\n```"
+        return f"**{self.title}**{note}\n\n```{self.language}\n{self.code}\n```"
 
     def __repr__(self) -> str:
         return f"{self.title}\n\n{self.code}"
@@ -105,9 +105,10 @@ def show_source(obj, *, lines=None, title: str | None = None, note: str = "") ->
     return Source(heading, code, note)
 
 
-def show_code(code: str, title: str, note: str = "") -> Source:
-    """Code that is not the lab's (the source text's version, say), shown the same way."""
-    return Source(title, textwrap.dedent(code).strip("\n"), note)
+def show_code(code: str, title: str, note: str = "", language: str = "python") -> Source:
+    """Code that is not the lab's (the source text's version, say), shown the same way;
+    `language` names the fence ("typescript" for the second source text's runtime, "diff")."""
+    return Source(title, textwrap.dedent(code).strip("\n"), note, language)
 
 
 def worker_step(name: str):

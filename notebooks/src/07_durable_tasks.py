@@ -5,9 +5,10 @@
 #
 # **The question.** The BugHunt worker is one loop with its own checkpoint store. A durable task
 # runtime generalises it: every piece of work is a task, a small state machine whose state is kept in
-# a database. When the process crashes (崩溃了怎么办), what does the runtime do with a task that was
-# half way through a step, with a step that crashes every time, with a tool that may already have
-# done its effect, and with a model request still streaming?
+# a database. The second source text asks what happens when the process crashes ("崩溃了怎么办"):
+# what does the runtime do with a task that was half way through a step, with a step that crashes
+# every time, with a tool that may already have done its effect, and with a model request still
+# streaming?
 #
 # **Recap of lesson 6.** Surviving `kill -9` only needs the data handed to the kernel; surviving power
 # loss needs fsync. Here the store is SQLite, and we choose its durability setting on purpose.
@@ -24,11 +25,13 @@
 # - say what happens to a model request that was streaming when the process died.
 #
 # **Prerequisites.** Lessons 2 and 4 (checkpoints, the danger window, idempotency keys); basic SQL
-# and pandas. **Estimated time:** 40 minutes; the notebook runs in under a minute.
+# and pandas. **Estimated time:** 45 minutes; the notebook runs in under a minute. Terms, in English
+# and Chinese: the [glossary](glossary.md).
 
 # %% [markdown]
 # **Contents.**
 # [1 Counting to 5](#1.-Counting-to-5,-stopped-after-tick-2) ·
+# [The task's states](#The-task's-states) ·
 # [2 The step entry](#2.-A-checkpoint-is-a-step's-entry) ·
 # [3 Memo](#3.-Memo:-first-write-wins) ·
 # [4 Close, crash, look](#4.-A-clean-close-is-not-a-crash) ·
@@ -37,7 +40,7 @@
 # [7 A model request in flight](#7.-A-model-request-in-flight) ·
 # [8 The store](#8.-The-store:-SQLite,-one-writer,-its-own-files-only) ·
 # [Try it](#Try-it) · [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
-# [Further reading](#Further-reading)
+# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
 #
 # The lesson text walks through a TypeScript runtime (Pi's `packages/durable`). This notebook uses
 # `bughunt.durable`, a small Python runtime on SQLite built the same way, and runs each example as
@@ -50,8 +53,11 @@ import pandas as pd
 from IPython.display import display
 
 from bughunt.durable import DurableStore, Step, runtime
+from bughunt.durable.examples import count_kind
 from bughunt.lab import durable_tasks as dt
+from bughunt.lab import teach
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -111,25 +117,58 @@ count.moments["after the finish"]
 # `printed-2` was already set (重跑了，但没有重复做). At the end the task is `terminal`; its memos and
 # restart count are gone.
 #
+# ### The task's states
+#
+# The count went `pending` → `running` → `sleeping` (each tick's `sleep_until`) → `running` ... and
+# was cut off while `running`; opening the store sent it back to `pending`. The whole task state
+# machine (状态机) of the runtime: every box is a status the store's schema allows, every arrow a
+# transition the runtime or the store implements (a test checks each arrow against the code it
+# names).
+
+# %%
+teach.plot_task_states()
+
+# %% [markdown]
+# The dashed arrow is the way back after a crash (or a clean close), and it starts only from
+# `running`: a `sleeping` or `waiting` task is not in the middle of a step, so it has nothing to
+# redo and keeps its state.
+#
 # ## 2. A checkpoint is a step's entry
 #
 # The checkpoint records which step to (re)enter, not how far inside the step the task got
 # (checkpoint 记的是这一步的入口). After a crash the whole step runs again from its start, so **every
-# step must be safe to run again**. Here is the lab's commit that enters a step, read from the
-# package itself:
+# step must be safe to run again**. The count's step, as the lab runs it, then as the source text
+# gives it:
 
 # %%
-dt.show_source(Step._commit)
+show_source(count_kind, lines=("def tick", "step.sleep_until"))
+
+# %%
+dt.show_text_code("tick")
+
+# %% [markdown]
+# The same step: look up the memo, set it, print; finish at `to`; otherwise commit the next
+# checkpoint with a wake time. The differences: `MISSING` is the lab's "no memo yet" (the text's
+# `undefined`); `out` is the example's print (a JSON line when the lab runs it); the lab's ticks
+# sleep 10 ms, not 50; `finish` is the lab's shorthand for the text's commit of a `terminal`
+# state; and the `crash_*`, `close_*` and `pause_*` lines are this example program's own flags,
+# which stop it exactly where the lesson needs (the runtime itself has none). Every change of
+# state goes through one commit that enters a step:
+
+# %%
+show_source(Step._commit)
 
 # %% [markdown]
 # One transaction reads the task's record, replaces its state (a full replacement, as in the text's
 # runtime), drops the restart count when this is progress and the memos when the task ends, and
 # writes the record back with its checksum. `commit`, `sleep_until`, `wait_for`, `finish` and
-# `fail` all go through it. And this is recovery, which the text quotes from Pi's
-# `scheduler.ts:453` (`withState(record, {status: "pending", checkpoint})`, `restarts + 1`):
+# `fail` all go through it. And this is recovery, the lab's, then the source text's:
 
 # %%
-dt.show_source(DurableStore.recover)
+show_source(DurableStore.recover)
+
+# %%
+dt.show_text_code("recover")
 
 # %% [markdown]
 # The same rule: only `running` changes, the checkpoint is kept, `restarts` grows by one. Two
@@ -243,10 +282,20 @@ dt.peers_table()
 # committed; **④** the agent reads it and goes on. Our probe's `append` tool writes "working" as
 # progress output and appends `hello` to `notes.txt`; its `beforeTool` hook logs each run and takes
 # its decision from a memo. We kill the call right after each checkpoint (and once inside the tool),
-# resume, and measure:
+# resume, and measure.
+#
+# **Predict (exercise 7.2):** killed right after ② (the intent is committed, the tool has not
+# started), then resumed. How many lines will `notes.txt` have, and will the tool's result be
+# `"completed"` or `"failed"`?
+
+# %%
+prediction_7_2 = None        # a tuple, e.g. (1, "completed")
 
 # %%
 dt.tool_checkpoints("unsafe")
+
+# %%
+check("7.2", prediction_7_2)
 
 # %% [markdown]
 # - Killed in `call` (before ②): the call phase runs again, so **`beforeTool` runs twice**; its memo
@@ -259,10 +308,13 @@ dt.tool_checkpoints("unsafe")
 # tool: a tool that had already acted would act twice. That is the answer to the text's question.
 
 # %% [markdown]
-# Recovery in `execute`, from the package:
+# Recovery in `execute`, the lab's, then the source text's:
 
 # %%
-dt.show_source(runtime._tool_execute)
+show_source(runtime._tool_execute)
+
+# %%
+dt.show_text_code("execute")
 
 # %% [markdown]
 # The rule is the text's (`tool.ts:202`): re-run only if the policy stored with the intent **and**
@@ -271,16 +323,18 @@ dt.show_source(runtime._tool_execute)
 # runtime checks it for every kind before any step and calls the kind's own ending. Its
 # `settleFromSlot` is our `_tool_result` with the partial output in front of the `<harness>` error.
 #
-# **Predict (exercise 7.2):** the intent was stored `unsafe`; after an upgrade the tool is declared
+# **Predict (exercise 7.3):** the intent was stored `unsafe`; after an upgrade the tool is declared
 # `safe`; the process was killed inside the tool. Does the tool run again (True or False)?
 
 # %%
-prediction_7_2 = None        # True or False
+prediction_7_3 = None        # True or False
 
 # %%
 cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
-check("7.2", prediction_7_2)
 dt.replay_table(cells)
+
+# %%
+check("7.3", prediction_7_3)
 
 # %%
 dt.plot_replay(cells, highlight=("unsafe", "safe"))
@@ -339,7 +393,7 @@ print("closed mid-stream: answered at attempt", close["outcome"]["result"]["atte
       "| requests billed:", len(close["requests"]))
 
 # %%
-dt.show_source(runtime._generation_stream)
+show_source(runtime._generation_stream)
 
 # %% [markdown]
 # ## 8. The store: SQLite, one writer, its own files only
@@ -416,34 +470,72 @@ p.show()
 # %% [markdown]
 # ## Exercises
 #
-# Predict first, then run the cell below your prediction: it runs the experiment and compares.
+# Two configurations this lesson has not run. Predict first, then run the experiment below your
+# prediction, then the check: it compares.
 #
-# **7.3** With `--restart-limit 3`, a flaky task has 2 steps, and each step dies 3 times before it
-# gets through (`flaky --dies 3 --steps 2`). Does it end `"completed"` or `"faulted"`?
+# **7.4 Transfer.** With `--restart-limit 3`, a flaky task has 2 steps, and each step dies 3 times
+# before it gets through (`flaky --dies 3 --steps 2`). Does it end `"completed"` or `"faulted"`?
 
 # %%
-prediction_7_3 = None
-check("7.3", prediction_7_3)
-
-# %% [markdown]
-# **7.4** A model request is killed mid-stream at every attempt, with 1 retry (`generate --retries 1
-# --crash-mid-stream`, started until the task ends). How many requests does the provider bill?
+prediction_7_4 = None        # "completed" or "faulted"
 
 # %%
-prediction_7_4 = None
+flaky = dt.reset_story(dies=3, steps=2, limit=3)
+dt.plot_reset(flaky, limit=3)
+
+# %%
 check("7.4", prediction_7_4)
 
 # %% [markdown]
-# **7.5** The tool probe (`unsafe`) is killed right after its intent is committed, before the tool
-# starts. After the restart: how many lines in `notes.txt`, and is the result `"completed"` or
-# `"failed"`? Answer a tuple, e.g. `(1, "completed")`.
+# **7.5 Transfer.** A model request is killed mid-stream at every attempt, with 1 retry (`generate
+# --retries 1 --crash-mid-stream`, started until the task ends). How many requests does the
+# provider bill?
 
 # %%
-prediction_7_5 = None
+prediction_7_5 = None        # a number of requests
+
+# %%
+once_retried = dt.generation_story("exhaust", retries=1)
+once_retried["processes"]
+
+# %%
 check("7.5", prediction_7_5)
 
 # %% [markdown]
-# Stuck? `solution("7.3")` prints a worked answer.
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then runs the example for real and explains.
+
+# %%
+quiz("Q7.1")
+
+# %%
+answer_q7_1 = None
+check("Q7.1", answer_q7_1)
+
+# %%
+quiz("Q7.2")
+
+# %%
+answer_q7_2 = None
+check("Q7.2", answer_q7_2)
+
+# %%
+quiz("Q7.3")
+
+# %%
+answer_q7_3 = None
+check("Q7.3", answer_q7_3)
+
+# %%
+quiz("Q7.4")
+
+# %%
+answer_q7_4 = None
+check("Q7.4", answer_q7_4)
+
+# %% [markdown]
+# Stuck? `solution("7.4")` or `solution("Q7.1")` prints a worked answer.
 #
 # ## Further reading
 #

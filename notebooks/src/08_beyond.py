@@ -3,28 +3,58 @@
 #
 # [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
 #
-# **The question.** The first source text ends by listing what its experiment did not cover
-# (还有什么没覆盖): a crash while resuming (连环崩溃), two processes resuming the same task at once (要加锁), and a full
-# disk (磁盘满). It also says that surviving `kill -9` needs no fsync while surviving a power cut
-# does, without showing it. Here each one is run for real and counted, plus two more: damaged files,
-# and bugs planted on purpose to see whether the lab's own tests would catch them.
+# **The question.** The first source text ends by listing what its experiment did not cover (its
+# section "还有什么没覆盖"): a crash while resuming (连环崩溃), two processes resuming the same task
+# at once (要加锁), and a full disk (磁盘满). It also says that surviving `kill -9` needs no fsync
+# while surviving a power cut does, without showing it. Here each one is run for real and counted,
+# plus damaged files, the store contract's conformance suite, and bugs planted on purpose to see
+# whether the lab's own tests would catch them.
 #
 # **Recap of lessons 6 and 7.** Surviving `kill -9` only needs the data handed to the kernel; a
 # durable runtime still needs a lock, a crash-loop limit and an honest answer for interrupted work.
+
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
 #
-# The methods come from published crash-testing work (links under "Further reading"): SQLite's
-# compound-failure tests (a crash while recovering from a crash), ALICE (OSDI 2014) and LazyFS (record
-# what a program did to the disk, then build the states a power cut may leave), CrashMonkey (OSDI
-# 2018: every crash state of a bounded workload, not random ones). Each has three parts, and so does
-# every section below: a way to make crash states, a recovery run, and an oracle stronger than "it
-# did not crash" (here: the tracker, the bill and the three-way check).
+# - test the compound failures too (a crash during recovery, two resumers, a full disk, a failed
+#   fsync), and say why a recovery path that is the normal start-up path survives them;
+# - say what a run lock prevents and what it does not;
+# - build the disk states a power cut may leave from a journal of disk operations, and predict
+#   which designs lose a committed page;
+# - read a checkpoint store's contract and predict which of its rules a design breaks;
+# - judge a test suite by the planted bugs (mutants) it catches.
+#
+# **Prerequisites.** Lessons 4 to 6 (the danger window, torn writes, fsync). **Estimated time:**
+# 50 minutes; the notebook runs in under a minute. Terms, in English and Chinese: the
+# [glossary](glossary.md).
+
+# %% [markdown]
+# **Contents.** [1 Crash during recovery](#1.-A-crash-during-recovery) ·
+# [2 Two resumers](#2.-Two-resumers-at-the-same-moment) ·
+# [3 Full disk, failed fsync](#3.-A-full-disk,-a-failed-fsync) ·
+# [4 Power loss](#4.-Power-loss,-simulated) · [5 Damaged files](#5.-Damaged-files) ·
+# [6 The store contract](#6.-The-store-contract-and-its-conformance-suite) ·
+# [7 Planted bugs](#7.-Planted-bugs:-would-the-lab-catch-them?) · [Try it](#Try-it) ·
+# [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
+#
+# The methods come from published crash-testing work (see Further reading): SQLite's
+# compound-failure tests (a crash while recovering from a crash), ALICE (OSDI 2014) and LazyFS
+# (record what a program did to the disk, then build the states a power cut may leave), CrashMonkey
+# (OSDI 2018: every crash state of a bounded workload, not random ones). Each has three parts, and
+# so does every section below: a way to make crash states, a recovery run, and an oracle stronger
+# than "it did not crash" (here: the tracker, the bill and the three-way check).
 
 # %%
 # %matplotlib inline
 import pandas as pd
+from IPython.display import display
 
-from bughunt.lab import beyond
+from bughunt.diskio import Door
+from bughunt.lab import beyond, practice
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source
+from bughunt.worker import acquire_run_lock
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -60,21 +90,37 @@ beyond.plot_chain(chain)
 #
 # Two workers are started on the same crashed run together. Each stops at the first crash point a
 # resume reaches, so the one that got in holds the run while the other tries; then both are let go.
-# No sleep decides who wins. With the run lock (an exclusive `flock` on `run.lock`, which the kernel
-# releases when no process has the lock file open any more, so also when its holder dies by
-# SIGKILL), exactly one proceeds and the other exits 75, "run is busy". To see what the lock
-# prevents, the second row runs the worker's own code with the one line that takes the lock
-# removed (a mutant, as in section 6):
+# No sleep decides who wins. The run lock is an exclusive `flock` on `run.lock`, taken without
+# waiting; the kernel releases it when no process has the lock file open any more, so also when its
+# holder dies by SIGKILL. The lab's own code, as every worker runs it at start-up:
+
+# %%
+show_source(acquire_run_lock, lines=("fd = os.open", "EXIT_BUSY)"))
+
+# %% [markdown]
+# The source text only names the idea (Codex's `writer_lock.rs`); it has no lock of its own. To see
+# what the lock prevents, the second row below runs the worker's own code with the one line that
+# takes the lock removed (a mutant, as in section 7).
+#
+# **8.1 Predict** before it runs: with the run lock, how many of the two resumers go on to work on
+# the run?
+
+# %%
+prediction_8_1 = None        # a number of workers
 
 # %%
 races = beyond.races()
 beyond.race_table(races)
 
 # %%
+check("8.1", prediction_8_1)
+
+# %%
 beyond.plot_races(races)
 
 # %% [markdown]
-# Without the lock both workers resume from the same state and both append the same events with the
+# With the lock, exactly one proceeds in every trial; the other exits 75, "run is busy". Without
+# the lock both workers resume from the same state and both append the same events with the
 # same sequence numbers: the log forks. Our reader refuses such a log, naming the line, so the damage
 # is loud; a reader that skipped silently would rebuild a state neither worker was in. Codex guards
 # each rollout the same way (`writer_lock.rs`: a non-blocking exclusive lock per thread, stale lock
@@ -101,7 +147,8 @@ beyond.lock_demos()
 #   the run stayed busy although its worker was dead. A worker that forks helpers must close the
 #   lock's descriptor in them (Python's `subprocess` already does: descriptors are not inherited
 #   by the programs it starts, unless passed on purpose).
-#
+
+# %% [markdown]
 # Where a pause *is* dangerous is a lock that expires: a lease from a lock service, or a lock file
 # with a time-out. If the holder is paused longer than the lease, the lease runs out, a second worker
 # takes over, and the first wakes up believing it still holds the lock; both write. The standard
@@ -142,7 +189,8 @@ beyond.fault_summary(**{"write fails (no space)": disk, "fsync fails (I/O error)
 # After a failed fsync the kernel may already have dropped the dirty pages it could not write and
 # marked them clean, so a second fsync can "succeed" for data that is gone; PostgreSQL learned this
 # in 2018 ("fsyncgate") and now stops instead.
-#
+
+# %% [markdown]
 # ## 4. Power loss, simulated
 #
 # `kill -9` cannot show a power cut, so we simulate one the way ALICE and LazyFS do. A clean run
@@ -160,9 +208,19 @@ beyond.fault_summary(**{"write fails (no space)": disk, "fsync fails (I/O error)
 # recovered by a real worker, and checked three ways. A committed page is one whose commit had
 # returned before the cut; losing it means redoing it (and, without a key, filing its report again).
 
+# %% [markdown]
+# **8.2 Predict** before it runs: the snapshot store writes atomically (temp file, rename) but
+# never fsyncs (`fsync never`). Can a power cut lose a page whose commit had already returned?
+
+# %%
+prediction_8_2 = None        # True or False
+
 # %%
 power = beyond.power_loss()
 beyond.power_table(power)
+
+# %%
+check("8.2", prediction_8_2)
 
 # %%
 beyond.plot_power(power)
@@ -175,6 +233,20 @@ beyond.plot_power(power)
 # snapshot in place and a torn snapshot sends recovery back to page 1. With the idempotency key on,
 # the lost pages are redone without duplicate reports: the key turns a durability loss into wasted
 # work instead of a wrong result.
+#
+# The line that makes the difference, in the lab's atomic write (lesson 3 compares the two in full),
+# and the source text's version, which ends at `os.replace`:
+
+# %%
+show_source(Door.write_atomic, lines=("self.files.rename", "self._fsync_dir"))
+
+# %%
+practice.show_text_code("atomic_write")
+
+# %% [markdown]
+# A file's name lives in its directory. `os.replace` changes the directory in the page cache; only
+# an fsync of the directory puts the new name on the disk. `kill -9` never shows the difference (the
+# kernel keeps its cache), which is why the source text's experiment, all kills, passed without it.
 #
 # ## 5. Damaged files
 #
@@ -192,28 +264,72 @@ beyond.damage_demo()
 # numbers: both are refused with file and line, and the file is left as it was. A damaged snapshot
 # is never trusted: recovery replays the whole log instead and says so.
 #
-# ## 6. Planted bugs: would the lab catch them?
+# ## 6. The store contract and its conformance suite
 #
-# A test suite is only as good as the bugs it catches. Each row below takes a copy of the lab's own
-# source with one line changed (a **mutant**, in the words of mutation testing), runs the check
-# meant to catch it, and runs the same check on the real code as a control. The real code has no
-# switch for any of these bugs: the patch is applied to a temporary copy. Beside each, the
-# conformance suite's verdict (`python -m bughunt.conformance`: every crash state of a run, in
-# this process, one rule per check) on the same code. This is one mutant, as its diff:
+# Every checkpoint store, the lab's and the one you write in lesson 9, makes the same promises,
+# written once in `bughunt/stores/contract.py`. Each has an id, and the conformance suite
+# (`python -m bughunt.conformance`) checks every one of them: it runs the real page loop once on
+# the store, in this process, through a door that journals each disk operation, then builds every
+# crash state of that run (a kill -9 after each operation, and the power-cut states of section 4),
+# opens fresh stores on each, and checks the rules. The contract:
 
 # %%
-from bughunt.instruments import mutants
-print(mutants.diff("no-dir-fsync"))
+with pd.option_context("display.max_colwidth", 130):
+    display(beyond.contract_rules())
 
 # %% [markdown]
-# And all six, each against its check:
+# The suite on the lab's log store in the safe design (intents, key, fsync always), run just now:
+# every rule, and how many crash states checked it.
+
+# %%
+log_report = beyond.conformance(beyond.SUITE_DESIGN)
+beyond.conformance_table(log_report)
+
+# %% [markdown]
+# **8.3 Transfer.** A design this lesson has not put through the suite: the snapshot store writing
+# its snapshot **in place** (write mode `torn`: truncate, then write), fsync always. Which rules does
+# the suite find broken? A list of rule ids from the table above (`[]` for none).
+
+# %%
+prediction_8_3 = None        # e.g. ["load-reads-only"]
+
+# %%
+torn_report = beyond.conformance(beyond.TORN_SNAPSHOT)
+with pd.option_context("display.max_colwidth", 110):
+    display(beyond.conformance_table(torn_report))
+
+# %%
+check("8.3", prediction_8_3)
+
+# %% [markdown]
+# ## 7. Planted bugs: would the lab catch them?
+#
+# A test suite is only as good as the bugs it catches. Each bug below is a copy of the lab's own
+# source with one line changed (a **mutant**, in the words of mutation testing). The lab runs the
+# check meant to catch it, and the same check on the real code as a control, and puts the whole
+# conformance suite of section 6 on the same code. The real code has no switch for any of these
+# bugs: the patch is applied to a temporary copy. Each bug, its check's verdict beside the suite's,
+# then its diff against the real source:
 
 # %%
 planted = beyond.bugs()
+beyond.planted_bugs(planted)
+
+# %% [markdown]
+# The same, as one table:
+
+# %%
 planted
 
 # %%
 print(f"{int(planted.caught.sum())} of {len(planted)} planted bugs caught")
+
+# %% [markdown]
+# The suite sees the bugs that break a store's promises (the missing fsyncs, the repair that is not
+# idempotent) from inside one process, in a fraction of a second. The other three are not store
+# bugs: filing before the intent, filing without the key, and taking no lock are about the worker's
+# order of steps and about two processes, so only sweeps of real processes, killed and resumed, can
+# see them. Each kind of test catches what the other cannot.
 
 # %% [markdown]
 # ## Try it
@@ -240,45 +356,58 @@ p.show()
 #   retried.
 # - Power loss is not `kill -9`: only fsync of the file **and** of its directory makes a commit
 #   survive it, and you can test that without pulling a plug, by replaying the disk operations.
-# - Prove the tests themselves: plant bugs, and count how many they catch.
-#
-# ## Exercises
-#
-# **8.1** The snapshot store writes atomically (temp file, rename) but never fsyncs. Can a power cut
-# lose a page whose commit had already returned (True or False)?
-
-# %%
-answer_8_1 = None
-check("8.1", answer_8_1)
+# - A store's promises are a contract, one rule per promise; the conformance suite checks every
+#   rule at every crash state of a run, and grades any store the same way.
+# - Prove the tests themselves: plant bugs, and count how many they catch. Store bugs and worker
+#   bugs need different tests.
 
 # %% [markdown]
-# **8.2** Two workers resume the same run at the same moment, with the run lock. How many of them go
-# on to work on the run?
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then measures (or simulates) and explains.
 
 # %%
-answer_8_2 = None
-check("8.2", answer_8_2)
+quiz("Q8.1")
+
+# %%
+answer_q8_1 = None
+check("Q8.1", answer_q8_1)
+
+# %%
+quiz("Q8.2")
+
+# %%
+answer_q8_2 = None
+check("Q8.2", answer_q8_2)
+
+# %%
+quiz("Q8.3")
+
+# %%
+answer_q8_3 = None
+check("Q8.3", answer_q8_3)
 
 # %% [markdown]
-# Stuck? `solution("8.1")` prints a worked answer.
-#
+# Stuck? `solution("8.3")` or `solution("Q8.3")` prints a worked answer.
+
+# %% [markdown]
 # ## Further reading
 #
-# - SQLite, "How SQLite Is Tested", section 3.4, compound failure tests (a crash while recovering):
-#   https://www.sqlite.org/testing.html
-# - Pillai et al., "All File Systems Are Not Created Equal: On the Complexity of Crafting
-#   Crash-Consistent Applications" (ALICE), OSDI 2014:
-#   https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai
-# - Mohan et al., "Finding Crash-Consistency Bugs with Bounded Black-Box Crash Testing"
-#   (CrashMonkey), OSDI 2018: https://www.usenix.org/conference/osdi18/presentation/mohan
-# - LazyFS, a FUSE file system that loses unsynced writes on demand:
-#   https://github.com/dsrhaslab/lazyfs
-# - flock(2), Linux man-pages: locks belong to open file descriptions, shared across fork:
-#   https://man7.org/linux/man-pages/man2/flock.2.html
-# - Martin Kleppmann, "How to do distributed locking" (2016), on leases and fencing tokens:
-#   https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html
-# - "PostgreSQL's fsync() surprise" (LWN, 2018), on why a failed fsync must not be retried:
-#   https://lwn.net/Articles/752063/
+# - SQLite, ["How SQLite Is Tested"](https://www.sqlite.org/testing.html), section 3.4: compound
+#   failure tests (a crash while recovering).
+# - Pillai et al., ["All File Systems Are Not Created Equal"](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai)
+#   (ALICE), OSDI 2014.
+# - Mohan et al., ["Finding Crash-Consistency Bugs with Bounded Black-Box Crash Testing"](https://www.usenix.org/conference/osdi18/presentation/mohan)
+#   (CrashMonkey), OSDI 2018.
+# - [LazyFS](https://github.com/dsrhaslab/lazyfs), a FUSE file system that loses unsynced writes.
+# - [flock(2)](https://man7.org/linux/man-pages/man2/flock.2.html): locks belong to open file
+#   descriptions, shared across fork.
+# - Martin Kleppmann, ["How to do distributed locking"](https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html)
+#   (2016), on leases and fencing tokens.
+# - ["PostgreSQL's fsync() surprise"](https://lwn.net/Articles/752063/) (LWN, 2018), on why a
+#   failed fsync must not be retried.
+# - Mutation testing: Y. Jia and M. Harman, ["An Analysis and Survey of the Development of
+#   Mutation Testing"](https://doi.org/10.1109/TSE.2010.62), IEEE TSE 37(5), 2011.
 #
 # ---
 # [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)

@@ -12,29 +12,42 @@
 # **Recap of lesson 8.** A design is only proven by sweeping every crash point, compound failures
 # included, and checking three witnesses: the tracker, the resumed process's memory, and a rebuild
 # from disk (三方一致).
+
+# %% [markdown]
+# **Learning objectives.** After this lesson you can
 #
-# **You will learn**
-# - what a kill at every crash point of the same agent costs on LangGraph (each durability mode)
-#   and on DBOS, measured beside the lab's log and snapshot stores;
-# - where each framework's promise ends: it checkpoints its own state, not your side effects, so
-#   the danger window (危险窗口) between a report and its checkpoint is still yours;
-# - the resume call each framework documents, and two that look right and are not;
-# - how to sweep your own stack: the adapter contract.
+# - say what a kill at every crash point of the same agent costs on LangGraph (each durability
+#   mode) and on DBOS, measured beside the lab's log and snapshot stores;
+# - say where each framework's promise ends: it checkpoints its own state, not your side effects,
+#   so the danger window (危险窗口) between a report and its checkpoint is still yours;
+# - resume each framework the documented way, and recognise two resumes that look right and are not;
+# - sweep your own stack with an adapter.
 #
 # **Prerequisites.** Lessons 2 to 4 (granularity, redone calls, the danger window and the
 # idempotency key (幂等键)). No LangGraph or DBOS experience is needed: both agents are shown below.
-#
-# **Time.** About 30 minutes to read; the cells run real processes for about a minute.
+# **Estimated time:** 40 minutes; the cells run real processes for about a minute. Terms, in English
+# and Chinese: the [glossary](glossary.md).
+
+# %% [markdown]
+# **Contents.** [1 One agent, two frameworks](#1.-One-agent,-two-frameworks) ·
+# [2 Where a kill can land](#2.-Where-a-kill-can-land) ·
+# [3 Every framework beside the lab](#3.-Every-framework-and-mode,-beside-the-lab's-stores) ·
+# [4 The danger window](#4.-The-danger-window-in-each-framework,-key-off-and-on) ·
+# [5 Resuming](#5.-Resuming:-the-documented-call,-and-two-that-look-right) ·
+# [6 LangGraph's default](#6.-LangGraph's-default:-checkpoints-in-the-background) ·
+# [7 Your own framework](#7.-Sweep-your-own-framework) · [Try it](#Try-it) ·
+# [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
+# [Further reading](#Further-reading)
 
 # %%
 # %matplotlib inline
-import inspect
-
 import pandas as pd
 
 from bughunt.frameworks import dbos_agent, fake, langgraph_agent
+from bughunt.lab import durable_tasks as dt
 from bughunt.lab import frameworks as fw
 from bughunt.lab.exercises import check, solution
+from bughunt.lab.teach import quiz, show_source
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -50,7 +63,7 @@ pd.options.display.max_colwidth = 60
 # that add up the tokens and the findings, `SqliteSaver` on a file, one fixed `thread_id`.
 
 # %%
-print(inspect.getsource(langgraph_agent.build_graph))
+show_source(langgraph_agent.build_graph)
 
 # %% [markdown]
 # And on DBOS: one workflow, one step per external call, the system database on a SQLite file.
@@ -58,10 +71,23 @@ print(inspect.getsource(langgraph_agent.build_graph))
 # its start and every recorded step returns its recorded output instead of running.
 
 # %%
-print(inspect.getsource(dbos_agent.ask_model))
-print(inspect.getsource(dbos_agent.visit))
-print(inspect.getsource(dbos_agent.submit))
-print(inspect.getsource(dbos_agent.bughunt))
+show_source(dbos_agent.submit)
+
+# %%
+show_source(dbos_agent.bughunt)
+
+# %% [markdown]
+# `ask_model` and `visit` are steps just like `submit`. The second source text's runtime (lesson 7)
+# guards its side effect with a memo of its own, in the order shown here:
+
+# %%
+dt.show_text_code("tick")
+
+# %% [markdown]
+# The two orders differ. The source text writes the memo `printed-${n}` **before** it prints: a kill
+# between the two loses the print, never repeats it (at most once, 至多一次). DBOS records a step's
+# output **after** the step returns: a kill between the report and the record files it again (at
+# least once). Neither order is effectively once on its own; section 4 measures DBOS's side.
 
 # %% [markdown]
 # ## 2. Where a kill can land
@@ -103,9 +129,18 @@ fw.point_counts(cmp)
 # again, from the bill), points with a duplicate or a lost report (from the tracker), and points
 # where the resumed process's final state (memory) or the framework's store read back (disk)
 # differs from a clean run's.
+#
+# **10.1 Predict** before you read the table: LangGraph in `sync` mode, resumed the documented way,
+# no key. At how many of the 27 crash points in the agent's own code is a report filed twice?
+
+# %%
+prediction_10_1 = None       # a number of crash points
 
 # %%
 fw.comparison_table(cmp, timing=False, only=fw.DETERMINISTIC)
+
+# %%
+check("10.1", prediction_10_1)
 
 # %%
 fw.plot_costs(cmp)
@@ -122,14 +157,16 @@ fw.plot_costs(cmp)
 #   re-runs that node without a model call. The three points right after a report re-run `submit`:
 #   without a key, three duplicates.
 # - **LangGraph `exit`** saves nothing until the graph exits: every kill restarts from page 1, the
-#   lab's "no checkpoint" of lesson 2 (6.51 redone calls over its 51 points).
+#   lab's "no checkpoint" of lesson 2 (its average of redone calls is in the table).
 # - **DBOS** records each step's output before the next step runs, so it behaves like `sync`:
 #   one redone call after a kill inside `ask_model`, none after a recorded step. Recovery re-runs the
 #   workflow and skips every step with a recorded output
 #   ([how workflows work](https://docs.dbos.dev/explanations/how-workflows-work)); a step that ran
 #   but was not recorded runs again, steps are at least once
-#   ([concurrent executions](https://docs.dbos.dev/explanations/concurrent-executions)): a kill after
-#   the report files it again.
+#   ([concurrent executions](https://docs.dbos.dev/explanations/concurrent-executions)): a kill
+#   after the report files it again.
+
+# %% [markdown]
 # - **The lab's stores** checkpoint once per page, so every point inside a page redoes its model call
 #   (1.00); the log store's intent and key make it correct at every point, the snapshot store without
 #   a key duplicates at its danger-window points (lesson 4).
@@ -188,12 +225,25 @@ fw.danger_summary(window)
 # So both frameworks file the report again after a kill inside that commit, as after a kill before
 # it. (For LangGraph the table above is not checked all the same: the step's checkpoint is written
 # by another thread than the node's results, so LangGraph does not promise which commits first.)
-# With the deterministic key the tracker ignores any second filing, and every
-# one of these crashes is effectively once. Neither framework can close this window for you, and
+
+# %% [markdown]
+# With the deterministic key the tracker ignores any second filing, and every one of these crashes
+# is effectively once. Neither framework can close this window for you, and
 # both say so: LangGraph asks for idempotent side effects
 # ([determinism and consistent replay](https://docs.langchain.com/oss/python/langgraph/durable-execution#determinism-and-consistent-replay)),
 # DBOS's steps are at least once.
 #
+# **10.3 Transfer.** A design this lesson does not run: LangGraph with `durability="exit"` **and**
+# the key on, killed right after page 7's report (`submit.after#2`). The key keeps the tracker
+# right; how many model calls does the resume pay again?
+
+# %%
+prediction_10_3 = None       # a number of model calls
+
+# %%
+check("10.3", prediction_10_3)       # kills the exit-mode agent at submit.after#2 now, then compares
+
+# %% [markdown]
 # ## 5. Resuming: the documented call, and two that look right
 #
 # Each framework documents one way to resume. Each also has a way that looks just as natural:
@@ -206,14 +256,33 @@ fw.danger_summary(window)
 #   it ([workflow IDs and idempotency](https://docs.dbos.dev/python/tutorials/idempotency-tutorial)).
 #   The mistake: start it without an ID, so each start gets a new one.
 #
+# The lab's LangGraph adapter, the documented resume and the first mistake, as each sweep runs them:
+
+# %%
+show_source(langgraph_agent.resume_documented)
+
+# %%
+show_source(langgraph_agent.resume_next_empty_is_done)
+
+# %% [markdown]
 # Each is swept without a key, on pages 1 to 4: after every model call, after the report, and
 # (LangGraph) after each node's saved writes; the documented rows reuse section 3's sweeps. The
 # mistakes' numbers vary from sweep to sweep (they depend on the background writer, or on a second
 # run racing the first), so the table is not checked; what holds every time is below it.
+#
+# **10.2 Predict** before it runs: a LangGraph process is killed right after the `visit` node of
+# page 1 had its results saved, before the step's checkpoint. The next process sees an empty
+# `get_state().next` and stops. How many of the three bug reports are missing from the tracker?
+
+# %%
+prediction_10_2 = None       # a number of reports
 
 # %% tags=["nbval-ignore-output"]
 styles = fw.resume_styles()
 fw.resume_table(styles)
+
+# %%
+check("10.2", prediction_10_2)
 
 # %%
 fw.resume_summary(styles)
@@ -234,7 +303,8 @@ fw.plot_resume_styles(styles)
 #   workflow this executor left pending, and a second start with the same ID only waits for it.
 #   **A new workflow ID** runs the whole task again next to the recovered one: many redone calls,
 #   and without the key, duplicates.
-#
+
+# %% [markdown]
 # Two waits are shortened for these sweeps, or every DBOS resume would cost a second or more.
 # Recovery puts a pending workflow on DBOS's internal queue, which is polled once a second
 # (`DEFAULT_QUEUE_POLLING_INTERVAL_SEC` in
@@ -282,7 +352,7 @@ fw.plot_async(repeats, sync=cmp.frameworks["LangGraph sync"])
 # The smallest one, the fake framework the contract's tests use:
 
 # %%
-print(inspect.getsource(fake.FakeFramework))
+show_source(fake.FakeFramework)
 
 # %% [markdown]
 # Put yours in a module and sweep it from a shell, with every option of this notebook:
@@ -292,8 +362,8 @@ print(inspect.getsource(fake.FakeFramework))
 # ```
 #
 # The lab's own worker fits the contract too (`bughunt.frameworks.lab_worker`), and the same sweep
-# gives the lesson's numbers for it (51 points, 0.76 redone calls, 6 duplicates for the snapshot
-# store without a key), a check that the sweep measures what lessons 2 to 4 measured.
+# gives the numbers lessons 2 to 4 measured for it (the snapshot store without a key duplicates
+# at its danger-window points), a check that the sweep measures what those lessons measured.
 #
 # ## Try it
 #
@@ -320,28 +390,36 @@ p.show()
 # - **DBOS:** start every task under a fixed workflow ID and let `DBOS.launch()` recover it; each
 #   step is at least once, so key its effects. Its recovery polls once a second by default.
 # - Measure with `repeat`: a framework with a background writer gives a different answer per sweep.
-#
-# ## Exercises
-#
-# **10.1** LangGraph in `sync` mode, resumed the documented way, no idempotency key: at how many
-# crash points in the agent's own code (right after a model call, a visit or a report) is a report
-# filed twice?
-
-# %%
-answer_10_1 = None
-check("10.1", answer_10_1)
 
 # %% [markdown]
-# **10.2** A LangGraph process is killed right after the `visit` node of page 1 had its results
-# saved, before the step's checkpoint. The next process sees an empty `get_state().next` and stops.
-# How many bug reports are missing from the tracker?
+# ## Common wrong statements
+#
+# True or false? Decide first; each check then answers from the sweeps this notebook ran and
+# explains.
 
 # %%
-answer_10_2 = None
-check("10.2", answer_10_2)
+quiz("Q10.1")
+
+# %%
+answer_q10_1 = None
+check("Q10.1", answer_q10_1)
+
+# %%
+quiz("Q10.2")
+
+# %%
+answer_q10_2 = None
+check("Q10.2", answer_q10_2)
+
+# %%
+quiz("Q10.3")
+
+# %%
+answer_q10_3 = None
+check("Q10.3", answer_q10_3)
 
 # %% [markdown]
-# Stuck? `solution("10.1")` prints a worked answer.
+# Stuck? `solution("10.3")` or `solution("Q10.2")` prints a worked answer.
 #
 # ## Further reading
 #
