@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 8 · Beyond the source text: the failures it left untested
 #
-# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
+# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 9: your own store →](09_your_own_store.ipynb)
 #
 # **The question.** The first source text ends by listing what its experiment did not cover (its
 # section "还有什么没覆盖"): a crash while resuming (连环崩溃), two processes resuming the same task
@@ -410,4 +410,4 @@ check("Q8.3", answer_q8_3)
 #   Mutation Testing"](https://doi.org/10.1109/TSE.2010.62), IEEE TSE 37(5), 2011.
 #
 # ---
-# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Appendix: what durability costs →](99_appendix.ipynb)
+# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 9: your own store →](09_your_own_store.ipynb)

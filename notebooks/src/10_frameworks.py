@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 10 · Frameworks under the same kill -9 sweep: LangGraph, DBOS, and yours
 #
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Back to the start →](00_start_here.ipynb)
+# [← Lesson 9: your own store](09_your_own_store.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 11: the call in flight →](11_call_in_flight.ipynb)
 #
 # **The question.** Your agent does not run on the lab's worker. It runs on LangGraph, with its
 # SQLite checkpointer, or on DBOS Transact. Both promise durable execution. So what does a `kill -9`
@@ -436,4 +436,4 @@ check("Q10.3", answer_q10_3)
 #   leaves nothing) and [Write-ahead logging](https://www.sqlite.org/wal.html).
 #
 # ---
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Back to the start →](00_start_here.ipynb)
+# [← Lesson 9: your own store](09_your_own_store.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 11: the call in flight →](11_call_in_flight.ipynb)
