@@ -665,8 +665,8 @@ TORN_SNAPSHOT = RunConfig(store="snapshot", intent=False, write_mode="torn", fsy
 def _ex_8_1(answer):
     r = B.two_resumers(RACE.replace(pages=3), trials=1)[0]
     c = assess(answer, r["proceeded"], what="workers that went on")
-    return c.right, c.text + f" Exit codes: {r['exits']} (75: run is busy)." + (
-        "" if c.right else " What does flock do to the second process?")
+    return c.reply(f" Exit codes: {r['exits']} (75: run is busy).",
+                   hint=" What does flock do to the second process?")
 
 
 @exercise("8.2", "The snapshot store writes atomically (temp file, rename) but never fsyncs. Can a "
@@ -680,10 +680,9 @@ def _ex_8_2(answer):
     s = B.power_summary(B.power_loss_sweep(v, samples_per_cut=1))
     truth = s["states losing committed pages"] > 0
     c = assess(answer, truth, what="a committed page can be lost")
-    return c.right, c.text + (f" Simulated just now: {s['states losing committed pages']} of "
-                              f"{s['states explored']} power-cut states of a 3-page run lose a "
-                              "committed page.") + ("" if c.right else " What makes a rename "
-                                                   "survive a power cut?")
+    return c.reply(f" Simulated just now: {s['states losing committed pages']} of "
+                   f"{s['states explored']} power-cut states of a 3-page run lose a committed "
+                   "page.", hint=" What makes a rename survive a power cut?")
 
 
 @exercise("8.3", "Transfer: the snapshot store writing its snapshot in place (write mode torn), "
@@ -703,8 +702,8 @@ def _ex_8_3(answer):
     c = assess(list(answer), truth, what="rules broken")
     unknown = sorted(set(answer) - set(RULES))
     first = report.first(truth[0]) if truth else None
-    return c.right, c.text + (f" No such rule: {unknown}." if unknown else "") + (
-        f" The first violation: {first}." if first and not c.right else "")
+    return c.reply(f" No such rule: {unknown}." if unknown else "",
+                   hint=f" The first violation: {first}." if first else "")
 
 
 # --- common wrong statements, each answered by a run made just now ---------------------------------

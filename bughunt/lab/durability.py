@@ -722,8 +722,8 @@ def verdicts_changed_by_fsync() -> list[str]:
 def _ex_6_3(answer):
     changed = verdicts_changed_by_fsync()
     c = assess(answer, len(changed), what="crash points whose verdict changes")
-    return c.right, c.text + ("" if c.right else " Where is a record the worker wrote, when "
-                              "the process is killed: in the process, or in the kernel?")
+    return c.reply(hint=" Where is a record the worker wrote, when "
+                   "the process is killed: in the process, or in the kernel?")
 
 
 #: Lesson 6's transfer: the danger window of lesson 4, with fsync on.
@@ -745,8 +745,8 @@ def duplicates_with_fsync(config: RunConfig = NO_KEY_FSYNC) -> list[str]:
 def _ex_6_4(answer):
     truth = len(duplicates_with_fsync())
     c = assess(answer, truth, what="crash points that file twice")
-    return c.right, c.text + ("" if c.right else " Does fsync move the checkpoint before the "
-                              "report, or only make it durable?")
+    return c.reply(hint=" Does fsync move the checkpoint before the "
+                   "report, or only make it durable?")
 
 
 # --- common wrong statements --------------------------------------------------------------------

@@ -855,8 +855,7 @@ def _ex_7_4(answer):
     truth = df.iloc[-1]["what happened"].split()[-1]
     c = assess(answer, truth, what="the task ended")
     said = f" The task was cut off {df.iloc[-1]['cut-offs in total']} times in all."
-    return c.right, c.text + said + ("" if c.right else " Count the restarts in a row the first "
-                                     "step reaches.")
+    return c.reply(said, hint=" Count the restarts in a row the first step reaches.")
 
 
 @exercise("7.5", "Transfer: a model request is killed mid-stream at every attempt, with 1 retry "
@@ -871,8 +870,7 @@ def _ex_7_5(answer):
     truth = len(gen["requests"])
     c = assess(answer, truth, what="requests billed")
     said = f" The task ended {gen['outcome']['message']} ({gen['outcome']['reason']})."
-    return c.right, c.text + said + ("" if c.right else " Count attempts: the first one plus "
-                                     "the retries.")
+    return c.reply(said, hint=" Count attempts: the first one plus the retries.")
 
 
 # --- common wrong statements, each answered by a run made just now --------------------------------

@@ -782,9 +782,9 @@ def _ex_10_1(answer):
     records = _sync_user_records()
     dup = sorted((r for r in records if r.duplicate_reports), key=lambda r: r.order)
     c = assess(answer, len(dup), what="points with a duplicate report")
-    return c.right, c.text + (f" Measured at {len(records)} points of the agent's code; the "
-                              f"duplicates: {', '.join(r.point for r in dup) or 'none'}.") + (
-        "" if c.right else " Where is the report filed, and when are the node's results saved?")
+    return c.reply(f" Measured at {len(records)} points of the agent's code; the duplicates: "
+                   f"{', '.join(r.point for r in dup) or 'none'}.",
+                   hint=" Where is the report filed, and when are the node's results saved?")
 
 
 #: Exercise 10.2's kill: right after the visit node of page 1 has its writes saved.
@@ -803,9 +803,9 @@ def _ex_10_2(answer):
                        points=RESUME_POINTS["langgraph"])["probe"]
     (rec,) = [r for r in probe.records if r.point == NEXT_EMPTY_POINT]
     c = assess(answer, rec.lost_reports, what="reports missing")
-    return c.right, c.text + f" Measured at {NEXT_EMPTY_POINT}: the tracker holds pages " \
-        f"{rec.tracker_pages}." + ("" if c.right else " What does .next contain when a node's "
-                                   "writes are saved but no new checkpoint is?")
+    return c.reply(f" Measured at {NEXT_EMPTY_POINT}: the tracker holds pages "
+                   f"{rec.tracker_pages}.", hint=" What does .next contain when a node's writes "
+                   "are saved but no new checkpoint is?")
 
 
 #: Exercise 10.3, the transfer: LangGraph's `exit` mode with the key on (the lesson shows `exit`
@@ -825,9 +825,9 @@ def _ex_10_3(answer):
     (res,) = run_sweeps({"exit+key": EXIT_WITH_KEY}, points=EXIT_POINT).values()
     (rec,) = res.records
     c = assess(answer, rec.redone_model_calls, what="model calls paid again")
-    return c.right, c.text + (f" Measured just now at {EXIT_POINT}: {rec.duplicate_reports} "
-                              f"duplicate report(s), verdict {rec.verdict}.") + (
-        "" if c.right else " What has the checkpointer saved when the kill comes?")
+    return c.reply(f" Measured just now at {EXIT_POINT}: {rec.duplicate_reports} duplicate "
+                   f"report(s), verdict {rec.verdict}.",
+                   hint=" What has the checkpointer saved when the kill comes?")
 
 
 # --- common wrong statements, each answered by the sweeps of this kernel --------------------------

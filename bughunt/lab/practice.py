@@ -105,8 +105,8 @@ def clean_log_events(intent: bool) -> int:
 def _ex_0_2(answer):
     truth = clean_log_events(False)
     c = assess(answer, truth, what="events in the log")
-    return c.right, c.text + ("" if c.right else " Which event exists only because intents are "
-                              "on?")
+    return c.reply(hint=" Which event exists only because intents are "
+                   "on?")
 
 
 @statement("Q0.1", "A crash point's number names the same moment in every configuration.",
@@ -190,8 +190,8 @@ def avg_redone(config: RunConfig) -> float:
 def _ex_2_3(answer):
     truth = avg_redone(PER_PAGE.replace(pages=LONG_RUN))
     c = assess(answer, truth, tolerance=0.05, what="average redone calls")
-    return c.right, c.text + ("" if c.right else " How many calls can one crash cost with a "
-                              "snapshot after each page, and at how many points is it one?")
+    return c.reply(hint=" How many calls can one crash cost with a "
+                   "snapshot after each page, and at how many points is it one?")
 
 
 @statement("Q2.1", "A checkpoint after every operation removes all redone model calls.",
@@ -325,8 +325,8 @@ LONG_SNAP4 = SNAP4.replace(pages=LONG_RUN)
 def _ex_3_4(answer):
     truth = max(r.replayed_events for r in replay_sweep(LONG_SNAP4))
     c = assess(answer, truth, what="max replayed events")
-    return c.right, c.text + ("" if c.right else " How old can the newest snapshot be, and which "
-                              "events after it can be in the log?")
+    return c.reply(hint=" How old can the newest snapshot be, and which "
+                   "events after it can be in the log?")
 
 
 @statement("Q3.1", "With a snapshot every few pages, the event log is no longer needed.",
@@ -470,8 +470,8 @@ def transfer_sweep(config: RunConfig = SNAPSHOT_INTENTS):
 def _ex_4_3(answer):
     truth = len(duplicate_names(SNAPSHOT_INTENTS))
     c = assess(answer, truth, what="crash points that duplicate")
-    return c.right, c.text + ("" if c.right else " Where is the report in the tracker while the "
-                              "checkpoint says the page is not done?")
+    return c.reply(hint=" Where is the report in the tracker while the "
+                   "checkpoint says the page is not done?")
 
 
 #: The source text's random kills: 39 real kills.

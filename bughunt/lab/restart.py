@@ -226,8 +226,8 @@ def pages_filed_twice(tracker_pages: list[int]) -> list[int]:
 def _ex_1_1(answer):
     truth = results.point(NO_CHECKPOINT, PAGE_7).redone_model_calls
     c = assess(answer, truth, what="model calls paid twice")
-    return c.right, c.text + ("" if c.right else " Count the pages done before the kill, then "
-                              "ask whether page 7's call was billed before the kill.")
+    return c.reply(hint=" Count the pages done before the kill, then "
+                   "ask whether page 7's call was billed before the kill.")
 
 
 @exercise("1.2", "Predict, then run: in the same kill (p7.after_model_call, no checkpoint, no key), "
@@ -239,8 +239,8 @@ def _ex_1_1(answer):
 def _ex_1_2(answer):
     truth = pages_filed_twice(results.point(NO_CHECKPOINT, PAGE_7).tracker_pages)
     c = assess(answer, truth, what="pages filed twice")
-    return c.right, c.text + ("" if c.right else " Which bug pages had the first process passed "
-                              "before it died?")
+    return c.reply(hint=" Which bug pages had the first process passed "
+                   "before it died?")
 
 
 def _as_pair(answer):

@@ -177,6 +177,11 @@ class Comparison:
     def __str__(self) -> str:
         return self.text
 
+    def reply(self, said: str = "", hint: str = "") -> tuple[bool | None, str]:
+        """An exercise's answer: the verdict, then `said` (what was measured, shown always), then
+        `hint` (a question to think about, shown unless the prediction was right)."""
+        return self.right, self.text + said + ("" if self.right else hint)
+
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

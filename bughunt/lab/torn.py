@@ -460,8 +460,8 @@ def lenient_reader_misses(config: RunConfig = NO_NEWLINE_NO_INTENTS) -> list[str
 def _ex_5_3(answer):
     truth = len(lenient_reader_misses())
     c = assess(answer, truth, what="crash points where the source text's reader is wrong")
-    return c.right, c.text + ("" if c.right else " Without intents, which record does the "
-                              "resumed run write first on a bug page?")
+    return c.reply(hint=" Without intents, which record does the "
+                   "resumed run write first on a bug page?")
 
 
 # --- common wrong statements --------------------------------------------------------------------
