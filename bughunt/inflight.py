@@ -53,7 +53,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from .diskio import Door
@@ -379,12 +379,6 @@ def sdk_behaviours(*, base_url: str, bill: Path) -> list[SdkBehaviour]:
     return [sdk_on_timeout(**b), sdk_on_rate_limit(**b), sdk_on_cut_stream(**b),
             sdk_on_cut_stream(stream=False, **b), sdk_on_malformed_chunk(**b),
             sdk_on_slow_stream(**b), sdk_on_stalled_stream(**b)]
-
-
-def frame(records: list) -> "pandas.DataFrame":  # noqa: F821
-    """Records (CallKilled or SdkBehaviour) as a DataFrame, one row each."""
-    import pandas as pd
-    return pd.DataFrame([asdict(r) for r in records])
 
 
 # --- command line ---------------------------------------------------------------------------------

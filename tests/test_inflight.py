@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bughunt import inflight
+from bughunt.experiment import frame
 from bughunt.llm import page_messages
 from bughunt.modelserver import ModelServer, ServerProcess, answer_words, read_bill
 from bughunt.world import Site
@@ -140,8 +141,8 @@ def test_a_stream_stalled_past_the_timeout_fails_without_a_retry(served):
 
 
 def test_records_become_one_dataframe_row_each(served):
-    rows = inflight.frame([inflight.sdk_on_rate_limit(**served),
-                           inflight.sdk_on_malformed_chunk(**served)])
+    rows = frame([inflight.sdk_on_rate_limit(**served),
+                  inflight.sdk_on_malformed_chunk(**served)])
     assert list(rows["case"]) == ["rate_limit", "malformed_chunk"]
     assert list(rows["billed"]) == [1, 1]
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .. import forkserver, inflight
 from ..config import RunConfig
-from ..experiment import CallCrashRun, CrashRun, crash_points, sweep_records
+from ..experiment import CallCrashRun, CrashRun, crash_points, frame, sweep_records
 from ..inflight import CallKilled, SdkBehaviour
 from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
 from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
@@ -200,7 +200,7 @@ KILL_COLUMNS = ["crash_point", "pending", "died_by_sigkill", "chunks_held", "pre
 def kill_table(records: list[CallKilled]):
     """The kills as a table: what the killed process held, what the server billed, what the resume
     ended with. (Request ids are left out: they differ on every run.)"""
-    df = inflight.frame(records)
+    df = frame(records)
     return df[KILL_COLUMNS]
 
 
@@ -217,7 +217,7 @@ def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
     and the answer words the killed process held against the whole answer (bottom)."""
     from .style import COLORS, new_figure
 
-    df = inflight.frame(records)
+    df = frame(records)
     points = list(dict.fromkeys(df["crash_point"]))
     x = range(len(points))
     fig, (top, bottom) = new_figure(10, 5.6, nrows=2, sharex=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import RunConfig, is_store_file
 from ..conformance import conform
 from ..crashpoints import LABELS
-from ..experiment import VERDICTS, frame, summarize
+from ..experiment import VERDICTS, summarize
 from ..grader import GRADE_PAGES, LESSONS, Grade
 from ..grader import grade as _grade
 from ..stores import contract
