@@ -293,7 +293,7 @@ def test_exercise_6_2_accepts_the_measured_ratio_by_order_of_magnitude(monkeypat
     assert not judge("6.2", "fast")
 
 
-def test_fsync_changes_no_verdict_under_kill9():
+def test_exercise_6_3_fsync_changes_no_verdict_in_the_full_sweeps():
     assert D.verdicts_changed_by_fsync() == []
     assert judge("6.3", 0) and not judge("6.3", 54) and not judge("6.3", 12)
 
