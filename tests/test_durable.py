@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bughunt.durable import MISSING, DurableStore, Kind, ReadOnlyError, Runtime, Tool, read_tasks
+from bughunt.durable import MISSING, DurableStore, Kind, ReadOnlyError, Runtime, read_tasks
 from bughunt.durable.examples import append_tool
 
 

@@ -8,7 +8,6 @@ whose write-ahead log is cut after each commit frame (https://www.sqlite.org/fil
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys

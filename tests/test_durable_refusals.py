@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bughunt.durable import (DurableStore, InvalidValue, Kind, Runtime, StoreBusy, StoreRefused,
+from bughunt.durable import (DurableStore, InvalidValue, Kind, Runtime, StoreBusy,
                              read_tasks)
 from bughunt.durable.examples import PAUSE_BANNER, WAIT_BANNER
 from bughunt.durable.store import APPLICATION_ID

@@ -13,12 +13,12 @@ import pytest
 
 from bughunt.config import RunConfig
 from bughunt.crashpoints import CALL_LABELS, LABELS, CrashPlan, NoSuchPoint, find, scheme
-from bughunt.experiment import (SDK_PRELOAD, CallCrashRun, crash_points, run_worker,
+from bughunt.experiment import (SDK_PRELOAD, CallCrashRun, run_worker,
                                 sweep_records)
 from bughunt.forkserver import ForkServer
 from bughunt.llm import (ForkedClientError, ServedModel, page_messages, read_call_journal,
                          run_project)
-from bughunt.modelserver import ServerProcess, answer_words, read_bill
+from bughunt.modelserver import ServerProcess, answer_words
 from bughunt.worker import LabOptions, world_model
 from bughunt.world import Site
 
