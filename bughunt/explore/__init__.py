@@ -176,7 +176,8 @@ def explore(program: list[str], directory, *, check: str | None = None,
                     for cls in dict.fromkeys(f.cls for f in findings):
                         r.by_class[cls] += 1
                         first = next(f for f in findings if f.cls == cls)
-                        result.violations.append(_violation(first, model, state, trace.ops))
+                        result.violations.append(_violation(first, model, state, trace.ops,
+                                                            trace.opaque))
                 done += 1
                 if progress:
                     progress(done, total)
@@ -185,11 +186,16 @@ def explore(program: list[str], directory, *, check: str | None = None,
     return result
 
 
-def _violation(f, model, state, ops) -> Violation:
+def _violation(f, model, state, ops, opaque=()) -> Violation:
+    """The record of one violating state; operations on files the program rebuilds (allowed
+    opaque files) are left out of what it lost."""
     last = state.oracle.last_ack
     since = (last[0] + 1) if last else 0
-    unfinished = [describe(ops[i]) for i in range(since, state.cut)
-                  if ops[i]["op"] not in (Op.MARK, Op.UNRELIABLE)]
+
+    def shown(i):
+        return ops[i]["op"] not in (Op.MARK, Op.UNRELIABLE) and ops[i].get("path") not in opaque
+
+    unfinished = [describe(ops[i]) for i in range(since, state.cut) if shown(i)]
 
     def listed(items):
         return items[:LISTED] + ([f"... and {len(items) - LISTED} more"]
@@ -200,8 +206,8 @@ def _violation(f, model, state, ops) -> Violation:
         after=describe(ops[state.cut - 1]) if state.cut else "before any operation",
         key=f.key, acknowledged=f.acknowledged, recovered=f.recovered, detail=f.detail,
         last_ack=f"{last[1]} (operation {last[0] + 1})" if last else None,
-        lost_ops=listed([describe(ops[i]) for i in state.lost]),
-        torn_ops=[describe(ops[i]) for i in state.torn],
+        lost_ops=listed([describe(ops[i]) for i in state.lost if shown(i)]),
+        torn_ops=[describe(ops[i]) for i in state.torn if shown(i)],
         unfinished_ops=listed(unfinished), choice=state.choice)
 
 

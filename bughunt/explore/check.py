@@ -110,7 +110,9 @@ def run_checker(argv: list[str], directory: Path, timeout: float) -> Outcome:
                                  f"string, e.g. {{\"a\": \"3\"}}; it printed {lines[-1][:120]}")
         return Outcome("items", {str(k): str(v) for k, v in items.items()}, seconds=seconds)
     kind = "error" if "error" in verdict else "refused"
-    return Outcome(kind, message=str(verdict[kind]), seconds=seconds)
+    # The copy's path changes from state to state: name it the way --check does.
+    message = str(verdict[kind]).replace(str(directory), "{state}")
+    return Outcome(kind, message=message, seconds=seconds)
 
 
 def lines_checker(ack_file: str):
