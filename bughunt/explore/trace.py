@@ -571,10 +571,11 @@ class Parser:
         path = self.paths.get(d.inode)
         if path is None:
             return                   # an unlinked file: no state will hold it
+        acks = self._ack_write(offset, data, call) if path == self.ack_file else []
         self._emit({"op": Op.WRITE, "path": path, "offset": offset,
                     "data": base64.b64encode(data).decode()}, call)
-        if path == self.ack_file:
-            self._ack_write(offset, data, call)
+        for mark in acks:
+            self._emit(mark, call)
 
     def _writer(self, ino: int, call: Call) -> None:
         tgid = self.procs[call.tid].tgid
@@ -763,14 +764,16 @@ class Parser:
             self.ack_text = bytearray()
             self.ack_pending = []
 
-    def _ack_write(self, offset: int, data: bytes, call: Call) -> None:
-        """--ack-lines FILE: a line becomes complete (begun), and acknowledged now or at the
-        next fsync of FILE."""
+    def _ack_write(self, offset: int, data: bytes, call: Call) -> list[dict]:
+        """--ack-lines FILE: a line this write completes is begun as the write starts (the
+        marks are emitted here, before it), and acknowledged once it returned (the marks
+        returned, to follow it) or at the next fsync of FILE."""
         before = bytes(self.ack_text)
         if offset > len(self.ack_text):
             self.ack_text.extend(b"\0" * (offset - len(self.ack_text)))
         self.ack_text[offset:offset + len(data)] = data
         old, new = _lines(before), _lines(bytes(self.ack_text))
+        acks = []
         for i, line in enumerate(new):
             if i >= len(old) or old[i] != line:
                 key, version = str(i + 1), line
@@ -778,8 +781,8 @@ class Parser:
                 if self.ack_on_fsync:
                     self.ack_pending.append((key, version))
                 else:
-                    self._emit({"op": Op.MARK, "what": "ack", "key": key, "version": version},
-                               call)
+                    acks.append({"op": Op.MARK, "what": "ack", "key": key, "version": version})
+        return acks
 
     def _ack_flush(self, call: Call) -> None:
         for key, version in self.ack_pending:
