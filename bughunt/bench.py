@@ -19,6 +19,9 @@ the absolute numbers beside it:
    server (`--model-url`) against the same pair with the in-process model, interleaved, on the
    same crash points: the ratios are why the other lessons' sweeps keep the in-process model.
 
+5. **The explorer.** A program's run under strace against the same run without (the trace
+   overhead, a ratio), and crash states checked per second (`python -m bughunt explore`, Linux).
+
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
 """
 
@@ -506,6 +509,43 @@ def random_kill_placement(tries: int = 40) -> None:
              f"{result['duplicates_hit']} duplicates; a run's life {result['run_life_ms']:.0f} ms")
 
 
+# --- 6. the explorer (python -m bughunt explore) --------------------------------------------------
+
+def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> None:
+    """What strace costs a program (its run under the explorer's strace against the same run
+    without, interleaved, medians), and how many crash states the explorer checks per second
+    (each check is one run of the workload's own reader on a copy of the state). Linux only."""
+    import shutil as _shutil
+
+    from .explore import trace as T
+    from .explore.workloads import command, explore_workload
+
+    if not sys.platform.startswith("linux") or _shutil.which("strace") is None:
+        row("explore", "trace overhead", 0, "x", note="skipped: needs Linux and strace")
+        return
+    for name in workloads:
+        plain, traced = [], []
+        for i in range(runs):
+            with tempfile.TemporaryDirectory(prefix="bughunt-bench-explore-") as tmp:
+                program, _, _ = command(name, Path(tmp) / "a")
+                t0 = time.perf_counter()
+                subprocess.run(program, check=True, stdout=subprocess.DEVNULL)
+                plain.append(time.perf_counter() - t0)
+                program, _, _ = command(name, Path(tmp) / "b")
+                (Path(tmp) / "w").mkdir()
+                traced.append(T.run_traced(program, Path(tmp) / "w").seconds)
+        p, t = statistics.median(plain), statistics.median(traced)
+        row("explore", f"{name}: a run under strace vs without", t, "s", floor=p, ratio=t / p,
+            target="<= 12x", met=t / p <= 12,
+            note="tracing slows most where a program makes many small system calls")
+        with tempfile.TemporaryDirectory(prefix="bughunt-bench-explore-") as tmp:
+            r = explore_workload(name, Path(tmp) / "d")
+        states = r.kill.states + sum(m.states for m in r.power.values())
+        row("explore", f"{name}: crash states checked per second", states / r.seconds, "1/s",
+            note=f"{states} states ({r.checks} distinct disks, each read by the workload's "
+                 f"checker) in {r.seconds:.1f} s, the trace included")
+
+
 def print_table(rows: list[dict]) -> None:
     cols = ["section", "case", "value", "unit", "reference", "ratio", "target", "met"]
     text = [[str("" if r[c] is None else r[c]) for c in cols] for r in rows]
@@ -518,7 +558,7 @@ def print_table(rows: list[dict]) -> None:
             print(f"  - {r['case']}: {r['note']}")
 
 
-SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model"]
+SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model", "explore"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -547,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
     if "model" in only:
         model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
         model_pair_cost(pairs=4 if args.quick else 24)
+    if "explore" in only:
+        explore_cost(runs=1 if args.quick else 3)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))

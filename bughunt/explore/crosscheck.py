@@ -27,7 +27,7 @@ from pathlib import Path
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
 FSYNC = ("never", "always")
-PAGES = 5
+PAGES = 3
 EXTERNAL = ("tracker.db*", "bill.jsonl", "io.jsonl")
 OPAQUE = ("tracker.db-shm",)
 
@@ -131,7 +131,7 @@ def cross_check(write_mode: str, fsync: str, work: Path, *, max_states: int = 40
                      max_states=max_states)
     lab = read_journal(d / "io.jsonl")
     files = {op[k] for op in lab for k in ("path", "src", "dst") if op.get(k)}
-    report = conform(RunConfig(store="log", write_mode=write_mode, fsync=fsync))
+    report = conform(RunConfig(store="log", write_mode=write_mode, fsync=fsync), pages=PAGES)
     kill_rules = sorted({v.rule for v in report.violations if v.state.startswith("kill -9")})
     power_rules = sorted({v.rule for v in report.violations if v.state.startswith("power cut")})
     suite_kill_at = sorted({re.match(r"kill -9 after operation \d+ \((.*)\)$", v.state).group(1)
