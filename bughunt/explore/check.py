@@ -22,16 +22,15 @@ strings printed after ACK:
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .states import Oracle, State
+from .trace import end_group
 
 CLASSES = ("lost", "phantom", "unreadable", "hang")
 
@@ -85,11 +84,7 @@ def run_checker(argv: list[str], directory: Path, timeout: float) -> Outcome:
         return Outcome("hang", message=f"the checker did not finish within {timeout:g} s",
                        seconds=time.perf_counter() - t0)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        end_group(proc)
     seconds = time.perf_counter() - t0
     lines = [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
     try:

@@ -120,54 +120,43 @@ def calls(lines) -> list[Call]:
     return out
 
 
+def _unquoted(text: str, opens: str, closes: str):
+    """(index, character, depth after it) of each character outside a quoted string."""
+    depth, i, quoted = 0, 0, False
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        else:
+            depth += (c in opens) - (c in closes)
+            yield i, c, depth
+        i += 1
+
+
 def _call(tid: int, text: str, line: int, started: int) -> Call | None:
     paren = text.find("(")
     if paren <= 0:
         return None
-    name = text[:paren]
-    depth, i, quoted = 0, paren, False
-    while i < len(text):
-        c = text[i]
-        if quoted:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quoted = False
-        elif c == '"':
-            quoted = True
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                break
-        i += 1
-    args = _split(text[paren + 1:i])
-    rest = text[i + 1:].strip()
+    end = next((i for i, c, depth in _unquoted(text, "([{", ")]}") if depth == 0 and c in ")]}"),
+               len(text))
+    args = _split(text[paren + 1:end])
+    rest = text[end + 1:].strip()
     result = rest[1:].strip() if rest.startswith("=") else "?"
-    return Call(tid, name, args, result, line, started)
+    return Call(tid, text[:paren], args, result, line, started)
 
 
 def _split(text: str) -> list[str]:
     """Top-level comma-separated arguments (quotes, brackets, braces and `<...>` kept whole)."""
-    args, depth, start, i, quoted = [], 0, 0, 0, False
-    while i < len(text):
-        c = text[i]
-        if quoted:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quoted = False
-        elif c == '"':
-            quoted = True
-        elif c in "([{<":
-            depth += 1
-        elif c in ")]}>":
-            depth -= 1
-        elif c == "," and depth == 0:
+    args, start = [], 0
+    for i, c, depth in _unquoted(text, "([{<", ")]}>"):
+        if c == "," and depth == 0:
             args.append(text[start:i].strip())
             start = i + 1
-        i += 1
     if text[start:].strip():
         args.append(text[start:].strip())
     return args
@@ -812,10 +801,20 @@ class Traced:
     seconds: float
 
 
+def end_group(proc) -> None:
+    """Kill the process group `proc` leads (started with start_new_session) and reap it."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def run_traced(program: list[str], workdir: Path, *, env: dict | None = None) -> Traced:
     """Run PROGRAM under strace to its end; its whole process group is killed on the way out
     (Ctrl-C, SIGTERM, an error), so nothing it started is left running."""
-    import signal
     import subprocess
     import time
 
@@ -831,11 +830,7 @@ def run_traced(program: list[str], workdir: Path, *, env: dict | None = None) ->
         try:
             returncode = proc.wait()
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            end_group(proc)
     seconds = time.perf_counter() - t0
     text = trace.read_text(errors="surrogateescape") if trace.exists() else ""
     return Traced(text, returncode, out.read_bytes(), err.read_text(errors="replace"), seconds)
