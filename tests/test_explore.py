@@ -98,8 +98,11 @@ def test_ext4_directory_model_commits_earlier_names_with_any_fsync_and_strict_do
 def test_the_oracle_takes_the_last_acknowledged_version_and_judges_lost_and_phantom():
     ops = [{"op": Op.MARK, "what": "begin", "key": "a", "version": "1"},
            {"op": Op.MARK, "what": "ack", "key": "a", "version": "1"},
-           {"op": Op.MARK, "what": "begin", "key": "a", "version": "2"}]
+           {"op": Op.MARK, "what": "begin", "key": "a", "version": "2"},
+           {"op": Op.MARK, "what": "ack", "key": "a", "version": "2"}]
     at = oracles(ops)
+    assert [f.cls for f in judge(Outcome("items", {"a": "1"}), at[4])] == ["lost"]  # older
+    assert judge(Outcome("items", {"a": "2"}), at[4]) == []
     assert dict(at[2].acked) == {"a": "1"} and at[3].versions("a") == ("1", "2")
     assert judge(Outcome("items", {"a": "2"}), at[3]) == []          # in flight: fine
     assert [f.cls for f in judge(Outcome("items", {}), at[3])] == ["lost"]
@@ -137,12 +140,17 @@ def test_every_fd_rule_replays_to_the_final_directory_byte_for_byte(tmp_path):
         os.rename("a", "sub/b", src_dir_fd=dirfd, dst_dir_fd=dirfd)
         g = os.open(os.path.join(d, "c"), os.O_RDWR | os.O_CREAT)
         os.write(g, b"0123456789"); os.lseek(g, 2, os.SEEK_SET); os.read(g, 3); os.write(g, b"__")
+        g2 = os.dup(g); os.lseek(g2, 0, os.SEEK_SET); os.write(g, b"AB")   # one shared offset
         os.posix_fallocate(g, 0, 16)
-        if os.fork() == 0:                 # a child shares the offset (no CLONE_FILES)
-            os.write(g, b"child"); os._exit(0)
+        if os.fork() == 0:                 # a child shares the offset, not the fd table
+            os.write(g, b"child"); os.close(g)
+            mine = os.open(os.path.join(d, "child"), os.O_WRONLY | os.O_CREAT)
+            assert mine == g                     # the child's own fd g is another file now
+            os.write(mine, b"own"); os._exit(0)
         os.wait(); os.write(g, b"parent")
         os.fsync(g); os.fsync(dirfd); os.sync()
-        os.unlink(os.path.join(d, "sub", "b")); os.rmdir(os.path.join(d, "sub"))
+        os.mkdir(os.path.join(d, "gone")); os.rmdir(os.path.join(d, "gone"))
+        os.unlink(os.path.join(d, "child"))
         os.truncate(os.path.join(d, "c"), 30)
         print("ACK c 1", flush=True)
     """)
@@ -157,7 +165,8 @@ def test_every_fd_rule_replays_to_the_final_directory_byte_for_byte(tmp_path):
     kinds = {str(op["op"]) for op in tr.ops}
     assert {"create", "write", "trunc", "mkdir", "rename", "fsync", "fsync_dir", "unlink",
             "rmdir", "mark"} <= kinds
-    assert (d / "c").read_bytes()[5:16] == b"__childpare"
+    assert (d / "c").read_bytes()[:16] == b"ABchildparent\0\0\0"
+    assert (d / "sub" / "b").read_bytes() == b"hell!"     # appended, truncated, dup'ed
 
 
 @needs_strace

@@ -47,7 +47,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
-    from . import Refused, explore
+    from . import Exploration, Refused, explore
 
     parser = _parser(prog)
     if "--" in argv:
@@ -67,8 +67,7 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
                          seed=args.seed, timeout=args.timeout)
     except Refused as e:
         if args.json:
-            json.dump({"reliable": False, "why_not": [str(e)], "kill": {"states": 0,
-                       "violations": 0}, "power": {}, "violations": []}, sys.stdout)
+            json.dump(Exploration(program, False, [str(e)]).to_json(), sys.stdout)
             print()
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
