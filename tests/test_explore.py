@@ -338,3 +338,18 @@ def test_on_the_lab_log_store_the_explorer_sees_the_door_op_for_op_and_agrees_wi
     assert same and len(r["lab ops"]) > 8 and extra <= 4, (r["explorer ops"], r["lab ops"])
     assert agrees(r, fsync), r
     assert bool(r["explorer: kill classes"]) == (write_mode == "no-newline")
+
+
+@needs_strace
+def test_a_checker_that_hangs_is_stopped_at_the_timeout_and_counted_as_a_hang(tmp_path):
+    program = _script(tmp_path, "one.py", """
+        import os, sys
+        open(os.path.join(sys.argv[1], "f"), "w").write("x")
+        print("ACK f 1", flush=True)
+    """)
+    hang = _script(tmp_path, "hang.py", "import time; time.sleep(600)\n")
+    d = tmp_path / "d"
+    r = explore(program + [str(d)], d, check=" ".join(hang) + " {state}", timeout=0.5,
+                max_states=2, samples_per_cut=1)
+    assert r.reliable and r.kill.by_class["hang"] == r.kill.states > 0
+    assert {v.cls for v in r.violations} == {"hang"}
