@@ -231,6 +231,42 @@ FIXES = {"json-dump": "json-atomic", "tinydb": "tinydb-atomic", "shelve": "pickl
          "sqlite-wal-normal": "sqlite-wal-full"}
 
 
+#: Why each store behaves as it does, from its own source or documentation (facts from outside,
+#: each with its public source; what a run of the explorer finds is measured, never written here).
+WHY = {
+    "json-dump": (
+        "open(path, 'w') truncates the file first (https://docs.python.org/3/library/"
+        "functions.html#open), and json.dump hands its chunks to a buffered file that reaches "
+        "the kernel only when it is flushed or closed (https://github.com/python/cpython/blob/"
+        "3.11/Lib/json/__init__.py, dump): between the two the checkpoint is empty; nothing is "
+        "fsynced, so a power cut may keep neither the bytes nor the name."),
+    "tinydb": (
+        "JSONStorage.write seeks to 0, writes the new JSON over the old, flushes, fsyncs, and "
+        "only then truncates (https://github.com/msiemens/tinydb/blob/master/tinydb/storages.py"
+        ", JSONStorage.write): when the new document is shorter, the file holds the new JSON "
+        "followed by the old tail until the truncate, and the truncate itself is never fsynced; "
+        "the directory is never fsynced, so a new database file's name may not survive a "
+        "power cut."),
+    "shelve": (
+        "dbm.dumb overwrites a value in place in its .dat file when it fits, and its _commit "
+        "renames the .dir index to .bak before writing a new .dir with open('w'); on open, a "
+        "missing .dir is an empty database and the .bak is never read (https://github.com/"
+        "python/cpython/blob/3.11/Lib/dbm/dumb.py, _commit, _update and __setitem__, whose "
+        "comment says it: 'this is a disaster (for the database) if the program crashes'); "
+        "nothing is fsynced."),
+    "sqlite-wal-full": (
+        "with journal_mode=WAL and synchronous=FULL, SQLite fsyncs the WAL at every commit "
+        "before it returns, and the directory after creating the WAL (https://www.sqlite.org/"
+        "pragma.html#pragma_synchronous, https://www.sqlite.org/wal.html); the -shm index is "
+        "rebuilt from the WAL, so the explorer allows it as opaque."),
+    "sqlite-wal-normal": (
+        "with synchronous=NORMAL in WAL mode the WAL is fsynced only at checkpoints: 'A "
+        "transaction committed in WAL mode with synchronous=NORMAL might roll back following a "
+        "power loss or system crash' (https://www.sqlite.org/pragma.html#pragma_synchronous); "
+        "a kill -9 loses nothing, the kernel still has the WAL."),
+}
+
+
 def run(name: str, d: str) -> None:
     save = WORKLOADS[name][0]
     os.makedirs(d, exist_ok=True)
