@@ -353,3 +353,34 @@ def test_a_checker_that_hangs_is_stopped_at_the_timeout_and_counted_as_a_hang(tm
                 max_states=2, samples_per_cut=1)
     assert r.reliable and r.kill.by_class["hang"] == r.kill.states > 0
     assert {v.cls for v in r.violations} == {"hang"}
+
+
+@needs_strace
+def test_a_program_that_never_ends_is_stopped_with_everything_it_started(tmp_path):
+    marker = f"bughunt-explore-test-{os.getpid()}"
+    program = _script(tmp_path, "forever.py", f"""
+        import os, subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+        time.sleep(600)
+    """)
+    proc = _run_cli("--dir", str(tmp_path / "d"), "--check", "true {state}",
+                    "--program-timeout", "2", "--", *program, cwd=tmp_path)
+    assert proc.returncode == 2 and "did not finish within 2 s" in proc.stderr
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left.strip() == ""
+
+
+@needs_strace
+def test_a_dir_reached_through_a_symlink_is_still_dir(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    program = _script(tmp_path, "w.py", """
+        import os, sys
+        open(os.path.join(sys.argv[1], "f"), "w").write("x")
+        print("ACK f 1", flush=True)
+    """)
+    r = explore(program + [str(tmp_path / "link")], tmp_path / "link", ack_lines=None,
+                check=" ".join(_script(tmp_path, "r.py", "print('{\"items\": {}}')\n")) + " {state}")
+    assert r.reliable, r.why_not
+    assert [str(op["op"]) for op in r.ops][:2] == ["create", "write"]

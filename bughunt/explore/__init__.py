@@ -31,7 +31,7 @@ from ..powerloss import Disk
 from . import check as _check
 from .report import Exploration, ModelResult, Violation, describe
 from .states import MODELS, build
-from .trace import parse, run_traced
+from .trace import TimedOut, parse, run_traced
 
 __all__ = ["explore", "Refused", "Exploration", "Violation"]
 
@@ -115,7 +115,8 @@ def parse_ack_lines(value: str | None) -> tuple[str | None, bool]:
 def explore(program: list[str], directory, *, check: str | None = None,
             ack_lines: str | None = None, external=(), allow_opaque=(),
             samples_per_cut: int = 4, max_states: int = 200, seed: int = 0,
-            timeout: float = 10.0, env: dict | None = None, progress=None) -> Exploration:
+            timeout: float = 10.0, program_timeout: float = 600.0, env: dict | None = None,
+            progress=None) -> Exploration:
     """Run PROGRAM under strace in DIR, build its crash states, check each; see the module."""
     t_start = time.perf_counter()
     directory = Path(directory)
@@ -133,7 +134,12 @@ def explore(program: list[str], directory, *, check: str | None = None,
     before, dirs = snapshot(directory)
     with tempfile.TemporaryDirectory(prefix="bughunt-explore-") as tmp:
         tmp = Path(tmp)
-        traced = run_traced(program, tmp, env=env)
+        try:
+            traced = run_traced(program, tmp, env=env, timeout=program_timeout)
+        except TimedOut:
+            raise Refused(f"PROGRAM did not finish within {program_timeout:g} s under strace "
+                          "(--program-timeout); it was stopped, with every process it "
+                          "started") from None
         _strace_refusals(traced, program)
         if traced.returncode != 0:
             tail = (traced.stderr.strip().splitlines() or ["nothing"])[-1][:200]

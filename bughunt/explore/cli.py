@@ -42,6 +42,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=10.0, metavar="S",
                    help="a checker still running after S seconds is a hang (10)")
+    p.add_argument("--program-timeout", type=float, default=600.0, metavar="S",
+                   help="stop PROGRAM (and all it started) if it runs longer than S seconds "
+                        "under strace (600)")
     p.add_argument("--json", action="store_true")
     return p
 
@@ -58,13 +61,16 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
     args = parser.parse_args(argv)
     if not program:
         parser.error("no PROGRAM: put it after --, e.g. -- python my_agent.py run DIR")
-    if not args.timeout > 0:
-        parser.error(f"--timeout {args.timeout:g}: must be more than 0 seconds")
+    for flag in ("timeout", "program_timeout"):
+        if not getattr(args, flag) > 0:
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag):g}: must be more "
+                         "than 0 seconds")
     try:
         result = explore(program, args.dir, check=args.check, ack_lines=args.ack_lines,
                          external=args.external, allow_opaque=args.allow_opaque,
                          samples_per_cut=args.samples, max_states=args.max_states,
-                         seed=args.seed, timeout=args.timeout)
+                         seed=args.seed, timeout=args.timeout,
+                         program_timeout=args.program_timeout)
     except Refused as e:
         if args.json:
             json.dump(Exploration(program, False, [str(e)]).to_json(), sys.stdout)

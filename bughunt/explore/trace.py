@@ -282,7 +282,9 @@ class Parser:
 
     def __init__(self, root: Path, cwd: Path, before: dict[str, bytes], dirs=(), *,
                  allow_opaque=(), ack_file: str | None = None, ack_on_fsync: bool = False):
-        self.root = os.path.realpath(root)
+        # DIR as the kernel names it (strace -y) and as the program may spell it (a symlink).
+        self.roots = sorted({os.path.realpath(root), os.path.abspath(root)}, key=len,
+                            reverse=True)
         self.allow_opaque = tuple(allow_opaque)
         self.ack_file, self.ack_on_fsync = ack_file, ack_on_fsync
         self.out = Trace()
@@ -313,10 +315,11 @@ class Parser:
     def _below(self, absolute: str) -> str | None:
         """The path below root, or None for a path outside it (or root itself: "")."""
         absolute = os.path.normpath(absolute)
-        if absolute == self.root:
-            return ""
-        if absolute.startswith(self.root + os.sep):
-            return absolute[len(self.root) + 1:]
+        for root in self.roots:
+            if absolute == root:
+                return ""
+            if absolute.startswith(root + os.sep):
+                return absolute[len(root) + 1:]
         return None
 
     def _resolve(self, proc: Process, dirfd_arg: str | None, path_arg: str) -> str | None:
@@ -331,7 +334,7 @@ class Parser:
                 held = proc.table.fds.get(_fd(dirfd_arg))
                 if held is None or held[0].path is None:
                     return None
-                base = os.path.join(self.root, held[0].path)
+                base = os.path.join(self.roots[0], held[0].path)
         return self._below(os.path.join(base, path))
 
     def _emit(self, op: dict, call: Call) -> None:
@@ -812,9 +815,15 @@ def end_group(proc) -> None:
     proc.wait()
 
 
-def run_traced(program: list[str], workdir: Path, *, env: dict | None = None) -> Traced:
+class TimedOut(Exception):
+    """PROGRAM did not finish in time (it was killed, with everything it started)."""
+
+
+def run_traced(program: list[str], workdir: Path, *, env: dict | None = None,
+               timeout: float | None = None) -> Traced:
     """Run PROGRAM under strace to its end; its whole process group is killed on the way out
-    (Ctrl-C, SIGTERM, an error), so nothing it started is left running."""
+    (Ctrl-C, SIGTERM, an error, `timeout` seconds passed: `TimedOut`), so nothing it started
+    is left running."""
     import subprocess
     import time
 
@@ -828,7 +837,9 @@ def run_traced(program: list[str], workdir: Path, *, env: dict | None = None) ->
                                     stdout=stdout, stderr=stderr, env=env,
                                     start_new_session=True)
         try:
-            returncode = proc.wait()
+            returncode = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise TimedOut(timeout) from None
         finally:
             end_group(proc)
     seconds = time.perf_counter() - t0
