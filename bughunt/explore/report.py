@@ -152,7 +152,7 @@ class Exploration:
                  Op.UNLINK: ("x", "#555555", "unlink / rmdir"),
                  Op.RMDIR: ("x", "#555555", "unlink / rmdir"),
                  Op.MKDIR: ("+", "#555555", "create")}
-        fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * len(lanes)))
+        fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * (len(lanes) + 3)))
         shown = set()
         for i, op in enumerate(self.ops, 1):
             kind = op["op"]
@@ -171,17 +171,19 @@ class Exploration:
             ax.plot(i, lane, marker, color=colour, markersize=6,
                     label=None if label in shown else label)
             shown.add(label)
-        cuts = {"kill": ("#D55E00", "-", 0.25), "strict": ("#0072B2", "--", 0.5),
-                "ext4": ("#009E73", ":", 0.75)}
-        for model, (colour, line, height) in cuts.items():
+        # One lane per crash model above: a bar between the operations where a cut violates.
+        for j, model in enumerate(("ext4", "strict", "kill")):
+            lane = len(lanes) + j
             marked = sorted({v.cut for v in self.violations if v.model == model})
-            for j, cut in enumerate(marked):
-                ax.axvline(cut + 0.5, color=colour, linestyle=line, alpha=0.6,
-                           label=f"violating cut: {MODEL_NAMES[model]}" if j == 0 else None)
+            ax.plot([c + 0.5 for c in marked], [lane] * len(marked), "|", color="#D55E00",
+                    markersize=14, markeredgewidth=2,
+                    label=None if "cut" in shown or not marked else "a violating cut")
+            shown.update(["cut"] if marked else [])
+        lanes = lanes + [f"violates: {MODEL_NAMES[m]}" for m in ("ext4", "strict", "kill")]
         ax.set_yticks(range(len(lanes)), lanes)
         ax.set_ylim(-0.7, len(lanes) - 0.3)
         ax.set_xlabel("operation (in the order strace saw them)")
-        ax.set_ylabel("file")
+        ax.set_ylabel("file, or crash model")
         ax.set_title(title or f"{' '.join(self.program)[:60]}: "
                      f"{len(self.violations)} violating states")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
