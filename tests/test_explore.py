@@ -384,3 +384,19 @@ def test_a_dir_reached_through_a_symlink_is_still_dir(tmp_path):
                 check=" ".join(_script(tmp_path, "r.py", "print('{\"items\": {}}')\n")) + " {state}")
     assert r.reliable, r.why_not
     assert [str(op["op"]) for op in r.ops][:2] == ["create", "write"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="explore is Linux only")
+def test_ptrace_denied_gets_one_sentence_and_exit_2(tmp_path):
+    # An strace as a sandbox that denies ptrace leaves it: it says so and exits 1.
+    fake = tmp_path / "bin" / "strace"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'strace: test_ptrace_get_syscall_info: PTRACE_TRACEME: "
+                    "Operation not permitted' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "bughunt", "explore", "--dir", str(tmp_path / "d"),
+                           "--check", "true {state}", "--", "true"],
+                          capture_output=True, text=True, cwd=ROOT, env=env)
+    assert proc.returncode == 2
+    assert "ptrace is denied here" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
