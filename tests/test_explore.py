@@ -400,3 +400,22 @@ def test_ptrace_denied_gets_one_sentence_and_exit_2(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 2
     assert "ptrace is denied here" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@needs_strace
+def test_ack_lines_make_each_fsynced_line_an_acknowledgement_and_the_dir_model_decides(tmp_path):
+    program = _script(tmp_path, "log.py", """
+        import os, sys
+        fd = os.open(os.path.join(sys.argv[1], "log.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        for i in range(3):
+            os.write(fd, f"line {i}\\n".encode()); os.fsync(fd)
+    """)
+    d = tmp_path / "d"
+    r = explore(program + [str(d)], d, ack_lines="log.txt:fsync")
+    assert r.reliable, r.why_not
+    assert r.kill.violations == 0
+    # The file's name was never made durable by a directory fsync: the strict model loses the
+    # file, the ext4-like one (any fsync commits earlier names) keeps every fsynced line.
+    assert r.power["strict"].by_class["lost"] > 0 and r.power["ext4"].violations == 0
+    unsynced = explore(program + [str(tmp_path / "e")], tmp_path / "e", ack_lines="log.txt")
+    assert unsynced.kill.violations == 0
