@@ -612,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
         model_pair_cost(pairs=4 if args.quick else 24)
     if "explore" in only:
-        explore_cost(runs=1 if args.quick else 3)
+        explore_cost(runs=1, workloads=("json-dump",)) if args.quick else explore_cost()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
