@@ -38,7 +38,7 @@ from .config import RunConfig, add_config_arguments, config_from_args, ConfigErr
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
-from .instruments.journal import JournalingFiles
+from .instruments.journal import JournalingFiles, Op
 from .powerloss import crash_states, kill_states
 from .stores import StoreDamage, StoreSpecError, store_class
 from .stores.contract import RULES
@@ -184,14 +184,18 @@ def describe_op(op: dict | None) -> str:
     if op is None:
         return "before any operation"
     kind = op["op"]
-    if kind == "write":
+    if kind == Op.WRITE:
         n = len(base64.b64decode(op["data"]))
         return f"write of {n} bytes to {op['path']} at offset {op['offset']}"
-    if kind == "rename":
+    if kind == Op.TRUNC and op.get("size"):
+        return f"truncate {op['path']} to {op['size']} bytes"
+    if kind == Op.RENAME:
         return f"rename {op['src']} -> {op['dst']}"
-    if kind == "fsync_dir":
-        return "directory fsync"
-    if kind == "mark":
+    if kind == Op.FSYNC_DIR:
+        return "directory fsync" + (f" of {op['path']}" if op.get("path") else "")
+    if kind == Op.UNRELIABLE:
+        return f"unreliable: {op.get('why')}"
+    if kind == Op.MARK:
         return {"commit-end": f"commit of event {op.get('seq')} returned",
                 "commit-begin": f"commit of event {op.get('seq')} began"}.get(
             op.get("what"), f"{op.get('what')} (page {op.get('page')})")
@@ -340,7 +344,7 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
         ops, states, events = record(config, cls, run_dir, report)
         acked = [0]
         for op in ops:
-            acked.append(acked[-1] + (op["op"] == "mark" and op.get("what") == "commit-end"))
+            acked.append(acked[-1] + (op["op"] == Op.MARK and op.get("what") == "commit-end"))
         seen: set[tuple[str, int]] = set()
         n = 0
         cases = [("kill", s) for s in kill_states(ops)]
