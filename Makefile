@@ -64,8 +64,16 @@ bench: setup
 	$(PY) -m bughunt.bench --csv bench-results/bench.csv
 
 # The panels of every lesson as one app, code hidden (Voila); it prints the address to open.
+# Offline and with a clean console: the app's template (notebooks/app/jupyter, found through
+# JUPYTER_PATH) links nothing from a CDN, and the jupytext JupyterLab extension, which needs
+# JupyterLab's notebook editor and fails to load in Voila, is left out. APP_ARGS adds more (the
+# tests: --no-browser --port=N).
+APP_OPTS := --Voila.ip=127.0.0.1 --template=bughunt \
+            --VoilaConfiguration.extension_denylist=jupyterlab-jupytext
+
 app: setup
-	$(VENV)/bin/voila notebooks/app/bughunt_app.ipynb --Voila.ip=127.0.0.1
+	JUPYTER_PATH="$(CURDIR)/notebooks/app/jupyter$${JUPYTER_PATH:+:$$JUPYTER_PATH}" \
+	    $(VENV)/bin/voila notebooks/app/bughunt_app.ipynb $(APP_OPTS) $(APP_ARGS)
 
 # The static book, built from the stored notebooks (never re-executed) without the network.
 # BOOK_ARGS: --repository OWNER/NAME --branch B for the Binder links (default: git's origin).
