@@ -162,6 +162,14 @@ def test_book_shows_the_stored_outputs_and_never_runs_a_cell(tmp_path):
     code = {"cell_type": "code", "execution_count": 1, "source": "print('ran ' + 'now')",
             "outputs": [{"output_type": "stream", "name": "stdout", "text": "stored, never re-run\n"}]}
     notebook(tmp_path / "nb", [md("# A lesson\n\ntext"), code])
+    # Saved widget state, as a notebook saved from JupyterLab has: it must not pull the widget
+    # manager and require.js from a CDN into the page.
+    nb = json.loads((tmp_path / "nb" / "00_only.ipynb").read_text())
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"m0": {"model_name": "LabelModel", "model_module": "@jupyter-widgets/controls",
+                         "model_module_version": "2.0.0", "state": {"value": "a label"}}},
+        "version_major": 2, "version_minor": 0}}
+    (tmp_path / "nb" / "00_only.ipynb").write_text(json.dumps(nb))
     proc = build_book(tmp_path / "out", "--notebooks", str(tmp_path / "nb"), "--repository", "",
                       offline=tmp_path / "offline")
     assert proc.returncode == 0, proc.stderr
@@ -170,6 +178,7 @@ def test_book_shows_the_stored_outputs_and_never_runs_a_cell(tmp_path):
     # No repository known: no Binder link, still how to run it locally.
     words = re.sub(r"<[^>]+>", "", text)
     assert "mybinder.org" not in text and "make lab" in words and "POSIX" in words
+    assert [u for u in Page(text).loads if re.match(r"(https?:)?//", u)] == []
 
 
 def test_book_build_fails_on_a_broken_link_with_one_sentence(tmp_path):

@@ -169,6 +169,9 @@ def sphinx_config(pages: list[Page], repository: str | None, branch: str) -> dic
         # The stored outputs, as regen left them: never executed here.
         "nb_execution_mode": "off",
         "nb_output_stderr": "show",
+        # Markdown outputs (the closing's checklist links each lesson) are read as MyST, so their
+        # links to other notebooks become links to those pages, as in the lessons' own text.
+        "nb_render_markdown_format": "myst",
         # No require.js or ipywidgets manager from a CDN: the stored panels are pictures.
         "nb_ipywidgets_js": {},
         # Headings get anchors, so the glossary's `#saving-progress` links resolve (GitHub style);
