@@ -60,7 +60,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab $(ROOT_ARGS) $(LAB_OPTS) $(LAB_ARGS)
 
 # Speed and cost, as ratios measured in one run; writes bench-results/bench.csv.
-bench: setup
+bench: setup setup-book
 	$(PY) -m bughunt.bench --csv bench-results/bench.csv
 
 # The panels of every lesson as one app, code hidden (Voila); it prints the address to open.

@@ -18,6 +18,8 @@ the absolute numbers beside it:
    one call of the in-process MockModel, and one crash+resume pair of the worker asking the
    server (`--model-url`) against the same pair with the in-process model, interleaved, on the
    same crash points: the ratios are why the other lessons' sweeps keep the in-process model.
+5. **The book.** `make book` from the stored notebooks, never executed (target: under 2 minutes
+   on 2 cores; tests/test_book.py builds it with every network connection refused).
 
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
 """
@@ -506,6 +508,25 @@ def random_kill_placement(tries: int = 40) -> None:
              f"{result['duplicates_hit']} duplicates; a run's life {result['run_life_ms']:.0f} ms")
 
 
+def book_build() -> None:
+    """`make book`'s build, timed: Sphinx over every stored notebook, into a temp dir."""
+    try:
+        import myst_nb  # noqa: F401
+    except ImportError:
+        print("bench: the book's tools are not installed (make setup-book): book not measured",
+              file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(prefix="bughunt-bench-book-") as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", tmp,
+                               "--repository", ""], capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        pages = len(list(Path(tmp, "html").glob("*.html")))
+    row("book", f"make book: {pages} pages from the stored notebooks, {os.cpu_count()} cores",
+        seconds, "s", target="<= 120 s", met=proc.returncode == 0 and seconds <= 120,
+        note="" if proc.returncode == 0 else f"the build failed: {proc.stderr.strip()[-300:]}")
+
+
 def print_table(rows: list[dict]) -> None:
     cols = ["section", "case", "value", "unit", "reference", "ratio", "target", "met"]
     text = [[str("" if r[c] is None else r[c]) for c in cols] for r in rows]
@@ -518,7 +539,7 @@ def print_table(rows: list[dict]) -> None:
             print(f"  - {r['case']}: {r['note']}")
 
 
-SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model"]
+SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model", "book"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -547,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     if "model" in only:
         model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
         model_pair_cost(pairs=4 if args.quick else 24)
+    if "book" in only:
+        book_build()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
