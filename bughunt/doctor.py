@@ -288,8 +288,8 @@ PARTS = [
          "lesson 10's DBOS sweeps (`bughunt frameworks --framework dbos`)"),
     Part("lesson 11: the openai SDK", ("openai",), ("openai",),
          "lesson 11's calls through the real SDK, and `--model local-server` runs"),
-    Part("make book: Sphinx, myst-nb, sphinx-book-theme", ("sphinx", "myst-nb", "sphinx-book-theme"),
-         ("sphinx", "myst_nb", "sphinx_book_theme"),
+    Part("make book: Sphinx, myst-nb, sphinx-book-theme",
+         ("sphinx", "myst-nb", "sphinx-book-theme"), ("sphinx", "myst_nb", "sphinx_book_theme"),
          "`make book` (the static site); install with `make setup-book`"),
 ]
 

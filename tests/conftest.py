@@ -40,7 +40,7 @@ def run_dir(tmp_path: Path) -> Path:
 # --- the book, built once per test session -------------------------------------------------------
 
 BOOK_REPOSITORY = "example-org/bughunt-lab"     # for the Binder links; no request is ever made
-OFFLINE = '''"""Loaded first by every Python process of the build: no socket may connect anywhere."""
+OFFLINE = '''"""Loaded first by every Python process of the build: no socket connects anywhere."""
 import socket
 
 

@@ -71,7 +71,8 @@ def md(text: str) -> dict:
 
 def test_toc_lists_every_lesson_notebook_in_order_titled_by_its_first_heading():
     pages = bk.toc()
-    assert [p.notebook for p in pages] == sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    lessons = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    assert [p.notebook for p in pages] == lessons
     assert pages[0].notebook == "00_start_here.ipynb" and pages[-1].label == "A"
     for p in pages:
         first = next(c for c in json.loads((NOTEBOOKS / p.notebook).read_text())["cells"]
@@ -160,7 +161,8 @@ def test_book_links_the_notebooks_jupyterlab_style_section_anchors(book):
 
 def test_book_shows_the_stored_outputs_and_never_runs_a_cell(tmp_path):
     code = {"cell_type": "code", "execution_count": 1, "source": "print('ran ' + 'now')",
-            "outputs": [{"output_type": "stream", "name": "stdout", "text": "stored, never re-run\n"}]}
+            "outputs": [{"output_type": "stream", "name": "stdout",
+                         "text": "stored, never re-run\n"}]}
     notebook(tmp_path / "nb", [md("# A lesson\n\ntext"), code])
     # Saved widget state, as a notebook saved from JupyterLab has: it must not pull the widget
     # manager and require.js from a CDN into the page.
@@ -190,11 +192,13 @@ def test_book_build_fails_on_a_broken_link_with_one_sentence(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_book_refuses_a_bad_repository_and_a_folder_that_is_not_its_own(tmp_path):
+def test_book_refuses_a_bad_repository_or_branch_and_a_folder_that_is_not_its_own(tmp_path):
     proc = build_book(tmp_path / "out", "--repository", "not a repo")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == ("book: --repository 'not a repo': expected OWNER/NAME of a "
                                    "GitHub repository")
+    proc = build_book(tmp_path / "out", "--branch", "main; rm -rf /")
+    assert proc.returncode == 2 and "--branch 'main; rm -rf /': not a branch name" in proc.stderr
     mine = tmp_path / "mine"
     (mine / "src").mkdir(parents=True)
     (mine / "src" / "notes.txt").write_text("a learner's notes")

@@ -34,7 +34,6 @@ import pytest
 from bughunt.config import RunConfig
 from bughunt.experiment import summarize, sweep_records
 from bughunt.lab.plots import describe_config
-from conftest import ROOT as _ROOT
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -390,7 +389,7 @@ def test_book_every_panel_cell_shows_its_picture(browser, book_site, book):
     shown = 0
     try:
         for p in toc():
-            want = _panel_cells(_ROOT / "notebooks" / p.notebook)
+            want = _panel_cells(ROOT / "notebooks" / p.notebook)
             page.goto(f"{book_site}/{p.docname}.html", wait_until="load")
             cells = page.evaluate("""() => [...document.querySelectorAll('.cell.tag_panel')]
                 .map(c => [...c.querySelectorAll('img')].map(i => ({

@@ -114,10 +114,12 @@ def github_repository(root: Path = ROOT) -> str | None:
     return m.group(1) if m else None
 
 
-def check_repository(repository: str | None) -> str | None:
+def check_link_target(repository: str | None, branch: str) -> None:
+    """The repository and branch go into every page's links: refuse what a URL cannot hold."""
     if repository is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repository):
         raise BookError(f"--repository {repository!r}: expected OWNER/NAME of a GitHub repository")
-    return repository
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)*", branch):
+        raise BookError(f"--branch {branch!r}: not a branch name (letters, digits, . _ - and /)")
 
 
 def binder_url(repository: str, branch: str, notebook: str) -> str:
@@ -178,7 +180,6 @@ def sphinx_config(pages: list[Page], repository: str | None, branch: str) -> dic
         # the notebooks' JupyterLab-style links (`#What-to-remember`) are added by this module.
         "myst_heading_anchors": 6,
         "myst_enable_extensions": ["colon_fence"],
-        "suppress_warnings": ["mystnb.unknown_mime_type"],
         "bughunt_repository": repository,
         "bughunt_branch": branch,
         "bughunt_pages": [p.notebook for p in pages],
@@ -196,10 +197,13 @@ def index_page(pages: list[Page], repository: str | None, branch: str) -> str:
     """The landing page: what the book is, how to run it, the lessons, and the table of contents
     (Sphinx's toctree, which makes the sidebar and the previous/next links)."""
     rows = "\n".join(f"| {p.label} | [{p.title}]({p.notebook}) |" for p in pages)
-    launch = (f"[launch the start notebook on Binder]({binder_url(repository, branch, pages[0].notebook)})"
-              f" (it builds the environment from `requirements.txt`, which takes a few minutes), "
-              f"or clone [the repository](https://github.com/{repository}) and" if repository
-              else "clone the repository and")
+    if repository:
+        start = binder_url(repository, branch, pages[0].notebook)
+        launch = (f"[launch the start notebook on Binder]({start}) (it builds the environment "
+                  "from `requirements.txt`, which takes a few minutes), or clone "
+                  f"[the repository](https://github.com/{repository}) and")
+    else:
+        launch = "clone the repository and"
     toctree = "\n".join(f"{p.title} <{p.docname}>" for p in pages)
     return f"""# BugHunt Recovery Lab
 
@@ -282,7 +286,8 @@ def build(out: Path = BUILD, repository: str | None = None, branch: str = "main"
     Sphinx runs as a child process in a session of its own, so Ctrl-C or SIGTERM stops it with the
     lab's one sentence (exit 130 or 143) instead of Sphinx's traceback, and nothing is left running.
     """
-    src = prepare(out, check_repository(repository), branch, notebooks)
+    check_link_target(repository, branch)
+    src = prepare(out, repository, branch, notebooks)
     html = Path(out) / "html"
     if html.exists():
         shutil.rmtree(html)
