@@ -18,8 +18,9 @@ the absolute numbers beside it:
    one call of the in-process MockModel, and one crash+resume pair of the worker asking the
    server (`--model-url`) against the same pair with the in-process model, interleaved, on the
    same crash points: the ratios are why the other lessons' sweeps keep the in-process model.
-
-5. **The explorer.** The CPU a program's run takes under strace against the same run without (the trace
+5. **The book.** `make book` from the stored notebooks, never executed (target: under 2 minutes
+   on 2 cores; tests/test_book.py builds it with every network connection refused).
+6. **The explorer.** The CPU a program's run takes under strace against the same run without (the trace
    overhead, a ratio), and crash states checked per second (`python -m bughunt explore`, Linux).
 
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
@@ -569,6 +570,24 @@ def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> N
             note=f"{states} states ({r.checks} distinct disks, each read by the workload's "
                  f"checker) in {r.seconds:.1f} s, the trace included")
 
+def book_build() -> None:
+    """`make book`'s build, timed: Sphinx over every stored notebook, into a temp dir."""
+    try:
+        import myst_nb  # noqa: F401
+    except ImportError:
+        print("bench: the book's tools are not installed (make setup-book): book not measured",
+              file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(prefix="bughunt-bench-book-") as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", tmp,
+                               "--repository", ""], capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        pages = len(list(Path(tmp, "html").glob("*.html")))
+    row("book", f"make book: {pages} pages from the stored notebooks, {os.cpu_count()} cores",
+        seconds, "s", target="<= 120 s", met=proc.returncode == 0 and seconds <= 120,
+        note="" if proc.returncode == 0 else f"the build failed: {proc.stderr.strip()[-300:]}")
+
 
 def print_table(rows: list[dict]) -> None:
     cols = ["section", "case", "value", "unit", "reference", "ratio", "target", "met"]
@@ -582,7 +601,8 @@ def print_table(rows: list[dict]) -> None:
             print(f"  - {r['case']}: {r['note']}")
 
 
-SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model", "explore"]
+SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model", "explore",
+            "book"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         model_pair_cost(pairs=4 if args.quick else 24)
     if "explore" in only:
         explore_cost(runs=1, workloads=("json-dump",)) if args.quick else explore_cost()
+    if "book" in only:
+        book_build()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
