@@ -50,7 +50,7 @@ def _entry(name: str):
     return getattr(importlib.import_module(module), function)
 
 
-def serve(preload: tuple[str, ...] = ()) -> None:
+def serve_forks(preload: tuple[str, ...] = ()) -> None:
     """The server loop: fork one worker per request, report its pid and its exit status."""
     from . import worker          # imported once, here, before any fork
     for name in preload:          # "module", or "module:function" to also call it once
@@ -233,4 +233,4 @@ def enabled() -> bool:
 
 if __name__ == "__main__":
     modules = sys.argv[2].split(",") if sys.argv[1:2] == ["--preload"] else []
-    serve(tuple(m for m in modules if m))
+    serve_forks(tuple(m for m in modules if m))
