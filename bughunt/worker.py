@@ -249,6 +249,10 @@ def plan_crashes(config: RunConfig, crash_at: int | str | None, pause_at: int | 
                      call_in_flight=in_call)
         crash = find(points, crash_at, what="--crash-at", **where) if crash_at is not None else None
         pause = find(points, pause_at, what="--pause-at", **where) if pause_at is not None else None
+        for flag, target in (("--crash-at", crash), ("--pause-at", pause)):
+            if target is not None and target.label == "after_abort" and config.pending != "abort":
+                raise NoSuchPoint(f"{flag} after_abort: no such crash point here: a pending "
+                                  f"intent is redone, never aborted (--pending {config.pending})")
         store_class(config.store)          # a learner's store file: loads, has the methods
     except (SiteError, NoSuchPoint, StoreSpecError) as e:
         raise Refused(str(e)) from None

@@ -142,3 +142,8 @@ def test_the_plan_fires_after_abort_right_after_the_pending_intent_is_given_up(t
                       "after_abort", cwd=tmp_path)
     assert refused.returncode == 2 and "no intent is ever pending" in refused.stderr
     assert not (tmp_path / "n").exists()
+    # A pending intent that is redone is never aborted: that point cannot be reached either.
+    refused = bughunt("run", "--dir", str(tmp_path / "m"), "--pending", "redo", "--crash-at",
+                      "after_abort", cwd=tmp_path)
+    assert refused.returncode == 2 and "--pending redo" in refused.stderr
+    assert not (tmp_path / "m").exists()
