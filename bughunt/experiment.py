@@ -379,7 +379,7 @@ def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> Outcome:
 
 
 def witnesses_agree(tracker_pages: list[int], memory: dict | None, rebuild_ok: bool | None,
-          disk_error: str | None) -> bool:
+                    disk_error: str | None) -> bool:
     """The three-way check: the tracker holds exactly the findings the agent remembers, and the
     rebuild from disk (where there is one) gives the agent's memory back."""
     return (memory is not None and tracker_pages == sorted(memory["findings"])

@@ -84,3 +84,10 @@ def test_the_diff_a_lesson_shows_is_the_statement_and_nothing_else():
     swapped = mutants.diff("submit-before-intent")              # one line moved above two
     assert _changed(swapped, "+") == ["+            self.submit_report(page, key)"]
     assert _changed(swapped, "-") == ["-            self.submit_report(page, key)"]
+
+
+def test_a_patch_that_would_not_parse_is_refused_before_any_copy_is_made():
+    import dataclasses
+    broken = dataclasses.replace(MUTANTS["no-lock"], new="if run_dir:")
+    with pytest.raises(TargetGone, match="would not parse"):
+        mutants.apply(broken, (PACKAGE / broken.file).read_text())

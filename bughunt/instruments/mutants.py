@@ -139,7 +139,13 @@ def apply(mutant: Mutant, text: str) -> str:
     first, last, indent = locate(mutant, text)
     lines = text.splitlines(keepends=True)
     new = [" " * indent + line + "\n" for line in textwrap.dedent(mutant.new).splitlines()]
-    return "".join(lines[:first - 1] + new + lines[last:])
+    mutated = "".join(lines[:first - 1] + new + lines[last:])
+    try:
+        ast.parse(mutated)
+    except SyntaxError as e:
+        raise TargetGone(f"mutant {mutant.name}: the patched {mutant.file} would not parse "
+                         f"(line {e.lineno}: {e.msg})") from None
+    return mutated
 
 
 def _check(name: str) -> Mutant:
