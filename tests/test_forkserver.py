@@ -58,9 +58,10 @@ def test_a_server_keeps_its_temp_files_where_its_kill_removes_them(tmp_path):
     # warm-up run and Python's probe of the temp dir must be in the directory `kill` removes.
     server = ForkServer(env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
+        # After a first run the server has surely finished starting (its exec, then its warm-up).
+        assert server.run(ex.worker_args(tmp_path / "r", SMALL)).returncode == 0
         environ = open(f"/proc/{server.proc.pid}/environ", "rb").read().split(b"\0")
         assert f"TMPDIR={server.tmp.name}".encode() in environ
-        assert server.run(ex.worker_args(tmp_path / "r", SMALL)).returncode == 0
     finally:
         server.kill()
     assert not os.path.exists(server.tmp.name)
