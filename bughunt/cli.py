@@ -160,7 +160,8 @@ def _config(parser, args):
 def cmd_points(parser, args) -> int:
     from .experiment import crash_points
 
-    points = crash_points(_config(parser, args), args.model != "in-process")
+    config = _config(parser, args)
+    points = crash_points(config, args.model != "in-process")
     if args.json:
         json.dump([{"crash_point": p.name, "index": p.index, "page": p.page, "label": p.label}
                    for p in points], sys.stdout)
@@ -170,6 +171,8 @@ def cmd_points(parser, args) -> int:
                       for p in points], ["crash_point", "index", "page", "label"]))
         print(f"{len(points)} crash points (the name means the same moment in every "
               "configuration; the index is this configuration's count)")
+        print("inside recovery itself, before the first page of every resume (not counted): "
+              "after_repair" + (", after_abort (pending intent abort)" if config.intent else ""))
     return 0
 
 

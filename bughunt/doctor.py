@@ -209,7 +209,7 @@ def file_system(path: Path, mounts: Path = PROC_MOUNTS) -> str:
     return best[1]
 
 
-def _read(path: Path) -> str | None:
+def _read_sys(path: Path) -> str | None:
     try:
         return path.read_text().strip()
     except OSError:
@@ -227,10 +227,10 @@ def storage(path: Path, sys_dev_block: Path = SYS_DEV_BLOCK, cpuinfo: Path = CPU
         # a partition's queue settings live on its parent disk
         disk = real if (real / "queue").is_dir() else real.parent
         device = disk.name
-        write_cache = _read(disk / "queue" / "write_cache")
+        write_cache = _read_sys(disk / "queue" / "write_cache")
         parts = set(str(real).split("/"))
         virtual = any(p.startswith(("virtio", "xen", "vmbus")) for p in parts)
-    flags = _read(Path(cpuinfo))
+    flags = _read_sys(Path(cpuinfo))
     hypervisor = None if flags is None else any(
         line.startswith("flags") and " hypervisor" in line for line in flags.splitlines())
     if hypervisor is None and platform.system() == "Darwin":

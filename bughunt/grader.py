@@ -575,7 +575,7 @@ def describe_exception(e: BaseException, store_file: str | None) -> str:
 
 
 def _conform_main(spec: str, config: RunConfig, out: Path) -> None:
-    from .conformance import conform, record, Report
+    from .conformance import conform, record, ConformanceReport
     from .stores import StoreSpecError, store_class
 
     say = _Say(out)
@@ -616,7 +616,7 @@ def _conform_main(spec: str, config: RunConfig, out: Path) -> None:
             run_dir = Path(tmp) / "run"
             run_dir.mkdir()
             ops, _states, events = record(config, watched(cls, say, mark_mid=True), run_dir,
-                                          Report(store="", config=config))
+                                          ConformanceReport(store="", config=config))
         result["profile"] = dataclasses.asdict(disk_profile(ops, events))
     except BaseException:
         pass                        # the suite ran the same calls: its report has the story
