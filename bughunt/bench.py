@@ -526,7 +526,7 @@ def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> N
     import shutil as _shutil
 
     from .explore import trace as T
-    from .explore.workloads import command, explore_workload
+    from .explore.workloads import explore_workload, workload_command
 
     if not sys.platform.startswith("linux") or _shutil.which("strace") is None:
         row("explore", "trace overhead", 0, "x", note="skipped: needs Linux and strace")
@@ -535,7 +535,7 @@ def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> N
         return [sys.executable, "-m", "bughunt", "run", "--dir", str(d), "--store", "log",
                 "--pages", "5"]
 
-    programs = {name: (lambda d, name=name: command(name, d)[0]) for name in workloads}
+    programs = {name: (lambda d, name=name: workload_command(name, d)[0]) for name in workloads}
     programs["the lab's worker, 5 pages"] = worker
     for name, program_in in programs.items():
         plain, traced = [], []

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bughunt.explore import Refused, explore, self_check
+from bughunt.explore import ExploreRefused, explore, self_check
 from bughunt.explore import trace as T
-from bughunt.explore.check import Outcome, judge
+from bughunt.explore.check import CheckerVerdict, judge
 from bughunt.explore.states import oracles
 from bughunt.explore.workloads import SKELETON, explore_workload
 from bughunt.instruments.journal import Op
@@ -101,15 +101,15 @@ def test_the_oracle_takes_the_last_acknowledged_version_and_judges_lost_and_phan
            {"op": Op.MARK, "what": "begin", "key": "a", "version": "2"},
            {"op": Op.MARK, "what": "ack", "key": "a", "version": "2"}]
     at = oracles(ops)
-    assert [f.cls for f in judge(Outcome("items", {"a": "1"}), at[4])] == ["lost"]  # older
-    assert judge(Outcome("items", {"a": "2"}), at[4]) == []
+    assert [f.cls for f in judge(CheckerVerdict("items", {"a": "1"}), at[4])] == ["lost"]  # older
+    assert judge(CheckerVerdict("items", {"a": "2"}), at[4]) == []
     assert dict(at[2].acked) == {"a": "1"} and at[3].versions("a") == ("1", "2")
-    assert judge(Outcome("items", {"a": "2"}), at[3]) == []          # in flight: fine
-    assert [f.cls for f in judge(Outcome("items", {}), at[3])] == ["lost"]
-    assert [f.cls for f in judge(Outcome("items", {"a": "3"}), at[3])] == ["phantom"]
-    assert [f.cls for f in judge(Outcome("items", {"b": "1"}), at[3])] == ["lost", "phantom"]
-    assert judge(Outcome("refused", message="x"), at[0]) == []       # nothing acknowledged yet
-    assert [f.cls for f in judge(Outcome("refused", message="x"), at[2])] == ["unreadable"]
+    assert judge(CheckerVerdict("items", {"a": "2"}), at[3]) == []          # in flight: fine
+    assert [f.cls for f in judge(CheckerVerdict("items", {}), at[3])] == ["lost"]
+    assert [f.cls for f in judge(CheckerVerdict("items", {"a": "3"}), at[3])] == ["phantom"]
+    assert [f.cls for f in judge(CheckerVerdict("items", {"b": "1"}), at[3])] == ["lost", "phantom"]
+    assert judge(CheckerVerdict("refused", message="x"), at[0]) == []       # nothing acknowledged yet
+    assert [f.cls for f in judge(CheckerVerdict("refused", message="x"), at[2])] == ["unreadable"]
 
 
 def test_a_trace_line_joined_with_its_resumption_and_a_cut_buffer_is_refused():
@@ -304,10 +304,10 @@ def test_a_program_that_cannot_start_or_fails_gets_one_sentence_and_exit_2(tmp_p
 
 def test_without_strace_the_explorer_refuses_with_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(Refused, match="strace is not installed"):
+    with pytest.raises(ExploreRefused, match="strace is not installed"):
         explore(["true"], tmp_path / "d", check="true {state}")
     monkeypatch.setattr(sys, "platform", "darwin")
-    with pytest.raises(Refused, match="Linux only"):
+    with pytest.raises(ExploreRefused, match="Linux only"):
         explore(["true"], tmp_path / "d", check="true {state}")
 
 

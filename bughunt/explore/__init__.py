@@ -29,38 +29,38 @@ from pathlib import Path
 from ..instruments.journal import Op
 from ..powerloss import Disk
 from . import check as _check
-from .report import Exploration, ModelResult, Violation, describe
+from .report import Exploration, ModelResult, StateViolation, describe
 from .states import MODELS, build
 from .trace import TimedOut, parse, run_traced
 
-__all__ = ["explore", "Refused", "Exploration", "Violation"]
+__all__ = ["explore", "ExploreRefused", "Exploration", "StateViolation"]
 
 #: Operations listed per violation (lost, torn, unfinished), the rest counted.
 LISTED = 8
 
 
-class Refused(Exception):
+class ExploreRefused(Exception):
     """No exploration at all: one sentence, exit 2 (a bad flag, strace missing, not Linux...)."""
 
 
 def preflight(program: list[str], directory: Path) -> None:
-    """What must hold before PROGRAM runs under strace; `Refused` with one sentence if not."""
+    """What must hold before PROGRAM runs under strace; `ExploreRefused` with one sentence if not."""
     if not sys.platform.startswith("linux"):
-        raise Refused(f"explore runs on Linux only: it traces PROGRAM with strace, which needs "
+        raise ExploreRefused(f"explore runs on Linux only: it traces PROGRAM with strace, which needs "
                       f"ptrace; this system is {sys.platform} (use a Linux VM or container)")
     if shutil.which("strace") is None:
-        raise Refused("strace is not installed: install it (Debian/Ubuntu: apt-get install "
+        raise ExploreRefused("strace is not installed: install it (Debian/Ubuntu: apt-get install "
                       "strace; the lab's .ci/run does) and run explore again")
     if not program:
-        raise Refused("no PROGRAM: put it after --, e.g. -- python my_agent.py run DIR")
+        raise ExploreRefused("no PROGRAM: put it after --, e.g. -- python my_agent.py run DIR")
     exe = program[0]
     found = exe if "/" in exe else shutil.which(exe)
     if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
-        raise Refused(f"PROGRAM {exe!r} cannot start: "
+        raise ExploreRefused(f"PROGRAM {exe!r} cannot start: "
                       + ("no such file" if found is None or not os.path.exists(found)
                          else "not an executable file"))
     if directory.exists() and not directory.is_dir():
-        raise Refused(f"--dir {directory}: is a file, not a directory")
+        raise ExploreRefused(f"--dir {directory}: is a file, not a directory")
 
 
 def snapshot(directory: Path) -> tuple[dict[str, bytes], list[str]]:
@@ -108,7 +108,7 @@ def parse_ack_lines(value: str | None) -> tuple[str | None, bool]:
         return None, False
     path, _, mode = value.rpartition(":") if value.endswith(":fsync") else (value, "", "")
     if not path or path.startswith("/") or ".." in Path(path).parts:
-        raise Refused(f"--ack-lines {value}: give a file below --dir, as FILE or FILE:fsync")
+        raise ExploreRefused(f"--ack-lines {value}: give a file below --dir, as FILE or FILE:fsync")
     return os.path.normpath(path), mode == "fsync"
 
 
@@ -124,11 +124,11 @@ def explore(program: list[str], directory, *, check: str | None = None,
     preflight(program, directory)
     ack_file, ack_on_fsync = parse_ack_lines(ack_lines)
     try:
-        argv = _check.command(check) if check is not None else None
+        argv = _check.checker_argv(check) if check is not None else None
     except ValueError as e:
-        raise Refused(str(e)) from None
+        raise ExploreRefused(str(e)) from None
     if argv is None and ack_file is None:
-        raise Refused("nothing to check the states against: give --check 'CMD {state}' (the "
+        raise ExploreRefused("nothing to check the states against: give --check 'CMD {state}' (the "
                       "program's own reader) or --ack-lines FILE")
     directory.mkdir(parents=True, exist_ok=True)
     before, dirs = snapshot(directory)
@@ -137,13 +137,13 @@ def explore(program: list[str], directory, *, check: str | None = None,
         try:
             traced = run_traced(program, tmp, env=env, timeout=program_timeout)
         except TimedOut:
-            raise Refused(f"PROGRAM did not finish within {program_timeout:g} s under strace "
+            raise ExploreRefused(f"PROGRAM did not finish within {program_timeout:g} s under strace "
                           "(--program-timeout); it was stopped, with every process it "
                           "started") from None
         _strace_refusals(traced, program)
         if traced.returncode != 0:
             tail = (traced.stderr.strip().splitlines() or ["nothing"])[-1][:200]
-            raise Refused(f"PROGRAM exited with status {traced.returncode} (its last line on "
+            raise ExploreRefused(f"PROGRAM exited with status {traced.returncode} (its last line on "
                           f"stderr: {tail}): explore needs a run that reaches its end")
         trace = parse(traced.text, directory, Path.cwd(), before, dirs,
                       allow_opaque=allow_opaque, ack_file=ack_file, ack_on_fsync=ack_on_fsync)
@@ -174,7 +174,7 @@ def explore(program: list[str], directory, *, check: str | None = None,
                 try:
                     outcome = checker(state)
                 except _check.CheckerProblem as e:
-                    raise Refused(f"{e} (at the state after operation {state.cut})") from None
+                    raise ExploreRefused(f"{e} (at the state after operation {state.cut})") from None
                 findings = _check.judge(outcome, state.oracle)
                 r.states += 1
                 if findings:
@@ -192,7 +192,7 @@ def explore(program: list[str], directory, *, check: str | None = None,
     return result
 
 
-def _violation(f, model, state, ops, opaque=()) -> Violation:
+def _violation(f, model, state, ops, opaque=()) -> StateViolation:
     """The record of one violating state; operations on files the program rebuilds (allowed
     opaque files) are left out of what it lost."""
     last = state.oracle.last_ack
@@ -207,7 +207,7 @@ def _violation(f, model, state, ops, opaque=()) -> Violation:
         return items[:LISTED] + ([f"... and {len(items) - LISTED} more"]
                                  if len(items) > LISTED else [])
 
-    return Violation(
+    return StateViolation(
         cls=f.cls, model=model, cut=state.cut,
         after=describe(ops[state.cut - 1]) if state.cut else "before any operation",
         key=f.key, acknowledged=f.acknowledged, recovered=f.recovered, detail=f.detail,
@@ -221,9 +221,9 @@ def _strace_refusals(traced, program) -> None:
     said = [line for line in traced.stderr.splitlines() if line.startswith("strace: ")]
     for line in said:
         if "ptrace" in line.lower() and ("not permitted" in line or "denied" in line.lower()):
-            raise Refused("ptrace is denied here, so strace cannot trace PROGRAM ("
+            raise ExploreRefused("ptrace is denied here, so strace cannot trace PROGRAM ("
                           f"{line.removeprefix('strace: ')}); in a container, allow ptrace "
                           "(e.g. docker run --cap-add SYS_PTRACE)")
         if "exec" in line or "Can't stat" in line:
-            raise Refused(f"PROGRAM {program[0]!r} cannot start: "
+            raise ExploreRefused(f"PROGRAM {program[0]!r} cannot start: "
                           f"{line.removeprefix('strace: ')}")

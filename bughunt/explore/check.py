@@ -40,14 +40,14 @@ class CheckerProblem(Exception):
 
 
 @dataclass
-class Outcome:
+class CheckerVerdict:
     kind: str                    # "items", "error", "refused", "hang"
     items: dict | None = None
     message: str = ""
     seconds: float = 0.0
 
 
-def command(template: str) -> list[str]:
+def checker_argv(template: str) -> list[str]:
     """`--check 'CMD {state}'` as an argument list (no shell); ValueError for a bad one."""
     argv = shlex.split(template)
     if not argv:
@@ -58,7 +58,7 @@ def command(template: str) -> list[str]:
     return argv
 
 
-def materialize(state: State, directory: Path) -> None:
+def write_state(state: State, directory: Path) -> None:
     directory.mkdir(parents=True)
     for d in state.dirs:
         (directory / d).mkdir(parents=True, exist_ok=True)
@@ -67,7 +67,7 @@ def materialize(state: State, directory: Path) -> None:
         (directory / path).write_bytes(data)
 
 
-def run_checker(argv: list[str], directory: Path, timeout: float) -> Outcome:
+def run_checker(argv: list[str], directory: Path, timeout: float) -> CheckerVerdict:
     from ..interrupts import deferred
 
     cmd = [a.replace("{state}", str(directory)) for a in argv]
@@ -81,7 +81,7 @@ def run_checker(argv: list[str], directory: Path, timeout: float) -> Outcome:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return Outcome("hang", message=f"the checker did not finish within {timeout:g} s",
+        return CheckerVerdict("hang", message=f"the checker did not finish within {timeout:g} s",
                        seconds=time.perf_counter() - t0)
     finally:
         end_group(proc)
@@ -103,22 +103,22 @@ def run_checker(argv: list[str], directory: Path, timeout: float) -> Outcome:
                 isinstance(v, (str, int)) and not isinstance(v, bool) for v in items.values()):
             raise CheckerProblem("the checker's \"items\" must map each key to its version as a "
                                  f"string, e.g. {{\"a\": \"3\"}}; it printed {lines[-1][:120]}")
-        return Outcome("items", {str(k): str(v) for k, v in items.items()}, seconds=seconds)
+        return CheckerVerdict("items", {str(k): str(v) for k, v in items.items()}, seconds=seconds)
     kind = "error" if "error" in verdict else "refused"
     # The copy's path changes from state to state: name it the way --check does.
     message = str(verdict[kind]).replace(str(directory), "{state}")
-    return Outcome(kind, message=message, seconds=seconds)
+    return CheckerVerdict(kind, message=message, seconds=seconds)
 
 
 def lines_checker(ack_file: str):
     """The built-in checker of `--ack-lines FILE`: the complete lines of FILE, key = line
     number (a last line without its newline is a torn tail a reader skips)."""
-    def check(directory: Path) -> Outcome:
+    def check(directory: Path) -> CheckerVerdict:
         path = directory / ack_file
         if not path.exists():
-            return Outcome("items", {})
+            return CheckerVerdict("items", {})
         lines = path.read_bytes().split(b"\n")[:-1]
-        return Outcome("items", {str(i + 1): line.decode("utf-8", "replace")
+        return CheckerVerdict("items", {str(i + 1): line.decode("utf-8", "replace")
                                  for i, line in enumerate(lines)})
     return check
 
@@ -130,15 +130,15 @@ class Checker:
                  timeout: float = 10.0):
         self.workdir, self.argv, self.timeout = workdir, argv, timeout
         self.builtin = lines_checker(ack_file) if argv is None else None
-        self.cache: dict[str, Outcome] = {}
+        self.cache: dict[str, CheckerVerdict] = {}
         self.runs = 0
         self.seconds = 0.0
 
-    def __call__(self, state: State) -> Outcome:
+    def __call__(self, state: State) -> CheckerVerdict:
         if state.digest in self.cache:
             return self.cache[state.digest]
         directory = self.workdir / f"state-{self.runs:05d}"
-        materialize(state, directory)
+        write_state(state, directory)
         try:
             outcome = (self.builtin(directory) if self.builtin else
                        run_checker(self.argv, directory, self.timeout))
@@ -159,7 +159,7 @@ class Finding:
     detail: str
 
 
-def judge(outcome: Outcome, oracle: Oracle) -> list[Finding]:
+def judge(outcome: CheckerVerdict, oracle: Oracle) -> list[Finding]:
     """What is wrong with what the checker recovered, given what had been begun and acked."""
     acked = dict(oracle.acked)
     if outcome.kind == "hang":

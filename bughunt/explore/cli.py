@@ -12,7 +12,7 @@ USAGE = ("python -m bughunt explore --dir DIR [--check 'CMD {state}'] [--ack-lin
          "[--external GLOB]... [--allow-opaque GLOB]... [--json] -- PROGRAM ARGS")
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
+def explore_parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, usage=USAGE,
         description="Run PROGRAM once under strace (Linux only), build its kill -9 and power-cut "
@@ -50,9 +50,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
-    from . import Exploration, Refused, explore
+    from . import Exploration, ExploreRefused, explore
 
-    parser = _parser(prog)
+    parser = explore_parser(prog)
     if "--" in argv:
         cut = argv.index("--")
         argv, program = argv[:cut], argv[cut + 1:]
@@ -71,7 +71,7 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
                          samples_per_cut=args.samples, max_states=args.max_states,
                          seed=args.seed, timeout=args.timeout,
                          program_timeout=args.program_timeout)
-    except Refused as e:
+    except ExploreRefused as e:
         if args.json:
             json.dump(Exploration(program, False, [str(e)]).to_json(), sys.stdout)
             print()

@@ -32,7 +32,7 @@ EXTERNAL = ("tracker.db*", "bill.jsonl", "io.jsonl")
 OPAQUE = ("tracker.db-shm",)
 
 
-def check(directory: Path) -> dict:
+def check_log_store_state(directory: Path) -> dict:
     """The checker: what the log store recovers here, and whether it resumes cleanly."""
     from ..config import CONFIG_FILE, read_config
     from ..diskio import Door
@@ -165,7 +165,7 @@ def agrees(r: dict, fsync: str) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "check":
-        print(json.dumps(check(Path(argv[1]))))
+        print(json.dumps(check_log_store_state(Path(argv[1]))))
         return 0
     print("usage: python -m bughunt.explore.crosscheck check DIR", file=sys.stderr)
     return 2

@@ -1,6 +1,6 @@
 """What the explorer found, as records, a table, JSON and a figure.
 
-One `Violation` per violating state and class: which model, after which operation, the key, what
+One `StateViolation` per violating state and class: which model, after which operation, the key, what
 had been acknowledged and what the reader found, the operations the state lost or tore (a power
 cut) or the program had not finished since its last acknowledgement (a kill -9), and that last
 acknowledgement.
@@ -34,7 +34,7 @@ def describe(op: dict) -> str:
 
 
 @dataclass
-class Violation:
+class StateViolation:
     cls: str                      # lost, phantom, unreadable, hang
     model: str                    # kill, strict, ext4
     cut: int                      # operations issued before the crash
@@ -76,7 +76,7 @@ class Exploration:
     kill: ModelResult = field(default_factory=ModelResult)
     power: dict[str, ModelResult] = field(
         default_factory=lambda: {"strict": ModelResult(), "ext4": ModelResult()})
-    violations: list[Violation] = field(default_factory=list)
+    violations: list[StateViolation] = field(default_factory=list)
     exit_status: int | None = None
     trace_seconds: float = 0.0
     checks: int = 0

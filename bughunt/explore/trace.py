@@ -211,7 +211,7 @@ def _fd(arg: str) -> int:
     return _int(arg.split("<", 1)[0])
 
 
-def _fd_path(arg: str) -> str | None:
+def _path_behind_fd(arg: str) -> str | None:
     """The path strace -y printed behind a descriptor: `3<\\x2f\\x74...>`."""
     if "<" not in arg or not arg.endswith(">"):
         return None
@@ -277,7 +277,7 @@ class Trace:
             self.refusals.append(sentence)
 
 
-class Parser:
+class TraceReader:
     """Follows the calls of one trace and writes the journal of what they did below `root`."""
 
     def __init__(self, root: Path, cwd: Path, before: dict[str, bytes], dirs=(), *,
@@ -327,9 +327,9 @@ class Parser:
         if path.startswith("/"):
             return self._below(path)
         if dirfd_arg is None or _fd(dirfd_arg) == AT_FDCWD:
-            base = (_fd_path(dirfd_arg) if dirfd_arg else None) or proc.cwd[0]
+            base = (_path_behind_fd(dirfd_arg) if dirfd_arg else None) or proc.cwd[0]
         else:
-            base = _fd_path(dirfd_arg)
+            base = _path_behind_fd(dirfd_arg)
             if base is None:
                 held = proc.table.fds.get(_fd(dirfd_arg))
                 if held is None or held[0].path is None:
@@ -471,7 +471,7 @@ class Parser:
         elif name == "chdir":
             proc.cwd[0] = os.path.normpath(os.path.join(proc.cwd[0], _str(a[0])))
         elif name == "fchdir":
-            path = _fd_path(a[0])
+            path = _path_behind_fd(a[0])
             if path:
                 proc.cwd[0] = path
 
@@ -529,7 +529,7 @@ class Parser:
         held = proc.table.fds.get(_fd(arg))
         if held is not None:
             return held[0]
-        shown = _fd_path(arg)
+        shown = _path_behind_fd(arg)
         if shown and self._below(shown):
             self.out.refuse(f"descriptor {_fd(arg)} ({self._below(shown)}) was used at trace line "
                             f"{call.line} but its open was never seen")
@@ -700,7 +700,7 @@ class Parser:
         if not (prot & PROT_WRITE and (flags & 0x3) in (MAP_SHARED, 0x3)):
             return
         d = proc.table.fds.get(_fd(a[4]))
-        path = d[0].path if d else (self._below(_fd_path(a[4]) or "") or None)
+        path = d[0].path if d else (self._below(_path_behind_fd(a[4]) or "") or None)
         if not path:
             return
         if any(fnmatch.fnmatch(path, g) for g in self.allow_opaque):
@@ -719,7 +719,7 @@ class Parser:
         out_arg = {"sendfile": a[0], "copy_file_range": a[2], "splice": a[2], "tee": a[1],
                    "vmsplice": a[0]}[call.name]
         d = proc.table.fds.get(_fd(out_arg))
-        path = d[0].path if d else self._below(_fd_path(out_arg) or "")
+        path = d[0].path if d else self._below(_path_behind_fd(out_arg) or "")
         if path or (d and d[0].stdout):
             what = path or "PROGRAM's standard output"
             self.out.refuse(f"PROGRAM wrote {what} with {call.name} (trace line {call.line}): the "
@@ -788,7 +788,7 @@ def _lines(data: bytes) -> list[str]:
 
 
 def parse(trace_text: str, root: Path, cwd: Path, before: dict[str, bytes], dirs=(), **kw) -> Trace:
-    return Parser(root, cwd, before, dirs, **kw).feed(calls(trace_text.splitlines()))
+    return TraceReader(root, cwd, before, dirs, **kw).feed(calls(trace_text.splitlines()))
 
 
 # --- running PROGRAM under strace -----------------------------------------------------------------

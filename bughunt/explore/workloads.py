@@ -267,7 +267,7 @@ WHY = {
 }
 
 
-def run(name: str, d: str) -> None:
+def run_workload(name: str, d: str) -> None:
     save = WORKLOADS[name][0]
     os.makedirs(d, exist_ok=True)
     for step in range(1, STEPS + 1):
@@ -276,7 +276,7 @@ def run(name: str, d: str) -> None:
         print(f"ACK {KEY} {step}", flush=True)
 
 
-def check(name: str, d: str) -> dict:
+def check_workload(name: str, d: str) -> dict:
     """The checker's verdict: {"items": {...}} or {"error": ...}."""
     try:
         step = WORKLOADS[name][1](d)
@@ -285,7 +285,7 @@ def check(name: str, d: str) -> dict:
     return {"items": {} if step is None else {KEY: str(step)}}
 
 
-def command(name: str, d) -> tuple[list[str], str, tuple[str, ...]]:
+def workload_command(name: str, d) -> tuple[list[str], str, tuple[str, ...]]:
     """PROGRAM, the --check template and the --allow-opaque globs for workload `name`."""
     return ([sys.executable, os.path.abspath(__file__), "run", name, str(d)],
             f"{sys.executable} {os.path.abspath(__file__)} check {name} {{state}}",
@@ -296,7 +296,7 @@ def explore_workload(name: str, d, **kw):
     """Explore workload `name` in directory `d` (new or empty)."""
     from . import explore
 
-    program, check_cmd, opaque = command(name, d)
+    program, check_cmd, opaque = workload_command(name, d)
     return explore(program, d, check=check_cmd, allow_opaque=opaque, **kw)
 
 
@@ -336,9 +336,9 @@ def main(argv: list[str]) -> int:
         print(f"usage: workloads.py run|check {'|'.join(WORKLOADS)} DIR", file=sys.stderr)
         return 2
     if argv[0] == "run":
-        run(argv[1], argv[2])
+        run_workload(argv[1], argv[2])
     else:
-        print(json.dumps(check(argv[1], argv[2])))
+        print(json.dumps(check_workload(argv[1], argv[2])))
     return 0
 
 
