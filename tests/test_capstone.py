@@ -20,9 +20,9 @@ import pytest
 
 from bughunt import grader
 from bughunt.grader import DiskProfile, Grade, Problem, RuleResult, choose_hint, disk_profile
-from bughunt.lab import capstone as cap
+from bughunt.lab.lessons import l09_your_own_store as cap
 from bughunt.lab import results
-from bughunt.lab.exercises import judge
+from bughunt.lab.judges import judge
 from bughunt.stores.contract import RULES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -266,7 +266,7 @@ def test_select_points_by_kind_and_pattern():
 
 
 def test_the_panel_sweeps_the_chosen_settings_and_shows_each_witness():
-    from bughunt.lab import frameworks as fw
+    from bughunt.lab.lessons import l10_frameworks as fw
 
     fw.clear_caches()
     p = fw.FrameworkPanel()

@@ -6,8 +6,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from bughunt import beyond as B
-from bughunt.lab import beyond
-from bughunt.lab.exercises import EXERCISES, judge
+from bughunt.lab.lessons import l08_beyond as beyond
+from bughunt.lab.judges import EXERCISES, judge
 
 
 def test_tidy_removes_machine_paths_but_keeps_file_and_reason():

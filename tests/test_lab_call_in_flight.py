@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 
 from bughunt import inflight
 from bughunt.inflight import SdkBehaviour
-from bughunt.lab import call_in_flight as cif
-from bughunt.lab.exercises import judge
+from bughunt.lab.lessons import l11_call_in_flight as cif
+from bughunt.lab.judges import judge
 from bughunt.modelserver import read_bill
 
 

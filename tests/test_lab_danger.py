@@ -5,8 +5,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from bughunt.experiment import kill_random
-from bughunt.lab import danger
-from bughunt.lab.exercises import judge
+from bughunt.lab.lessons import l04_danger_window as danger
+from bughunt.lab.judges import judge
 from bughunt.lab import results
 
 SMALL_KEY = {name: cfg.replace(pages=4) for name, cfg in danger.KEY_SWEEPS.items()}   # 17 points

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 
 from bughunt.bufferdemo import LINE
 from bughunt.diskio import Door, Files
-from bughunt.lab import durability as D
-from bughunt.lab.exercises import EXERCISES, judge
+from bughunt.lab.lessons import l06_kill9_vs_power_loss as D
+from bughunt.lab.judges import EXERCISES, judge
 from bughunt.lab import results
 
 SMALL = {name: cfg.replace(pages=4) for name, cfg in D.POLICIES.items()}   # 18 points each

@@ -7,8 +7,9 @@ import re
 import pytest
 from matplotlib.figure import Figure
 
-from bughunt.lab import durable_tasks as dt
-from bughunt.lab.exercises import EXERCISES, judge
+from bughunt.lab.lessons import l07_durable_tasks as dt
+from bughunt.lab.views import show_text_code
+from bughunt.lab.judges import EXERCISES, judge
 
 
 def test_count_story_tables_show_running_then_pending_then_terminal():
@@ -119,7 +120,7 @@ def test_the_source_texts_code_is_shown_verbatim_as_typescript_beside_the_labs()
                   "tick": "if ((await runtime.memo(`printed-${n}`, taskContext)) === undefined) {",
                   "execute": 'if (replay === "safe" && tool?.replay === "safe") {'}
     for name, line in seed_lines.items():
-        shown = dt.show_text_code(name)
+        shown = show_text_code(name)
         assert line in shown.code and "```typescript\n" in shown._repr_markdown_()
         assert "Pi's `packages/durable/" in shown.title
 

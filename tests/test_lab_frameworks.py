@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from bughunt.lab import frameworks as fw
-from bughunt.lab.exercises import EXERCISES, judge
-from bughunt.lab.teach import show_source
+from bughunt.lab.lessons import l10_frameworks as fw
+from bughunt.lab.judges import EXERCISES, judge
+from bughunt.lab.views import show_source
 
 
 def test_exercise_10_1_counts_the_duplicates_right_after_each_report():

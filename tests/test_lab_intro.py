@@ -3,8 +3,9 @@
 from matplotlib.figure import Figure
 
 from bughunt.config import RunConfig
-from bughunt.lab import restart, tour
-from bughunt.lab.exercises import judge
+from bughunt.lab.lessons import l01_killed_at_page_7 as restart
+from bughunt.lab.lessons import l00_start_here as tour
+from bughunt.lab.judges import judge
 
 
 def test_crash_point_map_has_every_point_of_the_scheme():
@@ -15,7 +16,7 @@ def test_crash_point_map_has_every_point_of_the_scheme():
 
 
 def test_clean_run_leaves_fifteen_events_twelve_calls_three_reports():
-    run = tour.clean_run()
+    run = tour.inspect_clean_run()
     assert len(run.events) == 15 and len(run.bill) == 12 and list(run.reports.page) == [3, 7, 10]
     assert [name for name, _ in run.files] == ["bill.jsonl", "config.json", "events.jsonl",
                                                "run.lock", "tracker.db"]

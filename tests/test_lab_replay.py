@@ -9,9 +9,10 @@ from matplotlib.figure import Figure
 
 from bughunt.config import RunConfig
 from bughunt.experiment import crash_point, replay_after_crash
-from bughunt.lab import replay
-from bughunt.lab.exercises import judge
+from bughunt.lab.lessons import l03_replay_vs_snapshot as replay
+from bughunt.lab.judges import judge
 from bughunt.lab import results
+from bughunt.lab.views import show_text_code
 from bughunt.stores import records
 
 LOG4 = RunConfig(store="log", intent=True, pages=4)
@@ -181,3 +182,22 @@ def test_exercise_3_1_judge_measures_the_max_with_a_snapshot_every_5_pages():
 def test_exercise_3_2_judge_measures_the_replay_at_p7_after_submit():
     assert judge("3.2", 3)
     assert not judge("3.2", 8)
+
+
+def test_the_source_texts_apply_event_is_the_code_shown_and_differs_only_where_the_lesson_says():
+    shown = show_text_code("apply_event")
+    assert "def apply_event(state, ev):" in shown.code
+    table = replay.apply_event_versions()
+    assert table.iloc[0, 0] == table.iloc[1, 0]          # same state from the clean log
+    assert table.loc["source text"].iloc[1].startswith("ignores it")
+    assert table.loc["lab"].iloc[1].startswith("raises ValueError")
+
+
+def test_only_fsync_rename_and_directory_fsync_leave_the_new_file_after_a_power_cut():
+    t = replay.power_cut_after_write()
+    lab = t.loc["lab: fsync, rename, fsync dir"]
+    assert lab["disk states: old file"] == 0 and lab["disk states: empty or torn file"] == 0
+    assert lab["disk states: new file"] > 0 and lab["fsyncs"] == 2
+    assert t.loc["source text: fsync, rename", "disk states: old file"] > 0
+    assert t.loc["source text: fsync, rename", "disk states: empty or torn file"] == 0
+    assert t.loc["rename only", "disk states: empty or torn file"] > 0

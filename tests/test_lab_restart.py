@@ -7,8 +7,9 @@ import signal
 
 import pytest
 
-from bughunt.lab import restart, results, teach
-from bughunt.lab.exercises import EXERCISES, judge
+from bughunt.lab import judges, results
+from bughunt.lab.lessons import l01_killed_at_page_7 as restart
+from bughunt.lab.judges import EXERCISES, judge
 
 
 # --- predict, then run ----------------------------------------------------------------------------
@@ -63,7 +64,7 @@ def test_lesson_1_statements_are_false_by_measurement_and_say_why(id):
     assert right, feedback
     assert not EXERCISES[id].judge(True)[0]
     assert feedback.startswith("The statement is false. Measured") and re.search(r"\d", feedback)
-    assert id in teach.STATEMENTS
+    assert id in judges.STATEMENTS
 
 
 def test_q1_2_says_what_ran_after_each_signal():

@@ -10,8 +10,8 @@ import re
 import pytest
 from matplotlib.figure import Figure
 
-from bughunt.lab import torn
-from bughunt.lab.exercises import EXERCISES, judge
+from bughunt.lab.lessons import l05_torn_writes as torn
+from bughunt.lab.judges import EXERCISES, judge
 from bughunt.lab import results
 
 SMALL = {mode: cfg.replace(pages=4) for mode, cfg in torn.MODE_CONFIGS.items()}

@@ -5,7 +5,7 @@ import pytest
 
 from bughunt.config import RunConfig
 from bughunt.experiment import summarize, sweep_records
-from bughunt.lab import granularity
+from bughunt.lab.lessons import l02_granularity as granularity
 from bughunt.crashpoints import NoSuchPoint
 from bughunt.lab import results
 from bughunt.lab.panel import CrashPanel, slug

@@ -17,19 +17,19 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from ..config import RunConfig, is_store_file
-from ..conformance import conform
-from ..crashpoints import LABELS
-from ..experiment import VERDICTS, summarize
-from ..grader import GRADE_PAGES, LESSONS, Grade
-from ..grader import grade as _grade
-from ..stores import contract
-from ..stores.contract import RULES
-from . import results
-from .exercises import exercise
-from .plots import verdict_handles
-from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
-from .teach import Measured, statement
+from ...config import RunConfig, is_store_file
+from ...conformance import conform
+from ...crashpoints import LABELS
+from ...experiment import VERDICTS, summarize
+from ...grader import GRADE_PAGES, LESSONS, Grade
+from ...grader import grade as _grade
+from ...stores import contract
+from ...stores.contract import RULES
+from .. import results
+from ..judges import Measured, defined_in, exercise, statement
+from ..plots import verdict_handles
+from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+from ..registry import Lesson
 
 #: The lab's own stores the grades are drawn beside, with a grade's settings.
 LAB_STORES = ("log", "snapshot")
@@ -424,7 +424,7 @@ class GradePanel:
     def __init__(self, store: str = "my_store.py:MyStore"):
         import ipywidgets as W
 
-        from .panel import ON_OFF, _toggle
+        from ..panel import ON_OFF, _toggle
 
         self.default = store
         self.store = W.Text(value=store, description="store", placeholder="FILE.py:ClassName",
@@ -608,7 +608,7 @@ def _ex_9_2(answer):
            "a power cut: section 4's stores do, and so does the lab's own snapshot store with its "
            "directory fsync removed (lesson 8's planted bug).")
 def _q9_1():
-    from .closing import without_dir_fsync
+    from .l12_closing import without_dir_fsync
 
     m = without_dir_fsync()
     return Measured(m["losing"] == 0, (
@@ -624,7 +624,7 @@ def _q9_1():
            "tracker deduplicates (with the intent recorded first) makes it effectively once "
            "(lesson 4).")
 def _q9_2():
-    from ..config import RunConfig
+    from ...config import RunConfig
 
     config = RunConfig(store="log", pages=GRADE_PAGES, intent=False, idempotency_key=False)
     runs = results.sweep(config)
@@ -634,3 +634,33 @@ def _q9_2():
         f"Measured just now: the lab's log store breaks {rules} of the {len(RULES)} rules, and "
         f"without the key {len(dup)} of its {len(runs)} crash points file a report twice "
         f"({', '.join(dup)})."))
+
+
+LESSON = Lesson(
+    number=9,
+    notebook="09_your_own_store",
+    title="Your own store: write a checkpoint store, and let the crash sweep grade it",
+    short_title="your own store",
+    question="Write a checkpoint store; does it survive the sweep?",
+    teaches="the capstone: you write a checkpoint store; the conformance suite and a "
+            "real-SIGKILL sweep grade each version",
+    objectives=(
+        "write a checkpoint store (检查点) against a contract of four methods, writing only "
+        "through the I/O door the lab gives it;",
+        "read a grader's report: which rule broke, at which crash state, in which file, with "
+        "what on disk, and which lesson teaches the fix;",
+        "take a naive store to a passing one, one fix at a time: temp file and rename, fsync, "
+        "directory fsync, a log with the newline repair;",
+        "tell the store's part of recovery from the run's: the idempotency key (幂等键) belongs "
+        "to the side effect, keeping the intent belongs to the store.",
+    ),
+    minutes=60,
+    time_note=", most of it writing your own store",
+    prerequisites="Lessons 3 to 6 (replay vs snapshot, the danger window, torn writes, kill "
+                  "-9 vs power loss); Python classes; `os.open`, `os.fsync` and `os.replace` "
+                  "by name.",
+    panel=panel,
+    in_app=False,          # the store is written in the notebook, so no tab in the app
+    exercises=defined_in(__name__),
+)
+

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import html
-import inspect
 import itertools
 import json
 import subprocess
 import tempfile
-import textwrap
 import threading
 import time
 import uuid
@@ -35,17 +33,17 @@ import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import forkserver, inflight
-from ..config import RunConfig
-from ..experiment import CallCrashRun, CrashRun, crash_points, frame, sweep_records
-from ..inflight import CallKilled, SdkBehaviour
-from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
-from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
+from ... import forkserver, inflight
+from ...config import RunConfig
+from ...experiment import CallCrashRun, CrashRun, crash_points, frame, sweep_records
+from ...inflight import CallKilled, SdkBehaviour
+from ...llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
+from ...modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
                            prompt_tokens, read_bill)
-from ..world import Site
-from . import results
-from .exercises import exercise
-from .teach import Measured, statement
+from ...world import Site
+from .. import results
+from ..judges import Measured, defined_in, exercise, statement
+from ..registry import Lesson
 
 PAGE = 3                    # the lesson's first bug page: its call is the one killed here
 PENDING = inflight.PENDING  # what a resume does with the call in flight: redo | abort
@@ -132,13 +130,6 @@ def lab() -> CallLab:
     return _LAB
 
 
-def show_source(obj):
-    """The lab's own code for `obj`, as the package has it (read with inspect), as Markdown."""
-    from IPython.display import Markdown
-
-    return Markdown(f"```python\n{textwrap.dedent(inspect.getsource(obj))}```")
-
-
 # --- the answer of a page, and the moments inside its call ----------------------------------------
 
 def answer_of(page: int = PAGE) -> list[str]:
@@ -215,7 +206,7 @@ def _words(text: str | None) -> int:
 def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
     """Per crash point inside the call: the calls the server billed for each resume choice (top),
     and the answer words the killed process held against the whole answer (bottom)."""
-    from .style import COLORS, new_figure
+    from ..style import COLORS, new_figure
 
     df = frame(records)
     points = list(dict.fromkeys(df["crash_point"]))
@@ -306,7 +297,7 @@ def sdk_timing(records: list[SdkBehaviour]):
 def plot_sdk(records: list[SdkBehaviour]):
     """Per case: the attempts the SDK sent beside the attempts the server billed, and what the
     caller got."""
-    from .style import COLORS, new_figure
+    from ..style import COLORS, new_figure
 
     fig, ax = new_figure(10, 0.7 + 0.62 * len(records))
     y = list(range(len(records)))
@@ -435,7 +426,7 @@ def timelines() -> list[Timeline]:
 def plot_timelines(lines: list[Timeline]):
     """Chunks received over time, with each call's timeout marked: a slow stream outlives its
     timeout, a stalled one dies of it."""
-    from .style import COLORS, SERIES, new_figure
+    from ..style import COLORS, SERIES, new_figure
 
     fig, ax = new_figure(9, 3.8)
     for i, t in enumerate(lines):
@@ -501,8 +492,8 @@ def lesson2_contrast():
     inside the call (measured here)."""
     import pandas as pd
 
-    from ..config import RunConfig
-    from ..experiment import crash_and_resume, crash_point
+    from ...config import RunConfig
+    from ...experiment import crash_and_resume, crash_point
 
     config = RunConfig(store="snapshot", granularity="op", intent=False)
     rows = []
@@ -663,7 +654,7 @@ def _table(rows) -> str:
 
 def plot_panel(kill: CallKilled | None, sdk: SdkBehaviour | None):
     """The panel's picture: the kill's bill and prefix (left), the SDK's attempts (right)."""
-    from .style import COLORS, new_figure
+    from ..style import COLORS, new_figure
 
     fig, (left, right) = new_figure(10, 3.4, ncols=2)
     if kill is not None:
@@ -830,7 +821,7 @@ class CallPanel:
     def _draw(self) -> None:
         from IPython.display import Image
 
-        from .style import png
+        from ..style import png
 
         self.plot_out.outputs = ()
         if self.kill is None and self.sdk is None:
@@ -986,3 +977,32 @@ def _q11_3():
     return Measured(r.billed_calls <= 1,
                     f"Measured just now: killed at last_chunk holding {r.chunks_held} chunks, the "
                     f"resume redid the call; the server billed {r.billed_calls} calls.")
+
+
+LESSON = Lesson(
+    number=11,
+    notebook="11_call_in_flight",
+    title="The call in flight: what a kill, a timeout, a cut stream or a 429 costs",
+    short_title="the call in flight",
+    question="What do a kill, a timeout, a cut stream or a 429 cost on a real server's bill?",
+    teaches="a local OpenAI-compatible model server and the real `openai` SDK: a kill "
+            "mid-stream, timeouts, cut streams, 429s, against the server's bill",
+    objectives=(
+        "say where a call's answer is at each moment of a stream (the server, the client's "
+        "prefix) and what a `kill -9` there costs on the provider's bill;",
+        "choose between redoing a killed call, recording it as aborted, and resuming from its "
+        "prefix, and name each choice's guarantee (lesson 4) and cost;",
+        "predict what the `openai` SDK retries by itself (a timeout, a 429, a cut body) and "
+        "what it does not (a cut stream), which exception escapes `except openai.APIError`, "
+        "and what its timeout limits;",
+        "point the same code at a real local model (Ollama, vLLM, llama.cpp) and say what the "
+        "lesson then loses.",
+    ),
+    minutes=35,
+    prerequisites="Lessons 2, 4 and 7 (granularity, the danger window, the durable runtime's "
+                  "model request); Python exceptions; what an HTTP request and a streamed "
+                  "response are.",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

@@ -16,18 +16,18 @@ from pathlib import Path
 import ipywidgets as W
 from IPython.display import HTML, Image
 
-from .. import beyond as B
-from ..config import RunConfig
-from ..conformance import Report, conform
-from ..experiment import crash_point, crash_points, run_worker, work_dir
-from ..instruments import mutants
-from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
-from ..stores.contract import RULES
-from . import results
-from .exercises import exercise
-from .panel import KNOBS
-from .style import COLORS, new_figure, png
-from .teach import Measured, assess, statement
+from ... import beyond as B
+from ...config import RunConfig
+from ...conformance import Report, conform
+from ...experiment import crash_point, crash_points, run_worker, work_dir
+from ...instruments import mutants
+from ...stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
+from ...stores.contract import RULES
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..panel import KNOBS
+from ..style import COLORS, new_figure, png
+from ..registry import Lesson
 
 #: Small sites keep the sweeps of this lesson within a minute; the shape of the results is the same.
 CHAIN = B.SAFE.replace(pages=3)
@@ -92,7 +92,7 @@ def plot_chain(df, config: RunConfig = CHAIN):
 
 
 def describe(config: RunConfig) -> str:
-    from .plots import describe_config
+    from ..plots import describe_config
     return f"{config.pages} pages, " + describe_config(config)
 
 
@@ -592,7 +592,7 @@ class BeyondPanel:
         is said in the status line in the panel's words; anything else shows its traceback too."""
         import traceback
 
-        from ..config import ConfigError
+        from ...config import ConfigError
 
         self.run_button.disabled = True
         self.error = None
@@ -790,3 +790,31 @@ def _q8_3():
                     f"Simulated just now: every state a power cut may leave, at every moment of "
                     f"a 4-page run, on both stores, with each planted bug. It shows {found}; "
                     f"{', '.join(hidden) or 'none'}: in no state at all.")
+
+
+LESSON = Lesson(
+    number=8,
+    notebook="08_beyond",
+    title="Beyond the source text: the failures it left untested",
+    short_title="beyond the lesson",
+    question="Crash during recovery, two resumers, a full disk, power loss, damaged files",
+    teaches="what the source text left untested: a crash during recovery, two resumers, a "
+            "full disk, a failed fsync, power loss (simulated from the I/O journal), damaged "
+            "files, planted bugs as mutants",
+    objectives=(
+        "test the compound failures too (a crash during recovery, two resumers, a full disk, "
+        "a failed fsync), and say why a recovery path that is the normal start-up path "
+        "survives them;",
+        "say what a run lock prevents and what it does not;",
+        "build the disk states a power cut may leave from a journal of disk operations, and "
+        "predict which designs lose a committed page;",
+        "read a checkpoint store's contract and predict which of its rules a design breaks;",
+        "judge a test suite by the planted bugs (mutants) it catches.",
+    ),
+    minutes=50,
+    prerequisites="Lessons 4 to 6 (the danger window, torn writes, fsync). Terms, in English "
+                  "and Chinese: the [glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

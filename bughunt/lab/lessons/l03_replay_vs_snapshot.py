@@ -18,17 +18,21 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from ..config import RunConfig
-from ..experiment import crash_point as find_point
-from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points, crash_worker,
+from ...config import RunConfig
+from ...events import apply_event, initial_state
+from ...experiment import crash_point as find_point
+from ...experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points, crash_worker,
                           frame, replay_after_crash, run_crash_jobs, run_worker, three_way_check,
                           work_dir)
-from ..stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
-from . import results
-from .exercises import exercise
-from .panel import CrashPanel
-from .plots import explain_average, plot_points
-from .style import COLORS, LESSON_STYLE, lesson_line, new_figure, page_ticks
+from ...stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..panel import CrashPanel
+from ..plots import explain_average, plot_points
+from ..reference import TEXT_CODE
+from ..style import COLORS, LESSON_STYLE, lesson_line, new_figure, page_ticks
+from ..registry import Lesson
+from .l02_granularity import LONG_RUN
 
 #: The lesson's two designs: log + intents + idempotency key, atomic writes, no fsync.
 DESIGNS = {"pure log": LESSON_CONFIGS["log"], "snapshot every 4": LESSON_CONFIGS["log_snap4"]}
@@ -417,3 +421,240 @@ def _ex_3_2(answer):
                       f"{truth} events to replay.")
     return False, ("List the events written before the crash (`clean_event_log()` shows them in "
                    "order) and drop those the newest snapshot already covers.")
+
+
+# --- the source text's apply_event; transfer; common wrong statements ----------------------------
+def text_apply_event():
+    """The source text's `apply_event`, compiled from the very text shown on screen."""
+    scope: dict = {}
+    exec(compile(TEXT_CODE["apply_event"].code, "<source text>", "exec"), scope)
+    return scope["apply_event"]
+
+
+
+LOG, SNAP4 = DESIGNS["pure log"], DESIGNS["snapshot every 4"]
+
+#: An event of a type no version of the lab writes: a damaged record, or one from a newer version.
+UNKNOWN_EVENT = {"t": "intnet", "page": 3, "key": "bughunt:p03", "seq": 4}
+
+
+def _outcome(fn, state, event) -> str:
+    try:
+        after = fn(state, event)
+    except ValueError as e:
+        return f"raises ValueError: {e}"
+    changed = sorted(k for k in after if after[k] != state[k])
+    return "ignores it: returns the state" + (f", only {', '.join(changed)} changed" if changed
+                                              else " unchanged")
+
+
+def apply_event_versions():
+    """The source text's `apply_event` and the lab's, side by side: the same clean log replayed
+    through each, then an event of an unknown type."""
+    import pandas as pd
+
+    with work_dir(in_memory=True) as base:
+        clean_run(LOG, base / "run")
+        events = read_events(base / "run")
+    versions = {"source text": text_apply_event(), "lab": apply_event}
+    rows = {}
+    for name, fn in versions.items():
+        state = initial_state()
+        for e in events:
+            state = fn(state, {k: v for k, v in e.items() if k != "crc"})
+        rows[name] = {"clean log replayed": f"{len(events)} events -> next page "
+                                            f"{state['next_page']}, findings {state['findings']}",
+                      f"then {{'t': {UNKNOWN_EVENT['t']!r}, ...}}": _outcome(fn, state,
+                                                                                UNKNOWN_EVENT)}
+    return pd.DataFrame(rows).T
+
+
+def lab_on_unknown_event() -> str:
+    """'raise' or 'ignore': what the lab's `apply_event` does with an unknown event, tried now."""
+    try:
+        apply_event(initial_state(), UNKNOWN_EVENT)
+    except ValueError:
+        return "raise"
+    return "ignore"
+
+
+@exercise("3.3", "Predict, then run: the lab's apply_event is given an event whose type it does "
+          "not know, {'t': 'intnet', ...} (a damaged record, or one written by a newer version). "
+          "Does it 'ignore' it or 'raise'?",
+          "'raise': a ValueError. The source text's version falls through every `elif` and returns "
+          "the state with only `seq` moved on, so a damaged record would be applied as if it were "
+          "nothing, and the rebuilt state would silently differ from the one that was saved. "
+          "Recovery in the lab refuses instead (refuse, don't guess).")
+def _ex_3_3(answer):
+    truth = lab_on_unknown_event()
+    c = assess(answer, truth, what="the lab's apply_event")
+    return c.right, c.text
+
+
+def replay_sweep(config: RunConfig) -> list:
+    """Kill at every crash point of `config` and count what recovery would replay (read-only
+    recovery: no resume needed for a count)."""
+    return results.sweep(config, measure=replay_after_crash)
+
+
+def replay_table(configs: dict[str, RunConfig]):
+    """Average and maximum replayed events over every crash point, per configuration."""
+    import pandas as pd
+
+    rows = []
+    for name, cfg in configs.items():
+        counts = [r.replayed_events for r in replay_sweep(cfg)]
+        rows.append({"design": name, "pages": cfg.pages, "crash points": len(counts),
+                     "avg replayed": round(sum(counts) / len(counts), 2),
+                     "max replayed": max(counts)})
+    return pd.DataFrame(rows).set_index("design")
+
+
+LONG_SNAP4 = SNAP4.replace(pages=LONG_RUN)
+
+
+@exercise("3.4", f"Transfer: {LONG_RUN} pages (bugs on pages 3, 7, 10, 15 and 19), intents on, "
+          "the log with a snapshot every 4 pages. Predict the largest number of events a "
+          "recovery replays, over every crash point.",
+          "4, as on 12 pages. The newest snapshot is never more than 4 pages old, so recovery "
+          "replays at most 3 page_done events plus the intents of bug pages in that window. No "
+          "window of 4 pages here holds two bug pages, so the worst is 3 + 1, e.g. inside the "
+          "commit of page 16: page_done of 13, 14, 15 and the intent of 15. (A pure log replays "
+          f"everything: {LONG_RUN} + 5 = 25 events at the end.)")
+def _ex_3_4(answer):
+    truth = max(r.replayed_events for r in replay_sweep(LONG_SNAP4))
+    c = assess(answer, truth, what="max replayed events")
+    return c.reply(hint=" How old can the newest snapshot be, and which "
+                   "events after it can be in the log?")
+
+
+@statement("Q3.1", "With a snapshot every few pages, the event log is no longer needed.",
+           "False. The events written since the newest snapshot exist only in the log; without "
+           "it they would be lost. And when the snapshot itself is unusable, the log is what "
+           "recovery rebuilds everything from (the damaged-snapshot experiment above).")
+def _q3_1():
+    with tempfile.TemporaryDirectory(prefix="bughunt-q31-") as tmp:
+        replayed = replay_after_crash(SNAP4, find_point(SNAP4, "p7.after_submit"),
+                                      Path(tmp) / "run").replayed_events
+    return Measured(replayed == 0, f"Measured just now: snapshot every 4, killed at "
+                    f"p7.after_submit, recovery needs {replayed} events that only the log holds "
+                    "(written after the snapshot of page 4).")
+
+
+@statement("Q3.2", "Recovering from a snapshot plus the events after it can give a different "
+           "state than replaying the whole log.",
+           "False. The snapshot is the state the same pure function had reached at that event; "
+           "replaying the rest through that function gives what replaying everything gives. "
+           "A snapshot changes the work, not the result.")
+def _q3_2():
+    from ...stores import rebuild_from_disk
+    with tempfile.TemporaryDirectory(prefix="bughunt-q32-") as tmp:
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
+        crash_worker(run_dir, SNAP4, "p11.after_visit")
+        recovered = rebuild_from_disk(run_dir, SNAP4)
+        whole = initial_state()
+        for e in read_events(run_dir):
+            whole = apply_event(whole, e)
+    same = recovered.state == whole
+    return Measured(not same, f"Measured just now: killed at p11.after_visit (snapshot every 4); "
+                    f"from the snapshot plus {recovered.replayed_events} events, and from all "
+                    f"{whole['seq']} events of the log: {'the same' if same else 'different'} "
+                    "state.")
+
+
+@results.memoized
+def bytes_after_kill() -> dict:
+    """Bytes on disk after a real kill -9, for a line left in Python's buffer and for a flushed
+    one (lesson 6's buffer experiment, run here for the diagram of lesson 3)."""
+    from .l06_kill9_vs_power_loss import buffer_demo
+
+    return {how: buffer_demo(how)["bytes on disk"] for how in ("write", "flush")}
+
+
+def power_cut_after_write() -> "object":
+    """Three ways to replace a file, each journaled and put through the power-loss simulation:
+    what the file can hold after a power cut right after the write returned.
+
+    rename only: temp file, rename (no fsync); the source text's: temp file, fsync, rename;
+    the lab's `Door.write_atomic`: temp file, fsync, rename, fsync of the directory.
+    """
+    import pandas as pd
+
+    from ...diskio import Door
+    from ...instruments.journal import JournalingFiles
+    from ...powerloss import crash_states
+
+    class JournalWithoutDirFsync(JournalingFiles):
+        """The source text's sequence: everything but the directory fsync, journaled."""
+
+        def fsync_dir(self, directory: Path) -> None:
+            pass
+
+    old, new = b'{"next_page": 4}\n', b'{"next_page": 8}\n'
+    ways = {"rename only": (JournalingFiles, "never"),
+            "source text: fsync, rename": (JournalWithoutDirFsync, "always"),
+            "lab: fsync, rename, fsync dir": (JournalingFiles, "always")}
+    rows = []
+    for name, (journal, policy) in ways.items():
+        ops: list[dict] = []
+        with tempfile.TemporaryDirectory(prefix="bughunt-atomic-") as tmp:
+            path = Path(tmp) / "snapshot.json"
+            Door("always", files=JournalingFiles(ops.append)).write_atomic(path, old)
+            first = len(ops)
+            Door(policy, files=journal(ops.append)).write_atomic(path, new)
+        after = [s for s in crash_states(ops, samples_per_cut=16, dedupe=False)
+                 if s.cut == len(ops)]
+        found = {"new": 0, "old": 0, "empty or torn": 0}
+        for s in after:
+            data = s.files.get("snapshot.json")
+            found["new" if data == new else "old" if data == old else "empty or torn"] += 1
+        rows.append({"write": name,
+                     "fsyncs": sum(op["op"].startswith("fsync") for op in ops[first:]),
+                     **{f"disk states: {k} file": v for k, v in found.items()}})
+    return pd.DataFrame(rows).set_index("write")
+
+
+@statement("Q3.3", "An atomic rename needs nothing else: write a temp file, rename it over the "
+           "old one, and the new contents survive any crash.",
+           "False. The rename is atomic for kill -9: a reader sees the old file or the new one. "
+           "A power cut is different: without an fsync of the temp file before the rename, the "
+           "new name can point at data that never reached the disk (an empty or torn file, as "
+           "the ALICE study found in real applications); without an fsync of the directory after "
+           "it, the rename itself can be lost and the old file comes back.")
+def _q3_3():
+    t = power_cut_after_write()
+    bad, text = t.loc["rename only"], t.loc["source text: fsync, rename"]
+    return Measured(bool(bad["disk states: empty or torn file"] == 0
+                         and bad["disk states: old file"] == 0),
+                    f"Simulated power cuts right after the write returned: rename only can leave "
+                    f"the file empty or torn ({bad['disk states: empty or torn file']} of the "
+                    f"states) or old; fsync + rename can still leave the old file "
+                    f"({text['disk states: old file']} states); "
+                    "only fsync + rename + directory fsync leaves the new contents in every state.")
+
+
+LESSON = Lesson(
+    number=3,
+    notebook="03_replay_vs_snapshot",
+    title="Replay vs snapshot: how is the state put back together?",
+    short_title="replay vs snapshot",
+    question="How is the state put back together?",
+    teaches="event-log replay vs snapshots (7.26 vs 1.98 replayed events), the snapshot "
+            "interval, Codex's compaction and two-step resume",
+    objectives=(
+        "read the lab's `apply_event` beside the source text's, and say why one pure function "
+        "makes replay and live running reach the same state;",
+        "predict how many events a recovery replays, for a pure log and for a snapshot every "
+        "N pages;",
+        "say what each step of an atomic snapshot write (temp file, fsync, rename, directory "
+        "fsync) protects against;",
+        "explain Codex's compaction as a snapshot inside its log, and why only the newest may "
+        "bound the replay.",
+    ),
+    minutes=40,
+    prerequisites="Lessons 0 to 2; reading Python.",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

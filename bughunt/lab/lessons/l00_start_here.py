@@ -7,14 +7,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import RunConfig
-from ..crashpoints import LABELS, scheme
-from ..doctor import run_checks
-from ..experiment import lesson, lesson_table, run_worker
-from ..stores import LOG_FILE, records
-from ..world import Site, read_bill, read_reports
-from .exercises import exercise
-from .style import COLORS, new_figure
+from ...config import RunConfig
+from ...crashpoints import LABELS, scheme
+from ...doctor import run_checks
+from ...experiment import (clean_run, crash_point, crash_worker, lesson, lesson_table, run_worker,
+                           work_dir)
+from ...stores import LOG_FILE, records
+from ...world import Site, read_bill, read_reports
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..style import COLORS, new_figure
+from ..registry import Lesson
 
 
 def environment(folder: Path | None = None):
@@ -34,7 +37,7 @@ class CleanRun:
     files: list          # (name, bytes) of the run directory
 
 
-def clean_run(config: RunConfig = RunConfig()) -> CleanRun:
+def inspect_clean_run(config: RunConfig = RunConfig()) -> CleanRun:
     """One run without a crash; everything it left behind, read back."""
     import pandas as pd
 
@@ -118,3 +121,92 @@ def _ex_0_1(answer):
     if answer == truth:
         return True, f"The scheme gives {truth}."
     return False, "Count the points of a plain page and of a bug page, then add up."
+
+
+# --- predict, then run; common wrong statements ------------------------------------------------
+
+@results.memoized
+def clean_log_events(intent: bool) -> int:
+    """Events in the log of one clean run (log store), with or without intents."""
+    with work_dir(in_memory=True) as base:
+        clean_run(RunConfig(intent=intent), base / "run")
+        data = (base / "run" / "events.jsonl").read_bytes()
+    return data.count(b"\n")
+
+
+@exercise("0.2", "Predict, then run: with intents off, how many events does the event log of one "
+          "clean 12-page run hold?",
+          "12: one page_done per page and nothing else. The intent is the event a bug page writes "
+          "before it files its report; with intents off there is none, so the 3 bug pages add "
+          "nothing (with intents: 12 + 3 = 15).")
+def _ex_0_2(answer):
+    truth = clean_log_events(False)
+    c = assess(answer, truth, what="events in the log")
+    return c.reply(hint=" Which event exists only because intents are "
+                   "on?")
+
+
+@statement("Q0.1", "A crash point's number names the same moment in every configuration.",
+           "False. Numbers are positions in a clean run, and a configuration with intents has an "
+           "after_intent point on each bug page that one without has not, so every number after "
+           "page 3's intent shifts. Names (p7.after_submit) mean the same moment everywhere.")
+def _q0_1():
+    on = crash_point(RunConfig(intent=True), "p7.after_submit").index
+    off = crash_point(RunConfig(intent=False), "p7.after_submit").index
+    return Measured(on == off, f"Measured from the crash-point scheme: p7.after_submit is number "
+                    f"{on} with intents and {off} without. Speak in names.")
+
+
+@results.memoized
+def worker_word_vs_bill(point: str = "p7.after_model_call") -> dict:
+    """Kill a run with no checkpoint at `point`, resume it: the resumed worker's own count of
+    model calls, against the provider's bill for both processes."""
+    config = RunConfig(store="none", intent=False)
+    with tempfile.TemporaryDirectory(prefix="bughunt-bill-") as tmp:
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
+        crash_worker(run_dir, config, point)
+        resume = run_worker(run_dir, config)
+        if resume.returncode != 0:
+            raise RuntimeError(f"resume failed: {resume.stderr.strip()[-300:]}")
+        report = json.loads(resume.stdout)
+        return {"worker says": report["model_calls"], "bill says": len(read_bill(run_dir)),
+                "clean run": config.pages}
+
+
+@statement("Q0.2", "After a crash and a resume, the resumed worker's own report tells how many "
+           "model calls the task paid for.",
+           "False. The worker that died took its count with it, and the resumed one counts only "
+           "its own calls. The provider's bill, which no worker can rewrite, holds every call of "
+           "both processes: that is where the lab reads redone calls.")
+def _q0_2():
+    m = worker_word_vs_bill()
+    return Measured(m["worker says"] == m["bill says"],
+                    f"Measured just now (no checkpoint, killed at p7.after_model_call, resumed): "
+                    f"the resumed worker reports {m['worker says']} model calls; the bill holds "
+                    f"{m['bill says']}, of which {m['bill says'] - m['clean run']} were paid twice.")
+
+
+LESSON = Lesson(
+    number=0,
+    notebook="00_start_here",
+    kind="start",
+    title="Start here",
+    short_title="start here",
+    question="Is this machine ready, and what does the lab measure?",
+    teaches="the environment check, one clean run (site, bill, tracker, event log), the 51/54 "
+            "named crash points, and the source text's whole table reproduced live",
+    objectives=(
+        "check that this machine runs the lab (fsync, rename, flock, SIGKILL);",
+        "name the parts of the experiment: the worker, the model's bill, the tracker, the "
+        "event log;",
+        "name a crash point (`p3.after_submit`) and say why names, not numbers, are what "
+        "lessons use;",
+        "say what the three witnesses of a recovery are, and why the worker's word is not one "
+        "of them.",
+    ),
+    minutes=20,
+    prerequisites="Python and a terminal; no prior knowledge of crash recovery.",
+    exercises=defined_in(__name__),
+)
+

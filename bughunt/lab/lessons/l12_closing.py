@@ -11,19 +11,12 @@ from __future__ import annotations
 
 import importlib
 
-from ..config import RunConfig
-from ..conformance import conform
-from ..experiment import LESSON_FIGURES, lesson, lesson_table, rule_of_three
-from . import results
-from .exercises import exercise
-
-#: The notebooks the checklist links to, by lesson.
-NOTEBOOKS = {
-    2: "02_granularity.ipynb", 3: "03_replay_vs_snapshot.ipynb", 4: "04_danger_window.ipynb",
-    5: "05_torn_writes.ipynb", 6: "06_kill9_vs_power_loss.ipynb", 7: "07_durable_tasks.ipynb",
-    8: "08_beyond.ipynb", 9: "09_your_own_store.ipynb", 10: "10_frameworks.ipynb",
-    11: "11_call_in_flight.ipynb",
-}
+from ...config import RunConfig
+from ...conformance import conform
+from ...experiment import LESSON_FIGURES, lesson, lesson_table, rule_of_three
+from .. import results
+from ..judges import defined_in, exercise
+from ..registry import Lesson
 
 #: The source text's random-kill experiment (追问 1): 40 tries, 39 real kills, 1 duplicate hit.
 SOURCE_RANDOM_KILLS = 39
@@ -56,7 +49,7 @@ def torn_snapshot() -> dict:
 def without_dir_fsync() -> dict:
     """The lab's snapshot store with its directory fsync removed (lesson 8's planted bug
     `no-dir-fsync`, a patched copy of the real source), under the contract's power cuts."""
-    from ..instruments import mutants
+    from ...instruments import mutants
 
     package = mutants.load("no-dir-fsync")
     suite = importlib.import_module(package.__name__ + ".conformance")
@@ -72,8 +65,8 @@ def without_dir_fsync() -> dict:
 @results.memoized
 def two_resumers(trials: int = 3) -> dict:
     """Two workers resuming one run at the same moment, with and without the run lock (lesson 8)."""
-    from .. import beyond as B
-    from .beyond import RACE
+    from ... import beyond as B
+    from .l08_beyond import RACE
 
     out = {}
     for lock in (True, False):
@@ -87,7 +80,7 @@ def two_resumers(trials: int = 3) -> dict:
 @results.memoized
 def crash_loop(limit: int = 3) -> dict:
     """A durable task whose step dies every time, with a restart limit (lesson 7)."""
-    from .durable_tasks import restart_limit_story
+    from .l07_durable_tasks import restart_limit_story
 
     story = restart_limit_story(limit=limit, runs=limit + 5)
     last = story.iloc[-1]
@@ -99,7 +92,7 @@ def crash_loop(limit: int = 3) -> dict:
 def call_in_flight(point: str = "chunk#5") -> dict:
     """A streamed model call killed mid-stream, resumed by redo and by abort, judged by the
     server's bill (lesson 11)."""
-    from . import call_in_flight as cif
+    from . import l11_call_in_flight as cif
 
     redo, abort = cif.kill_in_call(point, "redo"), cif.kill_in_call(point, "abort")
     return {"point": point, "redo_billed": redo.billed_calls, "abort_billed": abort.billed_calls,
@@ -108,12 +101,15 @@ def call_in_flight(point: str = "chunk#5") -> dict:
 
 def reference_grade():
     """The capstone's reference store, graded (lesson 9)."""
-    from .capstone import reference
+    from .l09_your_own_store import reference
     return reference()
 
 
 def _link(n: int) -> str:
-    return f"[lesson {n}]({NOTEBOOKS[n]})"
+    """A link to lesson `n`'s notebook, from the registry."""
+    from ..registry import lesson
+
+    return lesson(n).link(f"lesson {n}")
 
 
 def checklist(result: dict | None = None) -> str:
@@ -252,3 +248,27 @@ def _ex_12_2(answer):
                       f"report twice at {dup} crash points.")
     return False, ("Where is the payment when the process dies after sending it and before the "
                    "checkpoint is durable? Lesson 4, the danger window.")
+
+
+LESSON = Lesson(
+    number=12,
+    notebook="12_closing",
+    kind="closing",
+    title="The interview answer, and what to do in your own agent",
+    short_title="closing",
+    question="The interview answer, and a checklist for your own agent",
+    teaches="the interview summary, and a checklist for your own agent, each item linked to "
+            "the lesson that measured it",
+    objectives=(
+        "answer \"where does a killed agent resume, and how do you know it is right?\" in one "
+        "breath, and back each part with a measured number;",
+        "answer the follow-up questions (追问) an interviewer asks next;",
+        "go through a checklist for your own agent, and find for each item the lesson that "
+        "measured it.",
+    ),
+    minutes=20,
+    runs="the notebook runs in under half a minute",
+    prerequisites="Lessons 1 to 6 at least; the others for the items they measured.",
+    exercises=defined_in(__name__),
+)
+

@@ -27,22 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bufferdemo import LINE
-from ..config import RunConfig
-from ..diskio import Door, Files
-from ..doctor import Storage, file_system, storage
-from ..experiment import LESSON_FIGURES, clean_run, frame, summarize, sweep_records, work_dir
-from ..stores import LOG_FILE, SNAPSHOT_FILE, records
-from ..stores.snapshot import read_snapshot
-from . import reference
-from .exercises import exercise
-from . import results
-from .panel import CrashPanel
-from .plots import describe_config, verdict_handles, verdict_row
-from .reference import (APPEND, APPEND_FSYNC, SNAPSHOT_DIR_FSYNC, SNAPSHOT_NO_DIR_FSYNC,
+from ...bufferdemo import LINE
+from ...config import RunConfig
+from ...diskio import Door, Files
+from ...doctor import Storage, file_system, storage
+from ...experiment import LESSON_FIGURES, clean_run, frame, summarize, sweep_records, work_dir
+from ...stores import LOG_FILE, SNAPSHOT_FILE, records
+from ...stores.snapshot import read_snapshot
+from .. import reference
+from ..judges import MAGNITUDE, Measured, assess, defined_in, exercise, statement
+from .. import results
+from ..panel import CrashPanel
+from ..plots import describe_config, verdict_handles, verdict_row
+from ..reference import (APPEND, APPEND_FSYNC, SNAPSHOT_DIR_FSYNC, SNAPSHOT_NO_DIR_FSYNC,
                         SNAPSHOT_NO_FSYNC)
-from .style import COLORS, SERIES, lesson_line, new_figure, page_ticks
-from .teach import MAGNITUDE, Measured, assess, statement
+from ..style import COLORS, SERIES, lesson_line, new_figure, page_ticks
+from ..registry import Lesson
 
 #: The source text's log mode: event log, intents, idempotency key, and no fsync at all.
 LOG = RunConfig(store="log", intent=True)
@@ -243,7 +243,7 @@ def plot_buffer(table):
 
 
 def byte_places_measured(table) -> dict[str, int]:
-    """The buffer demo's bytes on disk after kill -9, as `teach.plot_byte_places` takes them:
+    """The buffer demo's bytes on disk after kill -9, as `diagrams.plot_byte_places` takes them:
     {"write": unflushed, "flush": flushed}."""
     col = "bytes on disk after kill -9"
     return {"write": int(table.loc["f.write(), no flush", col]),
@@ -793,8 +793,8 @@ def power_cut_after_append():
     cut right after the append returned."""
     import pandas as pd
 
-    from ..instruments.journal import JournalingFiles
-    from ..powerloss import crash_states
+    from ...instruments.journal import JournalingFiles
+    from ...powerloss import crash_states
 
     first = LINE.replace(b"7", b"6")
     rows = []
@@ -833,3 +833,30 @@ def _q6_3():
                     f"{unsynced['line missing or torn']} of {unsynced['disk states']} disk states "
                     f"lose the line or hold half of it; with fsync, "
                     f"{synced['line missing or torn']} of {synced['disk states']}.")
+
+
+LESSON = Lesson(
+    number=6,
+    notebook="06_kill9_vs_power_loss",
+    title="kill -9 is not power loss: what do flush and fsync buy, and what do they cost?",
+    short_title="kill -9 vs power loss",
+    question="What do flush and fsync each buy, and cost?",
+    teaches="user-space buffer vs page cache vs fsync, write latency with and without fsync, "
+            "what this machine's storage is",
+    objectives=(
+        "name the three places a written byte can be (process buffer, page cache, disk) and "
+        "which crash each one survives;",
+        "predict, for a given way of writing, whether a line survives `kill -9`, and explain "
+        "why a kill -9 sweep can never catch a missing fsync;",
+        "estimate what an fsync costs beside a plain append on a machine, and say what an "
+        "fsync timing cannot prove (a drive's cache, a virtual disk);",
+        "tell apart what fsync fixes (power cuts, kernel crashes) from what it does not (the "
+        "danger window, lesson 4).",
+    ),
+    minutes=45,
+    prerequisites="Lessons 1 to 5; files and `open()` in Python. Words are in the "
+                  "[glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

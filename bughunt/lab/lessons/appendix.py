@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from matplotlib.ticker import FuncFormatter
 
-from .. import bench
-from . import reference
-from .style import COLORS, new_figure
+from ... import bench
+from .. import reference
+from ..style import COLORS, new_figure
+from ..registry import Lesson
 
 #: Which of lesson 6's kinds of write each of the bench's write rows is. The source text's figures
 #: are looked up by kind (`bughunt.lab.reference`), so a figure lands on the row of the kind it
@@ -97,4 +98,16 @@ def plot_recovery(runs):
     right.set_ylim(bottom=0)
     right.set_title("Peak memory of the resuming worker")
     return fig
+
+
+LESSON = Lesson(
+    number=99,
+    notebook="99_appendix",
+    kind="appendix",
+    title="What durability costs on this machine",
+    short_title="what durability costs",
+    question="Each checkpoint write against the floor; recovery against log length",
+    teaches="what the lab costs (each checkpoint write against the least code doing the same "
+            "work; recovery against log length), and the public sources",
+)
 

@@ -25,17 +25,17 @@ import ipywidgets as W
 from IPython.display import Image
 from matplotlib.patches import Patch
 
-from ..config import RunConfig
-from ..experiment import CrashRun as LabRun
-from ..experiment import clean_run, crash_and_resume, crash_points, run_crash_jobs
-from ..experiment import summarize as lab_summarize
-from ..frameworks.contract import adapter_class
-from ..frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
+from ...config import RunConfig
+from ...experiment import CrashRun as LabRun
+from ...experiment import clean_run, crash_and_resume, crash_points, run_crash_jobs
+from ...experiment import summarize as lab_summarize
+from ...frameworks.contract import adapter_class
+from ...frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
                                 summarize, sweep_many, to_frame, varying_points)
-from . import results
-from .exercises import exercise
-from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
-from .teach import Measured, assess, statement
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+from ..registry import Lesson
 
 #: Every point in the agent's code, and every framework write once it is committed.
 POINTS = "user,framework.*.committed*"
@@ -886,3 +886,33 @@ def _q10_3():
                     f"{again['max_redone_model_calls']} model calls were paid again; resumed the "
                     f"documented way, wrong at {doc['wrong_memory']} of {doc['crash_points']}, at "
                     f"most {doc['max_redone_model_calls']} call paid again.")
+
+
+LESSON = Lesson(
+    number=10,
+    notebook="10_frameworks",
+    title="Frameworks under the same kill -9 sweep: LangGraph, DBOS, and yours",
+    short_title="frameworks",
+    question="What does a kill cost on LangGraph, on DBOS, on yours?",
+    teaches="the same sweep on LangGraph (SQLite checkpointer) and DBOS (SQLite), and an "
+            "adapter to sweep your own stack",
+    objectives=(
+        "say what a kill at every crash point of the same agent costs on LangGraph (each "
+        "durability mode) and on DBOS, measured beside the lab's log and snapshot stores;",
+        "say where each framework's promise ends: it checkpoints its own state, not your side "
+        "effects, so the danger window (危险窗口) between a report and its checkpoint is still "
+        "yours;",
+        "resume each framework the documented way, and recognise two resumes that look right "
+        "and are not;",
+        "sweep your own stack with an adapter.",
+    ),
+    minutes=40,
+    runs="the cells run real processes for about a minute",
+    prerequisites="Lessons 2 to 4 (granularity, redone calls, the danger window and the "
+                  "idempotency key (幂等键)). No LangGraph or DBOS experience is needed: both "
+                  "agents are shown below. Terms, in English and Chinese: the "
+                  "[glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

@@ -6,13 +6,14 @@ page (the lesson's step), a snapshot after every operation (model answer, visit,
 
 from __future__ import annotations
 
-from ..config import RunConfig
-from ..experiment import LESSON_FIGURES, clean_run, frame
-from . import results
-from .exercises import exercise
-from .panel import CrashPanel
-from .plots import explain_average, plot_points
-from .style import COLORS, lesson_line, new_figure, page_ticks
+from ...config import RunConfig
+from ...experiment import LESSON_FIGURES, clean_run, frame, summarize
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..panel import CrashPanel
+from ..plots import explain_average, plot_points
+from ..style import COLORS, lesson_line, new_figure, page_ticks
+from ..registry import Lesson
 
 DESIGNS = {
     "none": RunConfig(store="none", intent=False),
@@ -143,3 +144,102 @@ def _ex_2_2(answer):
         return True, "Measured on a 4-page run: only that label redoes a call."
     return False, ("Run the panel with 'per operation' and look at which bars are not zero; "
                    "their labels are in the point details.")
+
+
+# --- transfer and common wrong statements -------------------------------------------------------
+
+PER_PAGE, PER_OPERATION, NO_CHECKPOINT = (DESIGNS[d] for d in ("per page", "per operation", "none"))
+LONG_RUN = 20
+
+
+def long_run_table(pages: int = LONG_RUN):
+    """No checkpoint vs a snapshot per page, on the lesson's 12 pages and on a longer run:
+    average and maximum redone calls over every crash point (each a real kill and resume)."""
+    import pandas as pd
+
+    designs = {(name, n): cfg.replace(pages=n) for name, cfg in
+               (("none", NO_CHECKPOINT), ("per page", PER_PAGE)) for n in (12, pages)}
+    sweeps = results.sweeps({f"{name} {n}": cfg for (name, n), cfg in designs.items()})
+    rows = []
+    for (name, n), cfg in designs.items():
+        s = summarize(sweeps[f"{name} {n}"])
+        rows.append({"design": name, "pages": n, "crash points": s["crash_points"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
+                     "max redone calls": s["max_redone_model_calls"]})
+    return pd.DataFrame(rows).set_index(["design", "pages"])
+
+
+def avg_redone(config: RunConfig) -> float:
+    return round(summarize(results.sweep(config))["avg_redone_model_calls"], 2)
+
+
+@exercise("2.3", f"Transfer: a snapshot after every page, on a {LONG_RUN}-page run (bugs on pages 3, "
+          "7, 10, 15 and 19), intents off. Predict the average number of model calls redone per "
+          "crash, over every crash point.",
+          "0.76, as on 12 pages. With a snapshot after each page, a crash redoes at most the call "
+          "of the page it interrupted: every point of a page redoes one call except after_commit. "
+          f"{LONG_RUN} pages give {LONG_RUN} x 4 + 5 = 85 points, 85 - {LONG_RUN} = 65 of them "
+          "redo a call: 65 / 85 = 0.76. The 12-page run: 39 / 51 = 0.76. (With no checkpoint "
+          "the average grows with the length of the run.)")
+def _ex_2_3(answer):
+    truth = avg_redone(PER_PAGE.replace(pages=LONG_RUN))
+    c = assess(answer, truth, tolerance=0.05, what="average redone calls")
+    return c.reply(hint=" How many calls can one crash cost with a "
+                   "snapshot after each page, and at how many points is it one?")
+
+
+@statement("Q2.1", "A checkpoint after every operation removes all redone model calls.",
+           "False. A checkpoint can only be written once the model's answer is complete. Between "
+           "the call being billed and its answer being saved there is always a moment, the call "
+           "in flight, where a kill pays for that call again.")
+def _q2_1():
+    redone = results.point(PER_OPERATION, "p5.after_model_call").redone_model_calls
+    return Measured(redone == 0, f"Measured just now: per operation, killed at "
+                    f"p5.after_model_call and resumed, {redone} call was paid twice.")
+
+
+@statement("Q2.2", "A run that never crashes pays nothing for its checkpoints.",
+           "False. Every checkpoint is a write on every run, crash or not; finer checkpoints mean "
+           "more writes. Lesson 6 times them.")
+def _q2_2():
+    writes = {name: clean_run(cfg)["checkpoint_writes"]["count"]
+              for name, cfg in (("per page", PER_PAGE), ("per operation", PER_OPERATION))}
+    return Measured(all(w == 0 for w in writes.values()),
+                    "Measured just now on a clean run (no crash): " + ", ".join(
+                        f"{name} writes {w} checkpoints" for name, w in writes.items()) + ".")
+
+
+@statement("Q2.3", "With a snapshot after every page, a crash in a long run costs no more model "
+           "calls on average than a crash in a short one.",
+           "True. A snapshot per page bounds the loss to the page that was interrupted, however "
+           "long the run. Without a checkpoint the loss grows with the length of the run.")
+def _q2_3():
+    short, long_ = avg_redone(PER_PAGE), avg_redone(PER_PAGE.replace(pages=LONG_RUN))
+    none_short = avg_redone(NO_CHECKPOINT)
+    none_long = avg_redone(NO_CHECKPOINT.replace(pages=LONG_RUN))
+    return Measured(abs(long_ - short) < 0.05,
+                    f"Measured: per page, {short} calls on 12 pages and {long_} on {LONG_RUN}; "
+                    f"with no checkpoint, {none_short} and {none_long}.")
+
+
+LESSON = Lesson(
+    number=2,
+    notebook="02_granularity",
+    title="Checkpoint granularity: how fine should progress be saved?",
+    short_title="checkpoint granularity",
+    question="How fine should progress be saved?",
+    teaches="natural checkpoint boundaries, the call in flight; none vs per page vs per "
+            "operation (6.51 → 0.76 redone calls)",
+    objectives=(
+        "say where a checkpoint can sit (a natural boundary) and why the call in flight can "
+        "always be paid twice, pointing at the line of the worker where it happens;",
+        "predict, for a crash point and a checkpoint design, how many model calls a resume "
+        "pays again;",
+        "weigh the calls a crash redoes against the checkpoint writes every run pays.",
+    ),
+    minutes=25,
+    prerequisites="Lessons 0 and 1.",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

@@ -22,11 +22,11 @@ from IPython.display import HTML, Image
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Rectangle
 
-from ..durable import DEFAULT_RESTART_LIMIT, DurableStore, read_only_connection, read_tasks
-from ..durable.examples import PAUSE_BANNER, TOOL_CRASH_POINTS, WAIT_BANNER
-from .exercises import exercise
-from .teach import Measured, assess, show_code, statement
-from .style import COLORS, new_figure, png
+from ...durable import DEFAULT_RESTART_LIMIT, DurableStore, read_only_connection, read_tasks
+from ...durable.examples import PAUSE_BANNER, TOOL_CRASH_POINTS, WAIT_BANNER
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..style import COLORS, new_figure, png
+from ..registry import Lesson
 
 COLUMNS = ["id", "kind", "status", "restarts", "phase", "n", "replay", "memos", "outcome"]
 DB = "c.db"
@@ -101,59 +101,6 @@ def text_query(db: Path, sql: str):
     return df.astype(object).where(df.notna(), "—")
 
 
-#: The source text's code (its "源码对照", source side by side), verbatim: Pi's TypeScript runtime.
-#: Lesson 7 shows each beside the lab's Python version of the same rule.
-TEXT_CODE = {
-    "recover": ("packages/durable/src/harness/scheduler.ts:453", '''
-if (record.state.status === "running") {
-  const restarts = (record.restarts ?? 0) + 1;
-  const pending = withState(record, { status: "pending", checkpoint: record.state.checkpoint });
-  tx.setTask({ ...pending, restarts } as AnyTaskRecord);
-}
-'''),
-    "tick": ("packages/durable/test/examples/12-recovery.ts:26", '''
-tick: async (task, runtime, taskContext) => {
-  const n = task.state.checkpoint.n;
-  // …
-  if ((await runtime.memo(`printed-${n}`, taskContext)) === undefined) {
-    await runtime.memo(`printed-${n}`, true, taskContext);
-    console.log(`tick ${n}`);
-  }
-  // …
-  if (n === task.input.to) {
-    await runtime.commit(
-      () => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }),
-      taskContext,
-    );
-    return;
-  }
-  await runtime.sleepUntil(runtime.now() + 50, { phase: "tick", n: n + 1 }, taskContext);
-},
-'''),
-    "execute": ("packages/durable/src/harness/tool.ts:202", '''
-execute: async (task, runtime, context) => {
-  const { arguments: args, replay } = task.state.checkpoint;
-  const call = await readCall(runtime, task.input, context);
-  if (cutOffTooOften(task, runtime)) return endCutOff(runtime, task, call, context);
-  const tool = await resolveTool(runtime, task.input, call.name, context);
-  if (replay === "safe" && tool?.replay === "safe") {
-    // …
-    return run(runtime, task.input, call, tool, args, context);
-  }
-  const message = `Tool ${call.name} was interrupted and may have partially run`;
-  const ending = { status: "failed", message } as const;
-  await settleFromSlot(runtime, task.input, call, { tool }, ending, "interrupted", message, context);
-},
-'''),
-}
-
-
-def show_text_code(name: str):
-    """The source text's TypeScript for `name` ("recover", "tick", "execute"), as it quotes it."""
-    where, code = TEXT_CODE[name]
-    return show_code(code, f"The source text's version: Pi's `{where}`", language="typescript")
-
-
 # --- count to 5 ----------------------------------------------------------------------------------
 
 @dataclass
@@ -224,7 +171,7 @@ def read_only_proof() -> dict:
     """
     import hashlib
 
-    from ..durable import ReadOnlyError, Runtime
+    from ...durable import ReadOnlyError, Runtime
 
     def digest(db: Path) -> dict:
         return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12]
@@ -930,3 +877,31 @@ def _q7_4():
     return Measured(not same, f"Measured just now: {len(requests)} requests on the provider's "
                     f"bill, with {'the same' if same else 'different'} messages (digest); the "
                     f"half answer is in the result as aborted: {aborted[0]['text']!r}.")
+
+
+LESSON = Lesson(
+    number=7,
+    notebook="07_durable_tasks",
+    title="Durable tasks: a checkpoint is where a step starts",
+    short_title="durable tasks",
+    question="How does a task runtime resume steps, memos and tools?",
+    teaches="a durable task runtime on SQLite: checkpoint = step entry, memo, restart limit, "
+            "tool replay policy, a model request in flight, the tasks table read live",
+    objectives=(
+        "explain why a checkpoint records the *entry* of a step, and make a step safe to run "
+        "again with a first-write-wins memo;",
+        "tell a clean close from a crash in the tasks table, and read that table with SQL and "
+        "pandas;",
+        "say when a crash loop ends a task, and why progress resets the count;",
+        "predict, for each of the four checkpoints of a tool call, what a crash there "
+        "re-runs, and fill in the stored × current replay table;",
+        "say what happens to a model request that was streaming when the process died.",
+    ),
+    minutes=45,
+    prerequisites="Lessons 2 and 4 (checkpoints, the danger window, idempotency keys); basic "
+                  "SQL and pandas. Terms, in English and Chinese: the "
+                  "[glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

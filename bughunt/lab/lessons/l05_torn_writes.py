@@ -28,20 +28,20 @@ from pathlib import Path
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..config import RunConfig
-from ..diskio import Door
-from ..experiment import crash_point as find_point
-from ..experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, forget,
+from ...config import RunConfig
+from ...diskio import Door
+from ...experiment import crash_point as find_point
+from ...experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, forget,
                           frame, run_crash_jobs, run_worker, spawn, work_dir)
-from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk, records
-from ..stores.log import ensure_newline_terminated
-from ..world import Site
-from .exercises import exercise
-from . import results
-from .panel import CrashPanel
-from .plots import plot_points, verdict_handles, verdict_row
-from .style import COLORS, new_figure, page_ticks
-from .teach import Measured, assess, statement
+from ...stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk, records
+from ...stores.log import ensure_newline_terminated
+from ...world import Site
+from ..judges import Measured, assess, defined_in, exercise, statement
+from .. import results
+from ..panel import CrashPanel
+from ..plots import plot_points, verdict_handles, verdict_row
+from ..style import COLORS, new_figure, page_ticks
+from ..registry import Lesson
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
 #: The log store of the source text's table (intents on, key on), in each write mode.
@@ -274,8 +274,8 @@ def glued_log(crash_at: str, config: RunConfig = MODE_CONFIGS["no-newline"]) -> 
     follows the lost record, rebuilds a shorter state); the source text's reader skips the glued line
     silently and trusts the rest.
     """
-    from ..experiment import lesson_reader
-    from ..world import read_reports
+    from ...experiment import lesson_reader
+    from ...world import read_reports
 
     point = find_point(config, crash_at)
     with tempfile.TemporaryDirectory(prefix="bughunt-glued-") as tmp:
@@ -547,7 +547,7 @@ def mid_commit_kills(config: RunConfig):
            "rename can reach the disk before the data does, and the snapshot's name points at an "
            "empty or torn file. The rename is atomic, not durable.")
 def _q5_2():
-    from .practice import power_cut_after_write
+    from .l03_replay_vs_snapshot import power_cut_after_write
 
     kills = mid_commit_kills(SNAPSHOT_CONFIGS["atomic"])
     torn_kills = int((kills["snapshot_fallback"] == "fresh").sum())
@@ -574,3 +574,31 @@ def _q5_3():
                     f"Measured (no-newline mode, {len(df)} crash points): the resumed run was "
                     f"right at {len(right)} of them, and at {fails} of those the rebuild from the "
                     "log on disk failed.")
+
+
+LESSON = Lesson(
+    number=5,
+    notebook="05_torn_writes",
+    title="Torn writes: what if the checkpoint itself is cut in half?",
+    short_title="torn writes",
+    question="What if the checkpoint itself is cut in half?",
+    teaches="torn, no-newline and atomic writes; the newline repair, skipping and counting "
+            "bad lines, `os.replace`; the no-newline trap only a rebuild from disk catches",
+    objectives=(
+        "say where a torn write (撕裂写) comes from, and why `kill -9` rarely tears a single "
+        "`write()`;",
+        "predict what the newline repair (补换行) leaves at the end of a torn log, and why "
+        "repairing twice is repairing once;",
+        "explain the no-newline trap: the resumed run is right, the log on disk is wrong, and "
+        "only the three-way check (三方一致) sees it now;",
+        "say what temp file + rename guarantees against `kill -9`, and what it does not "
+        "against a power cut.",
+    ),
+    minutes=40,
+    runs="the notebook runs in well under a minute",
+    prerequisites="Lessons 1 to 4 (the event log, replay, sequence numbers); bytes and "
+                  "newlines in Python. Words are in the [glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

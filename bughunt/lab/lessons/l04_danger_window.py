@@ -20,17 +20,18 @@ import statistics
 
 from matplotlib.patches import Patch
 
-from ..config import RunConfig
-from ..experiment import (LESSON_FIGURES, VERDICTS, WAITING, CrashRun, PausedWorker, clean_run,
-                          crash_point, frame, read_trace, rule_of_three, run_life, run_worker,
-                          summarize, work_dir)
-from ..stores import rebuild_from_disk
-from ..world import read_reports
-from . import results
-from .exercises import exercise
-from .panel import CrashPanel
-from .plots import describe_config, verdict_handles, verdict_row
-from .style import COLORS, LESSON_STYLE, SERIES, new_figure, page_ticks
+from ...config import RunConfig
+from ...experiment import (LESSON_FIGURES, RANDOM_KILL_LATENCY_MS, VERDICTS, WAITING, CrashRun,
+                           PausedWorker, clean_run, crash_point, frame, read_trace, rule_of_three,
+                           run_life, run_worker, summarize, work_dir)
+from ...stores import rebuild_from_disk
+from ...world import read_reports
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..panel import CrashPanel
+from ..plots import describe_config, verdict_handles, verdict_row
+from ..style import COLORS, LESSON_STYLE, SERIES, new_figure, page_ticks
+from ..registry import Lesson
 
 #: The lesson's duplicate experiment: a snapshot after every page, no intents, no key (51 points).
 NO_KEY = RunConfig(store="snapshot", intent=False, idempotency_key=False)
@@ -574,3 +575,140 @@ def _ex_4_2(answer):
         return True, "Measured on a 4-page run: only that choice loses the report."
     return False, ("Which choice does not redo a pending intent? Look at the after_intent cells "
                    "of the three strips.")
+
+
+# --- transfer and common wrong statements -------------------------------------------------------
+
+AT_MOST_ONCE = CHOICES["at most once"]
+SNAPSHOT_INTENTS = RunConfig(store="snapshot", intent=True, idempotency_key=False)
+
+
+def duplicate_names(config: RunConfig) -> list[str]:
+    return [r.crash_point for r in results.sweep(config) if r.duplicate_reports]
+
+
+def transfer_sweep(config: RunConfig = SNAPSHOT_INTENTS):
+    """Every crash point of `config`, killed and resumed: how many end right, duplicated, lost."""
+    import pandas as pd
+
+    s = summarize(results.sweep(config))
+    rows = {"crash points": s["crash_points"], "recover correctly": s["correct_runs"],
+            "file a report twice": s["duplicate_points"], "lose a report": s["lost_points"],
+            "the points that file twice": ", ".join(duplicate_names(config)) or "none"}
+    return pd.DataFrame({"measured": [str(v) for v in rows.values()]}, index=list(rows))
+
+
+@exercise("4.3", "Transfer: the snapshot store with intents on, the key off, pending intents "
+          "redone. Of its 54 crash points, how many end with a report filed twice?",
+          "6, as without intents. The intent tells recovery that the page may be half done, but "
+          "redoing it without a key files the report again whenever it had been filed: "
+          "after_submit and mid_commit on pages 3, 7 and 10. after_intent is safe: the report "
+          "was not filed yet. An intent alone closes nothing; it takes the key (and a tracker "
+          "that honours it) to make the redo harmless.")
+def _ex_4_3(answer):
+    truth = len(duplicate_names(SNAPSHOT_INTENTS))
+    c = assess(answer, truth, what="crash points that duplicate")
+    return c.reply(hint=" Where is the report in the tracker while the "
+                   "checkpoint says the page is not done?")
+
+
+#: The source text's random kills: 39 real kills.
+TEXT_REAL_KILLS = 39
+
+
+def random_kill_odds(kills: int = TEXT_REAL_KILLS) -> dict:
+    """The danger windows' share of a run's life (three traced runs, the random-kill world), and
+    the chance that `kills` uniform random kills hit a window at least once."""
+    share = window_share(traced_runs(NO_KEY, latency_ms=RANDOM_KILL_LATENCY_MS))
+    low, high = share["share_of_life"], share["share_with_submit"]
+    return {"share_low": low, "share_high": high,
+            "p_hit_low": 1 - (1 - low) ** kills, "p_hit_high": 1 - (1 - high) ** kills,
+            "kills_for_95": _kills_for(0.95, high), "kills": kills}
+
+
+def _kills_for(p: float, share: float) -> int:
+    import math
+    return math.ceil(math.log(1 - p) / math.log(1 - share)) if 0 < share < 1 else 0
+
+
+@statement("Q4.1", "If forty random kills find no duplicate report, the worker files no "
+           "duplicates.",
+           "False. The danger windows are a small share of a run's life, so random kills can miss "
+           "every one of them while the bug is there: zero failures in n tries only bounds the "
+           "rate below about 3/n (the rule of three), and says nothing about which points were "
+           "never tried. The exhaustive sweep kills each crash point once and finds every "
+           "duplicate point, on every machine.")
+def _q4_1():
+    odds = random_kill_odds()
+    found = len(duplicate_names(NO_KEY))
+    miss_low, miss_high = 1 - odds["p_hit_high"], 1 - odds["p_hit_low"]
+    return Measured(found == 0 or miss_high == 0,
+                    f"Measured just now: the exhaustive sweep finds {found} crash points that "
+                    f"file a report twice, so the worker does. The windows cover "
+                    f"{100 * odds['share_low']:.1f}% to {100 * odds['share_high']:.1f}% of a "
+                    f"run's life, so {odds['kills']} random kills miss them all with a chance of "
+                    f"{100 * miss_low:.0f}% to {100 * miss_high:.0f}%; a clean result would only "
+                    f"bound the rate below 3/{odds['kills']} = "
+                    f"{100 * 3 / odds['kills']:.1f}%.")
+
+
+@statement("Q4.2", "A lock on the run prevents duplicate reports.",
+           "False. Every sweep runs with the run lock (one worker per run directory), and the "
+           "duplicates come anyway: from one worker after another, the resume redoing a page "
+           "whose report the killed worker had filed. A lock orders workers; it cannot tell the "
+           "next one what the dead one did. (Nor does it stop a paused worker that wakes up after "
+           "losing it: that takes a fencing token the tracker checks; see Further reading.)")
+def _q4_2():
+    found = duplicate_names(NO_KEY)
+    return Measured(not found, f"Measured: with the lock held by every worker, the key-off sweep "
+                    f"filed a report twice at {len(found)} crash points ({', '.join(found[:2])}, "
+                    "...).")
+
+
+@statement("Q4.3", "At most once is safe: nothing is ever filed twice, and nothing is lost.",
+           "False. At most once never files twice, but it gives up a page whose report may not "
+           "have been filed: killed at after_intent, the report is lost.")
+def _q4_3():
+    s = summarize(results.sweep(AT_MOST_ONCE))
+    lost = [r.crash_point for r in results.sweep(AT_MOST_ONCE) if r.lost_reports]
+    return Measured(s["duplicate_points"] == 0 and s["lost_points"] == 0,
+                    f"Measured (at most once, 54 points): {s['duplicate_points']} points file "
+                    f"twice, {s['lost_points']} lose a report ({', '.join(lost)}).")
+
+
+@statement("Q4.4", "With the idempotency key on, no crash point files a report twice, even "
+           "without intents.",
+           "True. Without intents the resume still redoes the page whose report may be filed; "
+           "the key makes that redo harmless, because the tracker ignores a second report with "
+           "the same key (INSERT OR IGNORE on a UNIQUE key). What the intent adds is knowing "
+           "that the page may be half done, which at-most-once recovery needs.")
+def _q4_4():
+    found = duplicate_names(WITH_KEY)
+    return Measured(not found, f"Measured (snapshot store, intents off, key on, 51 points): "
+                    f"{len(found)} points file a report twice.")
+
+
+LESSON = Lesson(
+    number=4,
+    notebook="04_danger_window",
+    title="The danger window: the report is filed, the checkpoint is not",
+    short_title="the danger window",
+    question="The report is filed, the checkpoint is not: now what?",
+    teaches="the report is filed, the checkpoint is not: at most once, at least once, "
+            "effectively once (intent + deterministic key); exhaustive vs random kills and "
+            "the rule of three",
+    objectives=(
+        "point at the danger window in the worker's page loop, and say why the process cannot "
+        "know from the inside whether its last side effect happened;",
+        "predict which crash points duplicate a report, for a design you have not seen run;",
+        "choose between at most once, at least once and effectively once, and say what each "
+        "costs;",
+        "explain why an exhaustive crash-point sweep finds what random kills miss (the rule "
+        "of three).",
+    ),
+    minutes=45,
+    prerequisites="Lessons 0 to 3; basic SQL (`INSERT`, `UNIQUE`).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

@@ -15,17 +15,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import RunConfig
-from ..crashpoints import CrashPoint
-from ..experiment import PausedWorker, forget, read_trace, run_worker, spawn
-from ..experiment import crash_point as find_point
-from ..world import Site, read_bill, read_reports
-from . import results
-from .exercises import exercise
-from .panel import CrashPanel
-from .plots import describe_config, plot_points
-from .style import COLORS, new_figure
-from .teach import Measured, assess, statement
+from ...config import RunConfig
+from ...crashpoints import CrashPoint
+from ...experiment import PausedWorker, forget, read_trace, run_worker, spawn
+from ...experiment import crash_point as find_point
+from ...world import Site, read_bill, read_reports
+from .. import results
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..panel import CrashPanel
+from ..plots import describe_config, plot_points
+from ..style import COLORS, new_figure
+from ..registry import Lesson
 
 #: The source text's first scene: no checkpoint, no idempotency key, no intents.
 NO_CHECKPOINT = RunConfig(store="none", intent=False, idempotency_key=False)
@@ -346,3 +346,29 @@ def _q1_3():
                     f"Measured (no checkpoint, key on, killed at {PAGE_7}, run again): "
                     f"{run.duplicate_reports} reports filed twice, and "
                     f"{run.redone_model_calls} model calls paid twice.")
+
+
+LESSON = Lesson(
+    number=1,
+    notebook="01_killed_at_page_7",
+    title="Killed at page 7: where does the agent pick up?",
+    short_title="killed at page 7",
+    question="What does a restart from scratch cost?",
+    teaches="a restart from scratch pays every model call again and files page 3's report "
+            "twice; the four questions of resuming",
+    objectives=(
+        "say what a restart from scratch costs, in model calls paid twice, and what it "
+        "breaks, in reports filed twice, and tell the cost from the correctness bug;",
+        "explain why a process killed with SIGKILL saves nothing on its way out;",
+        "read a recovery from the outside world's records (the bill, the tracker), not the "
+        "agent's;",
+        "name the four questions of resuming that lessons 2 to 5 answer.",
+    ),
+    minutes=20,
+    runs="the notebook runs in a few seconds",
+    prerequisites="The start page (lesson 0). Words you meet here are in the "
+                  "[glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+
