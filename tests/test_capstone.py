@@ -477,12 +477,13 @@ def test_the_panel_grades_the_file_named_and_reset_forgets(steps):
     p.widget()
     g = p.run()
     assert g.broken() == ["fsync-keeps-acknowledged"]
-    assert "fsync the directory" in p.status.value and p.plot_out.outputs
+    shown = p.out.outputs[0]["data"]["text/html"]           # the grade in words, then the figure
+    assert "fsync the directory" in shown and p.images() and p.status.value
     p.key.value = False
     p.intent.value = False
     assert p.run().summary["duplicate_points"] == 2
     p.reset()
-    assert p.status.value == "Reset." and p.key.value is True and not p.plot_out.outputs
+    assert p.status.value == "Reset." and p.key.value is True and not p.out.outputs
 
 
 def test_exercise_9_1_judges_the_store_named_by_grading_it(steps, tmp_path, monkeypatch):

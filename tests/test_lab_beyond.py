@@ -8,11 +8,13 @@ from matplotlib.figure import Figure
 from bughunt import beyond as B
 from bughunt.lab.lessons import l08_beyond as beyond
 from bughunt.lab.judges import EXERCISES, judge
+from bughunt.lab.panel import in_widget_words
+from bughunt.lab.views import plain_message
 
 
 def test_tidy_removes_machine_paths_but_keeps_file_and_reason():
     msg = "bughunt: /tmp/bughunt-x1/k003: cannot write events.jsonl: No space left on device"
-    assert beyond.tidy(msg) == "k003: cannot write events.jsonl: No space left on device"
+    assert plain_message(msg) == "k003: cannot write events.jsonl: No space left on device"
 
 
 def test_fault_tables_name_the_failing_file_and_show_every_k_recovered():
@@ -161,11 +163,11 @@ def test_config_errors_are_said_in_the_widgets_words():
         try:
             RunConfig(**kw)
         except ConfigError as e:
-            said = beyond.in_widget_words(str(e))
+            said = in_widget_words(str(e))
             assert "--" not in said and said[0].isupper() and said.endswith("."), said
         else:
             raise AssertionError(f"RunConfig({kw}) was accepted")
-    assert beyond.in_widget_words("--snapshot-every applies to --store log only") == \
+    assert in_widget_words("--snapshot-every applies to --store log only") == \
         "The 'snapshot every' setting applies to the log store only."
 
 
@@ -197,7 +199,7 @@ def test_panel_says_why_settings_cannot_run_and_swallows_nothing(monkeypatch):
     monkeypatch.setattr(p, "_execute", broken)
     p.run_button.click()
     assert p.status.value.startswith("The lab failed (KeyError)")
-    assert "Traceback" in p.out.outputs[-1]["text"] and isinstance(p.error, KeyError)
+    assert "Traceback" in p.details.outputs[-1]["text"] and isinstance(p.error, KeyError)
 
 
 def test_exercises_8_accept_the_measured_truth_only():

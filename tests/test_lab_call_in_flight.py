@@ -210,7 +210,7 @@ def test_panel_shows_the_default_kill_and_fault(panel):
         "chunk#5", "redo", 2)
     assert panel.sdk.fault == "cut=3" and panel.sdk.requests_sent == 1
     assert "Button field again header" in panel.kill_info.value
-    assert len(panel.plot_out.outputs) == 1 and "2 call(s) billed" in panel.status.value
+    assert len(panel.images()) == 1 and "2 call(s) billed" in panel.status.value
 
 
 def test_moving_the_crash_point_reruns_the_kill_only(panel, monkeypatch):
@@ -246,8 +246,9 @@ def test_a_kill_that_fails_is_said_in_the_status_line(panel, monkeypatch):
     monkeypatch.setattr(cif, "kill_in_call", fails)
     panel.crash_point.value = "chunk#7"
     assert panel.kill is None and panel.kill_info.value == ""
-    assert panel.status.value == ("The kill at chunk#7 could not be measured: the call process "
+    assert panel.status.value == ("The experiment stopped (the kill at chunk#7). The call process "
                                   "failed (1) before chunk#7: boom.")
+    assert isinstance(panel.error, RuntimeError) and "boom" in panel.details.outputs[-1]["text"]
 
 
 def test_reset_goes_back_to_the_lessons_settings_and_forgets_results(panel, monkeypatch):
@@ -256,7 +257,7 @@ def test_reset_goes_back_to_the_lessons_settings_and_forgets_results(panel, monk
     panel.reset_button.click()
     assert (panel.crash_point.value, panel.fault.value, panel.max_retries.value) == (
         "chunk#5", "connection cut after 3 chunks", 2)
-    assert panel.kill is None and panel.plot_out.outputs == () and panel.status.value == "Reset."
+    assert panel.kill is None and panel.out.outputs == () and panel.status.value == "Reset."
     runs, real = [], cif.kill_in_call
     monkeypatch.setattr(cif, "kill_in_call", lambda *a, **k: runs.append(a) or real(*a, **k))
     panel.run_button.click()               # chunk#5 ran before the reset: it runs for real again

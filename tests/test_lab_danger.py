@@ -153,7 +153,7 @@ def test_lesson_4_panel_starts_inside_the_window_with_its_knobs():
     p = danger.panel()
     assert p.config == danger.CHOICES["effectively once"] and len(p.crash_point.options) == 54
     assert p.crash_point.value == "p3.after_submit"
-    assert set(p.controls) == {"store", "idempotency_key", "intent", "pending"}
+    assert set(p.knobs) == {"store", "idempotency_key", "intent", "pending"}
 
 
 def test_panel_runs_a_sweep_and_shows_duplicates_when_the_key_is_switched_off(tmp_path):
@@ -165,7 +165,7 @@ def test_panel_runs_a_sweep_and_shows_duplicates_when_the_key_is_switched_off(tm
     p.run_button.click()
     assert p.progress.value == p.progress.max == 18
     assert "2 with a duplicate" in p.status.value
-    assert p.plot_out.outputs[0]["data"]["image/png"]
+    assert p.images()
 
 
 def test_panel_abort_loses_the_report_killed_at_after_intent():

@@ -240,7 +240,7 @@ def test_lesson_6_panel_builds_with_the_lesson_defaults():
     p = D.panel()
     assert p.config == D.LOG and len(p.crash_point.options) == 54
     assert p.crash_point.value == "p7.after_submit"
-    assert set(p.controls) == {"store", "fsync", "write_mode", "snapshot_every"}
+    assert set(p.knobs) == {"store", "fsync", "write_mode", "snapshot_every"}
 
 
 def test_panel_fsync_knob_sweeps_and_draws(tmp_path):
@@ -251,7 +251,7 @@ def test_panel_fsync_knob_sweeps_and_draws(tmp_path):
     assert p.config.fsync == "always" and p.record.label == "after_submit"
     df = p.run()
     assert len(df) == 18 and (df["verdict"] == "correct").all()
-    assert p.plot_out.outputs[0]["data"]["image/png"]
+    assert p.images()
     assert "18 correct" in p.status.value
 
 

@@ -138,9 +138,10 @@ def test_panel_runs_the_stories_with_the_chosen_settings():
     assert len(results["tool"].notes) == 2
     assert list(results["loop"]["exit"]) == ["SIGKILL", 0]
     assert results["generation"]["outcome"]["status"] == "completed"
-    assert p.progress.value == 4 and len(p.tool_out.outputs) > 0
+    assert p.progress.value == 4 and len(p.section("tool probe").outputs) > 0
+    assert p.images()                 # the replay grid and the crash loop, in their tabs
     p.reset()
-    assert p.crash_tick.value == 2 and p.count_out.outputs == ()
+    assert p.crash_tick.value == 2 and p.section("count to 5") is None
 
 
 def test_exercises_7_accept_the_measured_truth_only():

@@ -145,7 +145,7 @@ def test_plots_are_figures_with_titles_labels_and_lesson_references(small_sweeps
 def test_lesson_3_panel_builds_with_the_lesson_defaults():
     p = replay.panel()
     assert p.config == replay.DESIGNS["snapshot every 4"] and len(p.crash_point.options) == 54
-    assert set(p.controls) == {"snapshot_every", "write_mode", "intent", "fsync"}
+    assert set(p.knobs) == {"snapshot_every", "write_mode", "intent", "fsync"}
 
 
 def test_panel_slider_and_knob_rerun_the_crash_and_sweep_plots_replay():
@@ -155,7 +155,7 @@ def test_panel_slider_and_knob_rerun_the_crash_and_sweep_plots_replay():
     assert p.config.snapshot_every == 0 and p.record.replayed_events == 4
     df = p.run()
     assert len(df) == 18 and int(df["replayed_events"].max()) == 5
-    assert len(p.plot_out.outputs) == 1 and p.plot_out.outputs[0]["data"]["image/png"]
+    assert len(p.images()) == 1 and p.images()[0]
     assert "18 correct" in p.status.value
     p.controls["intent"].value = False           # 17 points; the slider stays at p4.mid_commit
     assert len(p.crash_point.options) == 17 and p.record.crash_point == "p4.mid_commit"

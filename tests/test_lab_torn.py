@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from bughunt.lab.lessons import l05_torn_writes as torn
 from bughunt.lab.judges import EXERCISES, judge
+from bughunt.lab.views import plain_message
 from bughunt.lab import results
 
 SMALL = {mode: cfg.replace(pages=4) for mode, cfg in torn.MODE_CONFIGS.items()}
@@ -107,8 +108,7 @@ def test_glued_record_is_the_parsable_suffix_of_a_broken_line(tmp_path):
 
 def test_short_error_strips_the_run_directory():
     msg = "/tmp/bughunt-x1/sweep-007/events.jsonl:3: expected event seq 2, found 3"
-    assert torn.short_error(msg) == "events.jsonl:3: expected event seq 2, found 3"
-    assert torn.short_error(None) is None
+    assert plain_message(msg) == "events.jsonl:3: expected event seq 2, found 3"
 
 
 def test_no_newline_witnesses_tracker_and_memory_agree_while_disk_does_not():
@@ -177,7 +177,7 @@ def test_tail_figure_marks_the_added_newline_and_names_the_crash_point():
 def test_panel_builds_with_the_lesson_trap_and_its_knobs():
     p = torn.panel()
     assert p.config == torn.MODE_CONFIGS["no-newline"] and len(p.crash_point.options) == 54
-    assert list(p.controls) == ["store", "write_mode", "snapshot_every", "intent"]
+    assert p.knobs == ["store", "write_mode", "snapshot_every", "intent"]
 
 
 def test_panel_sweep_shows_the_trap_and_the_repair_clears_it():
@@ -185,7 +185,7 @@ def test_panel_sweep_shows_the_trap_and_the_repair_clears_it():
     p = torn.panel(base=SMALL["no-newline"], crash_point="p2.mid_commit")
     p.run()
     assert "4 failing the three-way check" in p.status.value
-    assert p.plot_out.outputs[0]["data"]["image/png"]
+    assert p.images()
     p.controls["write_mode"].value = "torn"
     assert p.record.label == "mid_commit" and "three-way check" in p.point_info.value
     p.run()

@@ -124,3 +124,11 @@ def show_text_code(name: str) -> Source:
         raise KeyError(f"no source-text code named {name!r} (known: {', '.join(TEXT_CODE)})")
     quoted = TEXT_CODE[name]
     return show_code(quoted.code, quoted.title, language=quoted.language)
+
+
+def plain_message(message: str) -> str:
+    """A worker's or a store's message as a learner reads it: without the program's name and
+    without this machine's directories (`bughunt: /tmp/bughunt-x/run/events.jsonl:5: ...` becomes
+    `events.jsonl:5: ...`), the same on every machine, as a notebook's stored output must be."""
+    message = re.sub(r"(^|(?<=: ))bughunt: ", "", message)
+    return re.sub(r"(/[^\s:]+/)+", "", message)

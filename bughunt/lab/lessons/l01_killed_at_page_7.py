@@ -22,7 +22,7 @@ from ...experiment import crash_point as find_point
 from ...world import Site, read_bill, read_reports
 from .. import results
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..panel import CrashPanel
+from ..crash_panel import CrashPanel
 from ..plots import describe_config, plot_points
 from ..style import COLORS, new_figure
 from ..registry import Lesson

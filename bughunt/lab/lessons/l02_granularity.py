@@ -10,7 +10,7 @@ from ...config import RunConfig
 from ...experiment import LESSON_FIGURES, clean_run, frame, summarize
 from .. import results
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..panel import CrashPanel
+from ..crash_panel import CrashPanel
 from ..plots import explain_average, plot_points
 from ..style import COLORS, lesson_line, new_figure, page_ticks
 from ..registry import Lesson

@@ -27,7 +27,7 @@ from ...experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_poin
 from ...stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
 from .. import results
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..panel import CrashPanel
+from ..crash_panel import CrashPanel
 from ..plots import explain_average, plot_points
 from ..reference import TEXT_CODE
 from ..style import COLORS, LESSON_STYLE, lesson_line, new_figure, page_ticks

@@ -28,7 +28,7 @@ from ...stores import rebuild_from_disk
 from ...world import read_reports
 from .. import results
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..panel import CrashPanel
+from ..crash_panel import CrashPanel
 from ..plots import describe_config, verdict_handles, verdict_row
 from ..style import COLORS, LESSON_STYLE, SERIES, new_figure, page_ticks
 from ..registry import Lesson

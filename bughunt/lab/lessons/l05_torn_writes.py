@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -38,9 +37,10 @@ from ...stores.log import ensure_newline_terminated
 from ...world import Site
 from ..judges import Measured, assess, defined_in, exercise, statement
 from .. import results
-from ..panel import CrashPanel
+from ..crash_panel import CrashPanel
 from ..plots import plot_points, verdict_handles, verdict_row
 from ..style import COLORS, new_figure, page_ticks
+from ..views import plain_message
 from ..registry import Lesson
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
@@ -50,13 +50,6 @@ MODE_CONFIGS = {m: RunConfig(store="log", intent=True, write_mode=m) for m in WR
 SNAPSHOT_CONFIGS = {m: RunConfig(store="snapshot", intent=False, write_mode=m)
                     for m in ("atomic", "torn")}
 MID_COMMIT = "mid_commit"
-
-
-def short_error(message: str | None) -> str | None:
-    """A refusal message without the run directory: `events.jsonl:5: ...`, the same on every run."""
-    if message is None:
-        return None
-    return re.sub(r"\S*/(?=[^/\s]+\.(?:jsonl|json)\b)", "", message)
 
 
 # --- the sweep: every crash point, every write mode ---------------------------------------------
@@ -141,7 +134,7 @@ def failing_points(df, mode: str = "no-newline"):
     bugs = set(Site.load(int(df["page"].max())).bug_pages)
     return d.assign(
         bug_page=d["page"].map(lambda p: "yes" if p in bugs else "no"),
-        our_reader=[short_error(e) if isinstance(e, str)
+        our_reader=[plain_message(e) if isinstance(e, str)
                     else "accepted, but differs from memory (the last event is missing)"
                     for e in d["disk_error"]],
         source_text_reader=d["lesson_reader_ok"].map({True: "agrees with memory",
@@ -284,14 +277,14 @@ def glued_log(crash_at: str, config: RunConfig = MODE_CONFIGS["no-newline"]) -> 
         first = run_worker(run_dir, config, crash_at=point)
         resume = run_worker(run_dir, config)
         if resume.returncode != 0:
-            raise RuntimeError(f"resume failed: {short_error(resume.stderr.strip())}")
+            raise RuntimeError(f"resume failed: {plain_message(resume.stderr.strip())}")
         memory = json.loads(resume.stdout)["state"]
         tracker = sorted(r["page"] for r in read_reports(run_dir))
         lines = (run_dir / LOG_FILE).read_text().splitlines()
         try:
             rebuild, refusal = rebuild_from_disk(run_dir, config).state, None
         except StoreDamage as e:
-            rebuild, refusal = None, short_error(str(e))
+            rebuild, refusal = None, plain_message(str(e))
         lesson = lesson_reader(run_dir)
         glued = glued_record(run_dir)
     return {"point": point, "killed_by": -first.returncode, "lines": lines, "glued_record": glued,
@@ -360,7 +353,7 @@ def snapshot_after_kill(mode: str, page: int = 5) -> dict:
         rec = rebuild_from_disk(run_dir, config)
     return {"point": point, "files": files, "next_page": rec.state["next_page"],
             "snapshot_used": rec.snapshot_used, "snapshot_fallback": rec.snapshot_fallback,
-            "notes": [short_error(n) for n in rec.notes]}
+            "notes": [plain_message(n) for n in rec.notes]}
 
 
 # --- the panel -----------------------------------------------------------------------------------

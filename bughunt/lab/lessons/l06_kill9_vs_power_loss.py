@@ -37,7 +37,7 @@ from ...stores.snapshot import read_snapshot
 from .. import reference
 from ..judges import MAGNITUDE, Measured, assess, defined_in, exercise, statement
 from .. import results
-from ..panel import CrashPanel
+from ..crash_panel import CrashPanel
 from ..plots import describe_config, verdict_handles, verdict_row
 from ..reference import (APPEND, APPEND_FSYNC, SNAPSHOT_DIR_FSYNC, SNAPSHOT_NO_DIR_FSYNC,
                         SNAPSHOT_NO_FSYNC)

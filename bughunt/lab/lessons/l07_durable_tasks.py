@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import HTML, Image
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Rectangle
 
 from ...durable import DEFAULT_RESTART_LIMIT, DurableStore, read_only_connection, read_tasks
 from ...durable.examples import PAUSE_BANNER, TOOL_CRASH_POINTS, WAIT_BANNER
+from ..panel import Panel, Result
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..style import COLORS, new_figure, png
+from ..style import COLORS, new_figure
 from ..registry import Lesson
 
 COLUMNS = ["id", "kind", "status", "restarts", "phase", "n", "replay", "memos", "outcome"]
@@ -622,116 +622,91 @@ def peers_table():
 
 # --- the panel -----------------------------------------------------------------------------------
 
-class DurablePanel:
+class DurablePanel(Panel):
     """Count (crash tick, where), the tool (stored x current replay, where it is killed), the
     restart limit and the model request; Run re-runs the stories as real processes."""
 
     def __init__(self):
-        self.crash_tick = W.IntSlider(value=2, min=1, max=5, description="stop at tick",
-                                      continuous_update=False)
-        self.where = W.ToggleButtons(options=[("killed after the print", "after-print"),
+        self._cells: dict = {}       # the stored x current cells measured so far
+        super().__init__()
+        for name, widget in self.controls.items():
+            setattr(self, name, widget)
+
+    def make_controls(self) -> dict:
+        return {
+            "crash_tick": W.IntSlider(value=2, min=1, max=5, description="stop at tick",
+                                      continuous_update=False),
+            "where": W.ToggleButtons(options=[("killed after the print", "after-print"),
                                               ("killed between memo and print", "before-print"),
                                               ("clean close", "close")],
-                                     value="after-print", style={"button_width": "auto"})
-        self.stored = W.ToggleButtons(options=["safe", "unsafe"], value="unsafe",
-                                      description="stored")
-        self.current = W.ToggleButtons(options=["safe", "unsafe"], value="unsafe",
-                                       description="declared now")
-        self.tool_crash = W.Dropdown(options=list(TOOL_CRASH_POINTS), value="in-execute",
-                                     description="tool killed")
-        self.limit = W.IntSlider(value=DEFAULT_RESTART_LIMIT, min=1, max=7,
-                                 description="restart limit", continuous_update=False)
-        self.unlimited = W.Checkbox(value=False, description="no limit")
-        self.generation = W.ToggleButtons(options=["crash", "close", "exhaust"], value="crash",
-                                          description="request")
-        self.run_button = W.Button(description="Run", button_style="primary", icon="play")
-        self.reset_button = W.Button(description="Reset", icon="undo")
-        self.progress = W.IntProgress(value=0, min=0, max=4)
-        self.status = W.Label()
-        self.count_out, self.tool_out = W.Output(), W.Output()
-        self.loop_out, self.gen_out = W.Output(), W.Output()
-        self.run_button.on_click(lambda _: self.run())
-        self.reset_button.on_click(lambda _: self.reset())
-        self.results: dict = {}
-        self._cells: dict = {}
+                                     value="after-print", style={"button_width": "auto"}),
+            "stored": W.ToggleButtons(options=["safe", "unsafe"], value="unsafe",
+                                      description="stored"),
+            "current": W.ToggleButtons(options=["safe", "unsafe"], value="unsafe",
+                                       description="declared now"),
+            "tool_crash": W.Dropdown(options=list(TOOL_CRASH_POINTS), value="in-execute",
+                                     description="tool killed"),
+            "limit": W.IntSlider(value=DEFAULT_RESTART_LIMIT, min=1, max=7,
+                                 description="restart limit", continuous_update=False),
+            "unlimited": W.Checkbox(value=False, description="no limit"),
+            "generation": W.ToggleButtons(options=["crash", "close", "exhaust"], value="crash",
+                                          description="request"),
+        }
 
-    def run(self) -> dict:
-        self.run_button.disabled = True
-        self.progress.value = 0
-        try:
-            count = count_story(self.crash_tick.value, where=self.where.value)
-            self._show(self.count_out, count, f"count to 5, stopped at tick "
-                       f"{self.crash_tick.value} ({self.where.label}): the first process printed "
-                       f"{count.printed['first']}, the resume printed {count.printed['resume']}")
-            self.progress.value = 1
-            stored, current = self.stored.value, self.current.value
-            tool = tool_story(stored, current, self.tool_crash.value)
-            self._show(self.tool_out, tool, f"tool probe killed {self.tool_crash.value}, stored "
-                       f"{stored}, declared now {current}: {tool.result['status']}; notes.txt has "
-                       f"{len(tool.notes)} line(s); beforeTool ran "
-                       f"{len(tool.printed['beforeTool'])} time(s)")
-            if self.tool_crash.value == "in-execute":
-                self._cells[(stored, current)] = {
-                    "stored": stored, "current": current, "tool ran again": len(tool.notes) == 2,
-                    "notes.txt lines": len(tool.notes), "result": tool.result["status"]}
-                self.tool_out.append_display_data(Image(data=png(plot_replay(
-                    list(self._cells.values()), highlight=(stored, current))), format="png"))
-            self.progress.value = 2
-            limit = None if self.unlimited.value else self.limit.value
-            loop = restart_limit_story(limit, runs=8)
-            label = "no limit" if limit is None else f"limit {limit}"
-            self.loop_out.outputs = ()
-            self.loop_out.append_display_data(
-                Image(data=png(plot_restart_limits({label: loop})), format="png"))
-            self.loop_out.append_display_data(loop)
-            self.progress.value = 3
-            gen = generation_story(self.generation.value)
-            self.gen_out.outputs = ()
-            self.gen_out.append_display_data(HTML(
-                f"<b>model request, {html.escape(self.generation.value)}: "
-                f"{html.escape(gen['outcome']['status'])}</b>"))
-            self.gen_out.append_display_data(gen["processes"])
-            self.gen_out.append_display_data(gen["requests"])
-            self.progress.value = 4
-            self.results = {"count": count, "tool": tool, "loop": loop, "generation": gen}
-            self.status.value = "Done: every table was read from the real SQLite file."
-        finally:
-            self.run_button.disabled = False
-        return self.results
+    def rows(self) -> list:
+        c = self.controls
+        return [W.HBox([c["crash_tick"], c["where"]]),
+                W.HBox([c["stored"], c["current"], c["tool_crash"]]),
+                W.HBox([c["limit"], c["unlimited"], c["generation"]])]
+
+    def execute(self, settings: dict) -> Result:
+        where_label = dict((v, k) for k, v in self.controls["where"].options)[settings["where"]]
+        count = count_story(settings["crash_tick"], where=settings["where"])
+        self.tick(1, 4)
+        stored, current, crash_at = settings["stored"], settings["current"], settings["tool_crash"]
+        tool = tool_story(stored, current, crash_at)
+        figures = []
+        if crash_at == "in-execute":
+            self._cells[(stored, current)] = {
+                "stored": stored, "current": current, "tool ran again": len(tool.notes) == 2,
+                "notes.txt lines": len(tool.notes), "result": tool.result["status"]}
+            figures = [plot_replay(list(self._cells.values()), highlight=(stored, current))]
+        self.tick(2, 4)
+        limit = None if settings["unlimited"] else settings["limit"]
+        loop = restart_limit_story(limit, runs=8)
+        self.tick(3, 4)
+        gen = generation_story(settings["generation"])
+        self.tick(4, 4)
+        sections = {
+            "count to 5": self._story(count, f"count to 5, stopped at tick "
+                                      f"{settings['crash_tick']} ({where_label}): the first "
+                                      f"process printed {count.printed['first']}, the resume "
+                                      f"printed {count.printed['resume']}"),
+            "tool probe": self._story(tool, f"tool probe killed {crash_at}, stored {stored}, "
+                                      f"declared now {current}: {tool.result['status']}; "
+                                      f"notes.txt has {len(tool.notes)} line(s); beforeTool ran "
+                                      f"{len(tool.printed['beforeTool'])} time(s)", figures),
+            "crash loop": Result("", figures=[plot_restart_limits(
+                {"no limit" if limit is None else f"limit {limit}": loop})], tables=[loop]),
+            "model request": Result("", notes=[
+                f"<b>model request, {html.escape(settings['generation'])}: "
+                f"{html.escape(gen['outcome']['status'])}</b>"],
+                tables=[gen["processes"], gen["requests"]]),
+        }
+        return Result("Done: every table was read from the real SQLite file.", sections=sections,
+                      data={"count": count, "tool": tool, "loop": loop, "generation": gen})
 
     @staticmethod
-    def _show(out: W.Output, story: Story, headline: str) -> None:
-        out.outputs = ()
-        out.append_display_data(HTML(f"<b>{html.escape(headline)}</b>"))
+    def _story(story: Story, headline: str, figures: list = ()) -> Result:
+        tables = []
         for moment, df in story.moments.items():
-            out.append_display_data(HTML(f"<i>{html.escape(moment)}</i>"))
-            out.append_display_data(df)
+            tables += [f"<i>{html.escape(moment)}</i>", df]
+        return Result("", notes=[f"<b>{html.escape(headline)}</b>"], figures=list(figures),
+                      tables=tables)
 
     def reset(self) -> None:
-        self.crash_tick.value, self.where.value = 2, "after-print"
-        self.stored.value = self.current.value = "unsafe"
-        self.tool_crash.value = "in-execute"
-        self.limit.value, self.unlimited.value = DEFAULT_RESTART_LIMIT, False
-        self.generation.value = "crash"
-        for out in (self.count_out, self.tool_out, self.loop_out, self.gen_out):
-            out.outputs = ()
-        self.progress.value = 0
-        self.results, self._cells = {}, {}
-        self.status.value = "Reset."
-
-    def widget(self) -> W.VBox:
-        tabs = W.Tab(children=[self.count_out, self.tool_out, self.loop_out, self.gen_out])
-        for i, title in enumerate(["count to 5", "tool probe", "crash loop", "model request"]):
-            tabs.set_title(i, title)
-        return W.VBox([W.HBox([self.crash_tick, self.where]),
-                       W.HBox([self.stored, self.current, self.tool_crash]),
-                       W.HBox([self.limit, self.unlimited, self.generation]),
-                       W.HBox([self.run_button, self.reset_button, self.progress]), self.status,
-                       tabs])
-
-    def show(self) -> W.VBox:
-        self.run()
-        return self.widget()
+        super().reset()
+        self._cells = {}
 
 
 def panel() -> DurablePanel:

@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import HTML, Image
 
 from ... import beyond as B
 from ...config import RunConfig
@@ -25,20 +24,15 @@ from ...stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from ...stores.contract import RULES
 from .. import results
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..panel import KNOBS
-from ..style import COLORS, new_figure, png
+from ..panel import KNOBS, Panel, Result
+from ..style import COLORS, new_figure
+from ..views import plain_message
 from ..registry import Lesson
 
 #: Small sites keep the sweeps of this lesson within a minute; the shape of the results is the same.
 CHAIN = B.SAFE.replace(pages=3)
 RACE = B.SAFE.replace(pages=4)
 DISK = B.SAFE
-
-
-def tidy(message: str) -> str:
-    """A worker's message without the machine's temp path: only file names and the reason."""
-    message = re.sub(r"(^|(?<=: ))bughunt: ", "", message)
-    return re.sub(r"(/[^\s:]+/)+", "", message)
 
 
 # --- crash during recovery -----------------------------------------------------------------------
@@ -162,7 +156,7 @@ def lock_demos(config: RunConfig = RACE):
 
 def _reason(message: str) -> str:
     """A worker's refusal without the program name and the run directory: "run is busy: ..."."""
-    message = tidy(message)
+    message = plain_message(message)
     return message[message.index("run is busy"):] if "run is busy" in message else message
 
 
@@ -172,7 +166,7 @@ def disk_full(config: RunConfig = DISK, errno_name: str = "ENOSPC"):
     import pandas as pd
 
     df = pd.DataFrame(B.disk_full_sweep(config, errno_name=errno_name))
-    df["message"] = df["message"].map(tidy)
+    df["message"] = df["message"].map(plain_message)
     return df
 
 
@@ -180,7 +174,7 @@ def fsync_failures(config: RunConfig = DISK.replace(fsync="always")):
     import pandas as pd
 
     df = pd.DataFrame(B.fsync_failure_sweep(config))
-    df["message"] = df["message"].map(tidy)
+    df["message"] = df["message"].map(plain_message)
     return df
 
 
@@ -320,7 +314,7 @@ def damage_demo():
                     else "", f"snapshot fallback: {rec.snapshot_fallback}"
                     if rec.snapshot_fallback else ""]))
             except StoreDamage as e:
-                verdict, note = "refused", tidy(str(e))
+                verdict, note = "refused", plain_message(str(e))
             rows.append({"damage": what, "recovery gives": verdict, "detail": note})
     return pd.DataFrame(rows).set_index("damage")
 
@@ -438,39 +432,25 @@ FIXED = {
 }
 
 
-#: The widgets' words for the worker's flags, so an error names what the learner moved.
-WIDGET_WORDS = {
-    "--store log": "the log store", "--store snapshot": "the snapshot store",
-    "--granularity op": "per-operation checkpoints",
-    **{f"--{flag}": f"the '{word}' setting" for flag, word in (
-        ("store", "store"), ("write-mode", "write mode"), ("fsync", "fsync"),
-        ("idempotency-key", "idempotency key"), ("intent", "intent"),
-        ("pending", "pending intent"), ("pages", "pages"), ("snapshot-every", "snapshot every"),
-        ("granularity", "granularity"))},
-}
-
-
-def in_widget_words(message: str) -> str:
-    """A message from the configuration or the worker, with its command-line flags replaced by the
-    panel's words, as one sentence: "The 'pages' setting must be at least 1."."""
-    message = re.sub(r"^(--[\w-]+): ", r"\1 ", message)     # "--pages: must be" -> "... must be"
-    for flag in sorted(WIDGET_WORDS, key=len, reverse=True):
-        message = message.replace(flag, WIDGET_WORDS[flag])
-    message = tidy(message).strip()
-    message = message[:1].upper() + message[1:]
-    return message if message.endswith((".", "!", "?")) else message + "."
-
-
-class BeyondPanel:
+class BeyondPanel(Panel):
     """Pick an experiment; only its knobs are shown; Run re-runs it for real and shows its table.
 
     `plan()` is what the controls describe (the experiment, its configuration and its options), so
     the panel logic can be tested without running anything.
     """
 
+    running = "Running real processes..."
+
     def __init__(self):
-        self.experiment = W.Dropdown(options=list(EXPERIMENTS), value="two resumers",
-                                     description="experiment")
+        self.fixed = W.HTML()
+        self.knob_box = W.VBox()
+        self.df = None
+        super().__init__()
+        self.experiment = self.controls["experiment"]
+        self.knobs = {n: w for n, w in self.controls.items() if n != "experiment"}
+        self._show_knobs()
+
+    def make_controls(self) -> dict:
         # The settings every panel offers (one per RunConfig field, `panel.KNOBS`), and the ones
         # only this lesson has: a two-store choice, the planted bug, the lock, a short site.
         start, shared = RunConfig(fsync="always", pages=3), {}
@@ -479,7 +459,9 @@ class BeyondPanel:
                             ("pending", "pending")):
             shared[name] = KNOBS[field].make(start)
             shared[name].description = KNOBS[field].label
-        self.knobs = {
+        return {
+            "experiment": W.Dropdown(options=list(EXPERIMENTS), value="two resumers",
+                                     description="experiment"),
             "store": W.ToggleButtons(options=["log", "snapshot"], value="log",
                                      description="store"),
             "write_mode": shared["write_mode"],
@@ -494,20 +476,16 @@ class BeyondPanel:
             "pages": W.IntSlider(value=3, min=3, max=6, description="pages",
                                  continuous_update=False),
         }
-        self.fixed = W.HTML()
-        self.knob_box = W.VBox()
-        self.run_button = W.Button(description="Run", button_style="primary", icon="play")
-        self.reset_button = W.Button(description="Reset", icon="undo")
-        self.progress = W.IntProgress(value=0, min=0, max=1)
-        self.status = W.Label()
-        self.out = W.Output()
-        self.run_button.on_click(lambda _: self.run())
-        self.reset_button.on_click(lambda _: self.reset())
-        for w in (self.experiment, self.knobs["intent"], self.knobs["fsync"],
-                  self.knobs["store"]):
-            w.observe(lambda _: self._show_knobs(), names="value")
-        self.df = None
-        self.error: BaseException | None = None
+
+    def rows(self) -> list:
+        return [self.controls["experiment"], self.knob_box, self.fixed]
+
+    def changed(self, name: str) -> None:
+        self._show_knobs()
+        super().changed(name)
+
+    def restore(self, name: str, value) -> None:
+        super().restore(name, value)
         self._show_knobs()
 
     # --- what the controls describe ---------------------------------------------------------------
@@ -515,9 +493,9 @@ class BeyondPanel:
     def shown(self) -> list[str]:
         """The knobs the chosen experiment uses, given the other knobs' values."""
         out = []
-        for name in EXPERIMENTS[self.experiment.value]:
+        for name in EXPERIMENTS[self.controls["experiment"].value]:
             other = SHOWN_ONLY_WHEN.get(name)
-            if other and other[0] in out and self.knobs[other[0]].value != other[1]:
+            if other and other[0] in out and self.controls[other[0]].value != other[1]:
                 continue
             if other and other[0] not in out:
                 continue
@@ -526,13 +504,13 @@ class BeyondPanel:
 
     def fixed_note(self) -> str:
         """What the chosen experiment fixes, in words, including the hidden knobs' values."""
-        notes = [FIXED[self.experiment.value]]
+        notes = [FIXED[self.controls["experiment"].value]]
         if "intent" not in self.shown():
             notes.append("intents on with the log store, off with the snapshot store")
         return "; ".join(notes) + "."
 
     def _show_knobs(self) -> None:
-        self.knob_box.children = [self.knobs[n] for n in self.shown()]
+        self.knob_box.children = [self.controls[n] for n in self.shown()]
         self.fixed.value = f"<i>Fixed here: {html.escape(self.fixed_note())}</i>"
 
     def plan(self) -> tuple[str, RunConfig, dict]:
@@ -540,10 +518,10 @@ class BeyondPanel:
 
         Raises ConfigError for a mix of settings that cannot run.
         """
-        what, shown = self.experiment.value, set(self.shown())
+        what, shown = self.controls["experiment"].value, set(self.shown())
 
         def knob(name, default):
-            return self.knobs[name].value if name in shown else default
+            return self.controls[name].value if name in shown else default
 
         store = knob("store", "log")
         intent = knob("intent", store == "log")
@@ -560,21 +538,18 @@ class BeyondPanel:
 
     # --- running ----------------------------------------------------------------------------------
 
-    def _tick(self, done: int, total: int) -> None:
-        self.progress.max, self.progress.value = total, done
-
     def _execute(self, what: str, config: RunConfig, options: dict):
         """Run one experiment; its records, its table and its figure (None: the table says it)."""
         import pandas as pd
 
         if what == "crash during recovery":
-            df = pd.DataFrame(B.chain_sweep(config, progress=self._tick))
+            df = pd.DataFrame(B.chain_sweep(config, progress=self.tick))
             return df, chain_table(df), plot_chain(df, config)
         if what == "two resumers":
             lock = options["lock"]
             df = pd.DataFrame([{"lock": "flock" if lock else "none (unsafe)", **r}
                                for r in B.two_resumers(config, trials=8, lock=lock,
-                                                       progress=self._tick)])
+                                                       progress=self.tick)])
             return df, race_table(df), plot_races(df)
         if what == "disk full":
             df = disk_full(config)
@@ -584,64 +559,23 @@ class BeyondPanel:
             return df, fault_table(df), None
         v = B.Variant(describe(config) + (", no dir fsync" if options["mutant"] else ""), config,
                       options["mutant"])
-        df = power_loss([v], progress=self._tick)
+        df = power_loss([v], progress=self.tick)
         return df, power_table(df), plot_power(df)
 
-    def run(self):
-        """Run the chosen experiment. A mix of settings that cannot run, or a worker that fails,
-        is said in the status line in the panel's words; anything else shows its traceback too."""
-        import traceback
-
-        from ...config import ConfigError
-
-        self.run_button.disabled = True
-        self.error = None
-        self.out.outputs = ()
-        self.status.value = "Running real processes..."
-        try:
-            what, config, options = self.plan()
-            df, table, fig = self._execute(what, config, options)
-            self.df = df
-            self.out.append_display_data(HTML(f"<b>{html.escape(what)}</b>: "
-                                              f"{html.escape(describe(config))}"))
-            if fig is not None:
-                self.out.append_display_data(Image(data=png(fig), format="png"))
-            self.out.append_display_data(table)
-            self.status.value = f"Done: {len(df)} runs."
-        except ConfigError as e:
-            self.error, self.df = e, None
-            self.status.value = "These settings cannot run. " + in_widget_words(e.as_flag())
-        except (RuntimeError, OSError, StoreDamage) as e:
-            self.error, self.df = e, None
-            self.status.value = "The experiment stopped. " + in_widget_words(str(e))
-        except Exception as e:           # a bug in the lab: say so, and show where
-            self.error, self.df = e, None
-            self.status.value = (f"The lab failed ({type(e).__name__}): {e}. The traceback is "
-                                 "below; please report it.")
-            self.out.append_stdout("".join(traceback.format_exception(e)))
-        finally:
-            self.run_button.disabled = False
-        return self.df
+    def execute(self, settings: dict) -> Result:
+        """Run the chosen experiment for real: its headline, its figure (if it has one), its
+        table."""
+        self.df = None
+        what, config, options = self.plan()
+        df, table, fig = self._execute(what, config, options)
+        self.df = df
+        return Result(f"Done: {len(df)} runs.", figures=[fig] if fig is not None else [],
+                      tables=[table], data=df,
+                      notes=[f"<b>{html.escape(what)}</b>: {html.escape(describe(config))}"])
 
     def reset(self) -> None:
-        self.experiment.value = "two resumers"
-        defaults = {"store": "log", "write_mode": "atomic", "fsync": "always", "dir_fsync": True,
-                    "key": True, "intent": True, "pending": "redo", "lock": True, "pages": 3}
-        for name, value in defaults.items():
-            self.knobs[name].value = value
-        self.out.outputs = ()
-        self.progress.value = 0
-        self.df, self.error = None, None
-        self.status.value = "Reset."
-
-    def widget(self) -> W.VBox:
-        return W.VBox([self.experiment, self.knob_box, self.fixed,
-                       W.HBox([self.run_button, self.reset_button, self.progress]), self.status,
-                       self.out])
-
-    def show(self) -> W.VBox:
-        self.run()
-        return self.widget()
+        super().reset()
+        self.df = None
 
 
 def panel() -> BeyondPanel:

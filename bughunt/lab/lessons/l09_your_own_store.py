@@ -21,14 +21,15 @@ from ...config import RunConfig, is_store_file
 from ...conformance import conform
 from ...crashpoints import LABELS
 from ...experiment import VERDICTS, summarize
-from ...grader import GRADE_PAGES, LESSONS, Grade
+from ...grader import GRADE_PAGES, Grade
 from ...grader import grade as _grade
 from ...stores import contract
 from ...stores.contract import RULES
 from .. import results
+from ..panel import Panel, Result
 from ..judges import Measured, defined_in, exercise, statement
 from ..plots import verdict_handles
-from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure
 from ..registry import Lesson
 
 #: The lab's own stores the grades are drawn beside, with a grade's settings.
@@ -403,95 +404,55 @@ def explain(g: Grade) -> str:
     return "\n".join(lines)
 
 
-def hint_link(g: Grade) -> str:
-    """The grade's hint as Markdown, with a link to the lesson it names."""
-    from IPython.display import Markdown
-
-    if g.hint is None:
-        return Markdown("")
-    notebook, title = LESSONS[g.hint.lesson]
-    return Markdown(f"**Hint** ([lesson {g.hint.lesson}, {title}]({notebook})): "
-                    f"{html.escape(g.hint.text)}")
-
-
 # --- the panel ---------------------------------------------------------------------------------
 
-class GradePanel:
+class GradePanel(Panel):
     """Grade a store file: its name, the run's settings (idempotency key, intent, what recovery
     does with a pending intent), and Grade. Shows the verdict, the hint, the rules and the sweep
     beside the lab's stores. Reset forgets every result (`results.reset`)."""
 
+    title = "Grade a checkpoint store"
+    run_label = "Grade"
+    running = "Grading: the conformance suite, then a worker killed at every crash point..."
+    labels = {"key": "idempotency key", "intent": "intent", "pending": "pending intent"}
+
     def __init__(self, store: str = "my_store.py:MyStore"):
-        import ipywidgets as W
-
-        from ..panel import ON_OFF, _toggle
-
-        self.default = store
-        self.store = W.Text(value=store, description="store", placeholder="FILE.py:ClassName",
-                            layout=W.Layout(width="420px"))
-        self.key = _toggle(ON_OFF, True)
-        self.intent = _toggle(ON_OFF, True)
-        self.pending = _toggle(["redo", "abort"], "redo")
-        self.grade_button = W.Button(description="Grade", button_style="primary", icon="check")
-        self.reset_button = W.Button(description="Reset", icon="undo")
-        self.status = W.HTML()
-        self.rules_out = W.Output()
-        self.plot_out = W.Output(layout=W.Layout(min_height="200px"))
-        self.grade_button.on_click(lambda _: self.run())
-        self.reset_button.on_click(lambda _: self.reset())
+        self.default_store = store
+        super().__init__()
+        self.run_button.icon = "check"
+        self.store, self.key, self.intent, self.pending = (
+            self.controls[n] for n in ("store", "key", "intent", "pending"))
         self.last: Grade | None = None
 
-    def run(self) -> Grade:
-        from IPython.display import Image
-
-        self.grade_button.disabled = True
-        self.status.value = ("Grading: the conformance suite, then a worker killed at every "
-                             "crash point...")
-        try:
-            g = grade(self.store.value.strip(), idempotency_key=self.key.value,
-                      intent=self.intent.value, pending=self.pending.value)
-        finally:
-            self.grade_button.disabled = False
-        self.last = g
-        self.status.value = ("<pre style='white-space: pre-wrap'>"
-                             f"{html.escape(explain(g))}</pre>")
-        self.rules_out.outputs = ()
-        self.plot_out.outputs = ()
-        if g.rules:
-            self.rules_out.append_display_data(g.rules_table())
-        if g.records:
-            fig = plot_grades({g.name: g})
-            self.plot_out.append_display_data(Image(data=png(fig), format="png"))
-        return g
-
-    def reset(self) -> None:
-        results.reset()
-        self.store.value = self.default
-        self.key.value, self.intent.value, self.pending.value = True, True, "redo"
-        self.rules_out.outputs = ()
-        self.plot_out.outputs = ()
-        self.status.value = "Reset."
-        self.last = None
-
-    def widget(self):
+    def make_controls(self) -> dict:
         import ipywidgets as W
 
-        def row(label, w):
-            return W.HBox([W.Label(label, layout=W.Layout(width="120px")), w])
-        return W.VBox([W.HTML("<h3>Grade a checkpoint store</h3>"), self.store,
-                       row("idempotency key", self.key), row("intent", self.intent),
-                       row("pending intent", self.pending),
-                       W.HBox([self.grade_button, self.reset_button]), self.status,
-                       self.rules_out, self.plot_out])
+        from ..panel import ON_OFF, toggle
+
+        return {"store": W.Text(value=self.default_store, description="store",
+                                placeholder="FILE.py:ClassName", layout=W.Layout(width="420px")),
+                "key": toggle(ON_OFF, True), "intent": toggle(ON_OFF, True),
+                "pending": toggle(["redo", "abort"], "redo")}
+
+    def execute(self, settings: dict) -> Result:
+        g = grade(settings["store"].strip(), idempotency_key=settings["key"],
+                  intent=settings["intent"], pending=settings["pending"])
+        self.last = g
+        return Result(g.verdict.split(". ")[0].rstrip(".") + ".",
+                      notes=[f"<pre style='white-space: pre-wrap'>{html.escape(explain(g))}</pre>"],
+                      figures=[plot_grades({g.name: g})] if g.records else [],
+                      tables=[g.rules_table()] if g.rules else [], data=g)
+
+    def reset(self) -> None:
+        super().reset()
+        self.last = None
 
     def show(self):
         """Grade the store named (when its file exists), then return the widget to display."""
         if Path(self.store.value.rpartition(":")[0]).is_file():
-            self.run()
-        else:
-            self.status.value = html.escape(
-                f"{self.store.value.rpartition(':')[0]} does not exist yet: write your store "
-                "(exercise 9.1), then press Grade.")
+            return super().show()
+        self.status.value = (f"{self.store.value.rpartition(':')[0]} does not exist yet: write "
+                             "your store (exercise 9.1), then press Grade.")
         return self.widget()
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as W
-from IPython.display import Image
 from matplotlib.patches import Patch
 
 from ...config import RunConfig
@@ -33,8 +32,9 @@ from ...frameworks.contract import adapter_class
 from ...frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
                                 summarize, sweep_many, to_frame, varying_points)
 from .. import results
+from ..panel import Panel, Result
 from ..judges import Measured, assess, defined_in, exercise, statement
-from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
+from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure
 from ..registry import Lesson
 
 #: Every point in the agent's code, and every framework write once it is committed.
@@ -645,88 +645,89 @@ def sweep_summary(res: SweepResult):
     return df
 
 
-class FrameworkPanel:
+class FrameworkPanel(Panel):
     """Choose framework, mode, resume style, key, latency, points and repeats; Run sweeps it."""
 
     CHOICES = ["langgraph", "dbos", "lab", "fake"]
+    run_label = "Run sweep"
+    running = "Running: every crash point is a real process killed and resumed..."
 
     def __init__(self, default: SweepSettings = FRAMEWORKS["LangGraph async (default)"]):
         self.default = default
-        self.framework = W.ToggleButtons(options=self.CHOICES, value=default.framework,
-                                         description="framework")
-        self.mode = W.ToggleButtons(description="mode")
-        self.resume = W.Dropdown(description="resume")
-        self.key = W.ToggleButtons(options=[("on", True), ("off", False)],
-                                   value=default.idempotency_key, description="key")
-        self.latency = W.SelectionSlider(options=[0, 1, 2, 5, 10, 20], value=0,
-                                         description="latency ms", continuous_update=False)
-        self.points = W.Dropdown(options=POINT_CHOICES, value=POINT_CHOICES[0][1],
-                                 description="points", layout=W.Layout(width="520px"))
-        self.repeat = W.IntSlider(value=1, min=1, max=3, description="repeat",
-                                  continuous_update=False)
-        self.run_button = W.Button(description="Run sweep", button_style="primary", icon="play")
-        self.reset_button = W.Button(description="Reset", icon="undo")
-        self.progress = W.IntProgress(value=0, min=0, max=1, description="sweep")
-        self.status = W.Label()
-        self.plot_out, self.table_out = W.Output(), W.Output()
         self.inspect = W.Dropdown(description="crash point", layout=W.Layout(width="420px"))
         self.point_info = W.HTML()
-        self.result: SweepResult | None = None
-        self._sync_choices()
-        self.mode.value, self.resume.value = default.mode, default.resume
-        self.framework.observe(lambda _: self._sync_choices(), names="value")
+        self.sweep: SweepResult | None = None
+        super().__init__()
+        self.progress.description = "sweep"
+        for name in ("framework", "mode", "resume", "key", "latency", "points", "repeat"):
+            setattr(self, name, self.controls[name])
         self.inspect.observe(lambda _: self._show_point(), names="value")
-        self.run_button.on_click(lambda _: self.run())
-        self.reset_button.on_click(lambda _: self.reset())
 
-    def _sync_choices(self) -> None:
-        cls = adapter_class(self.framework.value)
-        self.mode.options = list(cls.modes)
-        self.mode.value = cls.modes[0]
-        self.resume.options = list(cls.resume_styles)
-        self.resume.value = cls.resume_styles[0]
+    def make_controls(self) -> dict:
+        d = self.default
+        controls = {
+            "framework": W.ToggleButtons(options=self.CHOICES, value=d.framework,
+                                         description="framework"),
+            "mode": W.ToggleButtons(description="mode"),
+            "resume": W.Dropdown(description="resume"),
+            "key": W.ToggleButtons(options=[("on", True), ("off", False)],
+                                   value=d.idempotency_key, description="key"),
+            "latency": W.SelectionSlider(options=[0, 1, 2, 5, 10, 20], value=0,
+                                         description="latency ms", continuous_update=False),
+            "points": W.Dropdown(options=POINT_CHOICES, value=POINT_CHOICES[0][1],
+                                 description="points", layout=W.Layout(width="520px")),
+            "repeat": W.IntSlider(value=1, min=1, max=3, description="repeat",
+                                  continuous_update=False),
+        }
+        self._sync_choices(controls, d.mode, d.resume)
+        return controls
 
-    @property
-    def settings(self) -> SweepSettings:
-        return SweepSettings(self.framework.value, self.mode.value, self.resume.value,
-                             self.key.value, float(self.latency.value))
+    @staticmethod
+    def _sync_choices(controls: dict, mode: str | None = None, resume: str | None = None) -> None:
+        """The modes and resume styles of the chosen framework's adapter (its first of each, or
+        the ones named)."""
+        cls = adapter_class(controls["framework"].value)
+        controls["mode"].options = list(cls.modes)
+        controls["mode"].value = mode or cls.modes[0]
+        controls["resume"].options = list(cls.resume_styles)
+        controls["resume"].value = resume or cls.resume_styles[0]
 
-    def _tick(self, done: int, total: int) -> None:
-        self.progress.max, self.progress.value = max(total, 1), done
+    def changed(self, name: str) -> None:
+        if name == "framework":
+            with self.quiet():
+                self._sync_choices(self.controls)
+        super().changed(name)
 
-    def run(self) -> SweepResult | None:
-        self.run_button.disabled = True
-        self.status.value = "Running: every crash point is a real process killed and resumed..."
-        try:
-            (self.result,) = run_sweeps({"panel": self.settings}, points=self.points.value,
-                                        repeat=self.repeat.value, progress=self._tick).values()
-            self.progress.value = self.progress.max
-            self.draw()
-            s = summarize(self.result.records)
-            self.status.value = (f"{s['crash_points']} crash runs: {s['correct']} correct, "
-                                 f"{s['duplicate_points']} with a duplicate, {s['lost_points']} "
-                                 f"with a lost report, {s['wrong_memory']} with a wrong state, "
-                                 f"{s['not_reached']} not reached, {s['errors']} errors")
-        except Exception as e:     # a learner's adapter may fail: say so in the panel
-            self.status.value = f"Could not run: {e}"
-        finally:
-            self.run_button.disabled = False
-        return self.result
+    def restore(self, name: str, value) -> None:
+        super().restore(name, value)
+        if name == "framework":      # its modes and resume styles, before theirs are restored
+            self._sync_choices(self.controls)
 
-    def draw(self) -> None:
-        res = self.result
-        self.plot_out.outputs = ()
-        self.plot_out.append_display_data(Image(data=png(plot_sweep(res)), format="png"))
-        self.table_out.outputs = ()
-        self.table_out.append_display_data(sweep_summary(res))
+    def execute(self, settings: dict) -> Result:
+        chosen = SweepSettings(settings["framework"], settings["mode"], settings["resume"],
+                               settings["key"], float(settings["latency"]))
+        (res,) = run_sweeps({"panel": chosen}, points=settings["points"],
+                            repeat=settings["repeat"], progress=self.tick).values()
+        self.sweep = res
         first = sorted((r for r in res.records if r.repeat == 0), key=lambda r: r.order)
-        self.inspect.options = [(f"{r.point} (page {r.page}): {r.verdict}", r.point) for r in first]
+        with self.quiet():
+            self.inspect.options = [(f"{r.point} (page {r.page}): {r.verdict}", r.point)
+                                    for r in first]
+        s = summarize(res.records)
+        return Result(f"{s['crash_points']} crash runs: {s['correct']} correct, "
+                      f"{s['duplicate_points']} with a duplicate, {s['lost_points']} with a lost "
+                      f"report, {s['wrong_memory']} with a wrong state, {s['not_reached']} not "
+                      f"reached, {s['errors']} errors",
+                      figures=[plot_sweep(res)], tables=[sweep_summary(res)], data=res)
+
+    def footer(self) -> list:
+        return [self.inspect, self.point_info]
 
     def _show_point(self) -> None:
-        if self.result is None or self.inspect.value is None:
+        if self.sweep is None or self.inspect.value is None:
             self.point_info.value = ""
             return
-        runs = [r for r in self.result.records if r.point == self.inspect.value]
+        runs = [r for r in self.sweep.records if r.point == self.inspect.value]
         rows = "".join(
             f"<tr><td>sweep {r.repeat + 1}</td><td><b>{html.escape(r.verdict)}</b></td>"
             f"<td>redone {r.redone_model_calls}</td><td>tracker {r.tracker_pages}</td>"
@@ -736,28 +737,10 @@ class FrameworkPanel:
         self.point_info.value = f"<table>{rows}</table>"
 
     def reset(self) -> None:
-        self.framework.value = self.default.framework
-        self._sync_choices()
-        self.mode.value, self.resume.value = self.default.mode, self.default.resume
-        self.key.value, self.latency.value = self.default.idempotency_key, 0
-        self.points.value, self.repeat.value = POINT_CHOICES[0][1], 1
-        self.result = None
-        self.plot_out.outputs = self.table_out.outputs = ()
+        super().reset()
+        self.sweep = None
         self.inspect.options = []
         self.point_info.value = ""
-        self.progress.value = 0
-        self.status.value = "Reset."
-
-    def widget(self) -> W.VBox:
-        return W.VBox([self.framework, self.mode, self.resume, self.key, self.latency,
-                       self.points, self.repeat,
-                       W.HBox([self.run_button, self.reset_button, self.progress]), self.status,
-                       self.plot_out, self.table_out, self.inspect, self.point_info])
-
-    def show(self) -> W.VBox:
-        """Draw the default sweep (already run by the notebook's cells: nothing new is killed)."""
-        self.run()
-        return self.widget()
 
 
 def panel() -> FrameworkPanel:

@@ -33,6 +33,8 @@ import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import ipywidgets as W
+
 from ... import forkserver, inflight
 from ...config import RunConfig
 from ...experiment import CallCrashRun, CrashRun, crash_points, frame, sweep_records
@@ -42,6 +44,7 @@ from ...modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, pr
                            prompt_tokens, read_bill)
 from ...world import Site
 from .. import results
+from ..panel import Panel, Result
 from ..judges import Measured, defined_in, exercise, statement
 from ..registry import Lesson
 
@@ -690,121 +693,111 @@ def plot_panel(kill: CallKilled | None, sdk: SdkBehaviour | None):
     return fig
 
 
-class CallPanel:
+class CallPanel(Panel):
     """Crash point inside the call, what the resume does, fault, retries, stream on/off.
 
     Moving a control re-runs the experiment it belongs to (a kill and its resume: two real
     processes; or one SDK call against the fault; stream on/off: both); Run re-runs both; Reset
-    goes back to the lesson's settings and forgets every cached result. The panel never prints:
-    what went wrong is said in its status line.
+    goes back to the lesson's settings and forgets every cached result. A part that fails is said
+    in the status line, the other part still shown.
     """
 
-    DEFAULTS = {"crash_point": "chunk#5", "pending": "redo", "stream": True,
-                "fault": "connection cut after 3 chunks", "max_retries": 2}
+    run_tooltip = ("kill the call at the crash point and resume it; make one SDK call against the "
+                   "fault")
+    running = "Running: a call process killed inside the call, resumed; one SDK call..."
+    KILL, SDK = ("crash_point", "pending"), ("fault", "max_retries")
 
     def __init__(self):
-        import ipywidgets as W
-
-        self._W = W
-        d = self.DEFAULTS
-        self.stream = W.ToggleButtons(options=[("stream on", True), ("stream off", False)],
-                                      value=d["stream"], description="stream")
-        self.crash_point = W.SelectionSlider(options=points_of(PAGE, d["stream"]),
-                                             value=d["crash_point"], description="crash point",
-                                             continuous_update=False,
-                                             layout=W.Layout(width="520px"))
-        self.pending = W.ToggleButtons(options=["redo", "abort"], value=d["pending"],
-                                       description="resume")
-        self.fault = W.Dropdown(options=list(FAULTS), value=d["fault"], description="fault",
-                                layout=W.Layout(width="440px"))
-        self.max_retries = W.IntSlider(value=d["max_retries"], min=0, max=4,
-                                       description="max_retries", continuous_update=False)
-        self.run_button = W.Button(description="Run", button_style="primary", icon="play",
-                                   tooltip="kill the call at the crash point and resume it; "
-                                           "make one SDK call against the fault")
-        self.reset_button = W.Button(description="Reset", icon="undo")
-        self.status = W.Label()
         self.kill_info, self.sdk_info = W.HTML(), W.HTML()
-        self.plot_out = W.Output(layout=W.Layout(min_height="260px"))
         self.kill: CallKilled | None = None
         self.sdk: SdkBehaviour | None = None
-        self._moving = False            # the panel itself is moving controls: run nothing
-        self.stream.observe(self._on_stream, names="value")
-        for w in (self.crash_point, self.pending):
-            w.observe(self._on_kill_control, names="value")
-        for w in (self.fault, self.max_retries):
-            w.observe(self._on_sdk_control, names="value")
-        self.run_button.on_click(lambda _: self.run())
-        self.reset_button.on_click(lambda _: self.reset())
+        self._parts, self._note = ("kill", "sdk"), ""
+        super().__init__()
+        for name, widget in self.controls.items():
+            setattr(self, name, widget)
+
+    def make_controls(self) -> dict:
+        return {
+            "stream": W.ToggleButtons(options=[("stream on", True), ("stream off", False)],
+                                      value=True, description="stream"),
+            "crash_point": W.SelectionSlider(options=points_of(PAGE, True), value="chunk#5",
+                                             description="crash point", continuous_update=False,
+                                             layout=W.Layout(width="520px")),
+            "pending": W.ToggleButtons(options=["redo", "abort"], value="redo",
+                                       description="resume"),
+            "fault": W.Dropdown(options=list(FAULTS), value="connection cut after 3 chunks",
+                                description="fault", layout=W.Layout(width="440px")),
+            "max_retries": W.IntSlider(value=2, min=0, max=4, description="max_retries",
+                                       continuous_update=False),
+        }
+
+    def rows(self) -> list:
+        c = self.controls
+        kill_box = W.VBox([W.HTML("<b>Kill inside the call</b> (a real SIGKILL, then a resume)"),
+                           c["crash_point"], c["pending"], self.kill_info])
+        sdk_box = W.VBox([W.HTML("<b>The SDK alone</b> (its own retries and timeout)"),
+                          c["fault"], c["max_retries"], self.sdk_info])
+        return [c["stream"], W.HBox([kill_box, sdk_box])]
 
     # --- controls ---
 
-    def _on_kill_control(self, change) -> None:
-        if not self._moving:
+    def changed(self, name: str) -> None:
+        if name in self.KILL:
             self.run(sdk=False)
-
-    def _on_sdk_control(self, change) -> None:
-        if not self._moving:
+        elif name in self.SDK:
             self.run(kill=False)
+        else:
+            self.run(note=self._sync_points())
 
-    def _on_stream(self, change) -> None:
+    def _sync_points(self) -> str:
         """The points of a streamed call are not those of a whole one: keep the slider's point
         when it exists, else move to last_chunk (the one point both have) and say so."""
-        if self._moving:
-            return
-        names = points_of(PAGE, self.stream.value)
-        old, note = self.crash_point.value, ""
-        if list(self.crash_point.options) != names:
-            new = old if old in names else "last_chunk"
-            self._move(self.crash_point, options=names, value=new)
-            if new != old:
-                note = (f"{old} does not exist when the answer arrives whole; the crash point "
-                        f"moved to {new}.")
-        self.run(note=note)
+        slider = self.controls["crash_point"]
+        names = points_of(PAGE, self.controls["stream"].value)
+        old = slider.value
+        if list(slider.options) == names:
+            return ""
+        new = old if old in names else "last_chunk"
+        with self.quiet():
+            slider.options, slider.value = names, new
+        return ("" if new == old else f"{old} does not exist when the answer arrives whole; the "
+                f"crash point moved to {new}.")
 
-    def _move(self, widget, **traits) -> None:
-        self._moving = True
-        try:
-            for key, value in traits.items():
-                setattr(widget, key, value)
-        finally:
-            self._moving = False
+    def restore(self, name: str, value) -> None:
+        if name == "crash_point":           # the stream is back: its points first
+            self.controls[name].options = points_of(PAGE, self.controls["stream"].value)
+        super().restore(name, value)
 
     # --- actions ---
 
     def run(self, *, kill: bool = True, sdk: bool = True, note: str = "") -> dict:
         """Run the chosen experiments with the controls' settings; show them; return them."""
-        self.run_button.disabled = True
-        said = [note] if note else []
-        try:
-            if kill:
-                self.status.value = "Running: a call process killed inside the call, resumed..."
-                try:
-                    self.kill = cached_kill(self.crash_point.value, self.pending.value,
-                                            self.stream.value)
-                    self.kill_info.value = kill_html(self.kill)
-                except (ValueError, RuntimeError, subprocess.TimeoutExpired) as e:
-                    self.kill = None
-                    self.kill_info.value = ""
-                    said.append(f"The kill at {self.crash_point.value} could not be measured: "
-                                f"{_sentence(e)}")
-            if sdk:
-                self.status.value = "Running: one SDK call against the fault..."
-                try:
-                    self.sdk = cached_sdk(self.fault.value, self.stream.value,
-                                          self.max_retries.value)
-                    self.sdk_info.value = sdk_html(self.sdk)
-                except (OSError, RuntimeError) as e:
-                    self.sdk = None
-                    self.sdk_info.value = ""
-                    said.append(f"The SDK call could not be measured: {_sentence(e)}")
-            self._draw()
-            if not said:
-                said.append(self._summary())
-            self.status.value = " ".join(said)
-        finally:
-            self.run_button.disabled = False
+        self._parts = tuple(part for part, on in (("kill", kill), ("sdk", sdk)) if on)
+        self._note = note
+        super().run()
         return {"kill": self.kill, "sdk": self.sdk}
+
+    def execute(self, settings: dict) -> Result:
+        said = [self._note] if self._note else []
+        if "kill" in self._parts:
+            try:
+                self.kill = cached_kill(settings["crash_point"], settings["pending"],
+                                        settings["stream"])
+                self.kill_info.value = kill_html(self.kill)
+            except Exception as e:
+                self.kill, self.kill_info.value = None, ""
+                said.append(self.note_failure(e, f"the kill at {settings['crash_point']}"))
+        if "sdk" in self._parts:
+            try:
+                self.sdk = cached_sdk(settings["fault"], settings["stream"],
+                                      settings["max_retries"])
+                self.sdk_info.value = sdk_html(self.sdk)
+            except Exception as e:
+                self.sdk, self.sdk_info.value = None, ""
+                said.append(self.note_failure(e, "the SDK call"))
+        shown = [plot_panel(self.kill, self.sdk)] if self.kill or self.sdk else []
+        return Result(" ".join(said or [self._summary()]), figures=shown,
+                      data={"kill": self.kill, "sdk": self.sdk})
 
     def _summary(self) -> str:
         bits = []
@@ -814,54 +807,14 @@ class CallPanel:
                         f"{k.pending}, {k.billed_calls} call(s) billed.")
         if self.sdk is not None:
             s = self.sdk
-            bits.append(f"SDK against '{self.fault.value}': {s.requests_sent} sent, {s.billed} "
-                        f"billed, {_outcome(s)}.")
+            bits.append(f"SDK against '{self.controls['fault'].value}': {s.requests_sent} sent, "
+                        f"{s.billed} billed, {_outcome(s)}.")
         return " ".join(bits)
 
-    def _draw(self) -> None:
-        from IPython.display import Image
-
-        from ..style import png
-
-        self.plot_out.outputs = ()
-        if self.kill is None and self.sdk is None:
-            return
-        self.plot_out.append_display_data(Image(data=png(plot_panel(self.kill, self.sdk)),
-                                                format="png"))
-
     def reset(self) -> None:
-        """Back to the lesson's settings; forget every cached result (`results.reset`)."""
-        results.reset()
-        d = self.DEFAULTS
-        self._move(self.stream, value=d["stream"])
-        self._move(self.crash_point, options=points_of(PAGE, d["stream"]), value=d["crash_point"])
-        self._move(self.pending, value=d["pending"])
-        self._move(self.fault, value=d["fault"])
-        self._move(self.max_retries, value=d["max_retries"])
+        super().reset()
         self.kill = self.sdk = None
         self.kill_info.value = self.sdk_info.value = ""
-        self.plot_out.outputs = ()
-        self.status.value = "Reset."
-
-    def widget(self):
-        W = self._W
-        kill_box = W.VBox([W.HTML("<b>Kill inside the call</b> (a real SIGKILL, then a resume)"),
-                           self.crash_point, self.pending, self.kill_info])
-        sdk_box = W.VBox([W.HTML("<b>The SDK alone</b> (its own retries and timeout)"),
-                          self.fault, self.max_retries, self.sdk_info])
-        return W.VBox([self.stream, W.HBox([kill_box, sdk_box]),
-                       W.HBox([self.run_button, self.reset_button]), self.status,
-                       self.plot_out])
-
-    def show(self):
-        """Run the default settings, then return the widget to display."""
-        self.run()
-        return self.widget()
-
-
-def _sentence(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return (text[-1] if text else type(e).__name__).rstrip(".") + "."
 
 
 def panel() -> CallPanel:
