@@ -41,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import lifeline
 from .interrupts import deferred
 
 
@@ -125,6 +126,10 @@ class ForkServer:
                                      start_new_session=True, env=env)
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
         self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
+        # The server ends when its caller closes its stdin, even by dying; its scratch directory
+        # is the caller's, so a caller killed by SIGKILL leaves it to the lifeline.
+        lifeline.watch_group(self.proc.pid)
+        lifeline.watch_dir(self.tmp.name)
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -158,6 +163,11 @@ class ForkServer:
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
         self.tmp.cleanup()
+        self._released()
+
+    def _released(self) -> None:
+        lifeline.release_group(self.proc.pid)
+        lifeline.release_dir(self.tmp.name)
 
     def kill(self) -> None:
         """SIGKILL the server and every worker it forked (its process group), now."""
@@ -176,6 +186,7 @@ class ForkServer:
                 break
             time.sleep(0.001)
         self.tmp.cleanup()
+        self._released()
 
 
 class ForkServerPool:

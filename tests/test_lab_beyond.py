@@ -229,7 +229,7 @@ def test_planted_bug_cards_show_each_diff_and_both_verdicts():
         {"bug": "no-lock", "what it does": "takes no run lock", "caught by": "two resumers",
          "caught": False, "failures, with the bug": 0, "failures, correct worker": 0,
          "conformance suite": "no store rule broken"}]).set_index("bug")
-    text = beyond.planted_bugs(table)._repr_markdown_()
+    text = beyond.planted_bug_cards(table)._repr_markdown_()
     assert "**1. `no-dir-fsync`**" in text and "breaks `fsync-keeps-acknowledged`" in text
     assert "**NOT caught**: 0 failures" in text and "only a sweep of real processes" in text
     assert text.count("```diff") == 2 and "_fsync_dir" in text

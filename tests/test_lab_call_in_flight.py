@@ -1,5 +1,5 @@
-"""Lesson 11's lab layer: the fork parent of the call processes, the kill tables and figures, the
-SDK tables, the choices, the panel driven by `.value` and `.click()`, and the exercises' judges."""
+"""Lesson 11's lab layer: the kill tables and figures, the SDK tables, the choices, the panel
+driven by `.value` and `.click()`, and the exercises' judges."""
 
 import os
 import signal
@@ -18,13 +18,13 @@ from bughunt.modelserver import read_bill
 
 @pytest.fixture(scope="module")
 def lab():
-    return cif.lab()
+    return cif.inflight.shared_lab()
 
 
 @pytest.fixture(scope="module")
 def at_chunk5(lab):
     """Page 3's call killed at chunk#5, resumed once with each rule."""
-    return {p: cif.kill_in_call("chunk#5", p) for p in cif.PENDING}
+    return {p: cif.kill_page_call("chunk#5", p) for p in cif.PENDING}
 
 
 def labelled(fig: Figure) -> bool:
@@ -32,42 +32,6 @@ def labelled(fig: Figure) -> bool:
     titled = any(ax.get_title() for ax in fig.axes) or bool(fig.get_suptitle())
     drawn = [ax for ax in fig.axes if ax.has_data()]
     return titled and bool(drawn) and all(ax.get_xlabel() or ax.get_ylabel() for ax in drawn)
-
-
-# --- the fork parent ------------------------------------------------------------------------------
-
-def _sockets(pid: int) -> list[str]:
-    fds = Path(f"/proc/{pid}/fd")
-    return [t for t in (os.readlink(f) for f in fds.iterdir()) if t.startswith("socket:")]
-
-
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
-def test_the_fork_parent_is_one_thread_and_holds_no_socket_a_child_could_share(lab):
-    cif.clean_call()                                  # it has forked at least one call process
-    pid = lab.forks.proc.pid
-    assert lab.forks.alive() and _sockets(pid) == []
-    assert len(os.listdir(f"/proc/{pid}/task")) == 1  # fork() copies only the calling thread
-
-
-def test_a_call_process_forked_from_the_parent_dies_by_a_real_sigkill(lab, tmp_path):
-    journal = tmp_path / "j.jsonl"
-    killed = lab.forks.run(inflight.call_args(lab.base_url, journal, page=5, crash_at="chunk#2"))
-    assert killed.returncode == -signal.SIGKILL
-    held = inflight.pending_call(inflight.read_journal(journal), 5)
-    assert held["chunks"] == 2 and held["prefix"] == cif.answer_of(5)[0]
-
-
-def test_a_call_process_that_outlives_its_timeout_is_killed_and_the_parent_goes_on(lab, tmp_path):
-    args = inflight.call_args(lab.base_url, tmp_path / "j.jsonl", page=6, fault="ttfb=30")
-    with pytest.raises(subprocess.TimeoutExpired):
-        lab.forks.run(args, timeout=1)
-    again = lab.forks.run(inflight.call_args(lab.base_url, tmp_path / "k.jsonl", page=6))
-    assert again.returncode == 0 and lab.forks.alive()
-
-
-def test_a_refused_flag_comes_back_as_exit_2_with_the_flag_named(lab, tmp_path):
-    done = lab.forks.run(inflight.call_args(lab.base_url, tmp_path / "j.jsonl", page=0))
-    assert done.returncode == 2 and "--page" in done.stderr and "Traceback" not in done.stderr
 
 
 # --- the call, and the kill inside it -------------------------------------------------------------
@@ -170,7 +134,7 @@ def test_the_timeout_limits_each_read_a_slow_stream_outlives_it_a_stalled_one_do
 # --- the choices, the ties, a real model ----------------------------------------------------------
 
 def test_the_choices_put_measured_redo_and_abort_beside_a_computed_resume(at_chunk5):
-    df = cif.choices_table(list(at_chunk5.values()))
+    df = cif.call_choices_table(list(at_chunk5.values()))
     redo, abort, resume = df.iloc[0], df.iloc[1], df.iloc[2]
     assert (redo["calls billed"], abort["calls billed"]) == (2, 1)
     assert redo["tokens billed"] == 2 * abort["tokens billed"]
@@ -243,7 +207,7 @@ def test_stream_off_moves_the_crash_point_to_last_chunk_and_says_so(panel):
 def test_a_kill_that_fails_is_said_in_the_status_line(panel, monkeypatch):
     def fails(*args, **kwargs):
         raise RuntimeError("the call process failed (1) before chunk#7: boom")
-    monkeypatch.setattr(cif, "kill_in_call", fails)
+    monkeypatch.setattr(cif, "kill_page_call", fails)
     panel.crash_point.value = "chunk#7"
     assert panel.kill is None and panel.kill_info.value == ""
     assert panel.status.value == ("The experiment stopped (the kill at chunk#7). The call process "
@@ -258,8 +222,8 @@ def test_reset_goes_back_to_the_lessons_settings_and_forgets_results(panel, monk
     assert (panel.crash_point.value, panel.fault.value, panel.max_retries.value) == (
         "chunk#5", "connection cut after 3 chunks", 2)
     assert panel.kill is None and panel.out.outputs == () and panel.status.value == "Reset."
-    runs, real = [], cif.kill_in_call
-    monkeypatch.setattr(cif, "kill_in_call", lambda *a, **k: runs.append(a) or real(*a, **k))
+    runs, real = [], cif.kill_page_call
+    monkeypatch.setattr(cif, "kill_page_call", lambda *a, **k: runs.append(a) or real(*a, **k))
     panel.run_button.click()               # chunk#5 ran before the reset: it runs for real again
     assert panel.kill.crash_point == "chunk#5" and panel.sdk.fault == "cut=3"
     assert len(runs) == 1

@@ -14,8 +14,8 @@ LAB = Path(durability.__file__).parent
 
 
 def test_lessons_6_and_9_put_each_source_figure_on_the_same_kind_of_write():
-    nine = costs.reference_marks(list(costs.BENCH_KINDS))          # bench row -> µs
-    six = durability.reference_marks(durability.KINDS)             # kind -> (µs, rerun µs)
+    nine = costs.source_medians_for_bench(list(costs.BENCH_KINDS))          # bench row -> µs
+    six = durability.source_medians_us(durability.KINDS)             # kind -> (µs, rerun µs)
     assert nine, "lesson 9 shows no source-text figure at all"
     for case, value in nine.items():
         assert six[costs.BENCH_KINDS[case]][0] == value, case
@@ -25,7 +25,7 @@ def test_lessons_6_and_9_put_each_source_figure_on_the_same_kind_of_write():
 def test_the_source_texts_snapshot_is_never_drawn_on_a_row_with_a_directory_fsync():
     """The source text's atomic_write has no directory fsync (its own code in the source text)."""
     assert reference.write_median(reference.SNAPSHOT_DIR_FSYNC) is None
-    assert "snapshot: tmp + fsync + rename + dir fsync" not in costs.reference_marks(
+    assert "snapshot: tmp + fsync + rename + dir fsync" not in costs.source_medians_for_bench(
         list(costs.BENCH_KINDS))
     assert reference.write_median(reference.SNAPSHOT_NO_DIR_FSYNC).value == 0.228
 

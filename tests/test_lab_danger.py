@@ -15,12 +15,12 @@ SMALL_CHOICES = {name: cfg.replace(pages=4) for name, cfg in danger.CHOICES.item
 
 @pytest.fixture(scope="module")
 def key_df():
-    return danger.run_sweeps(SMALL_KEY)
+    return danger.danger_sweeps(SMALL_KEY)
 
 
 @pytest.fixture(scope="module")
 def choices_df():
-    return danger.run_sweeps(SMALL_CHOICES)
+    return danger.danger_sweeps(SMALL_CHOICES)
 
 
 def mark(t_us, page, label):
@@ -70,9 +70,9 @@ def test_at_most_once_loses_at_after_intent_and_disagrees_with_the_tracker_after
 
 
 def test_sweeps_already_run_are_reused_not_rerun(key_df):
-    before = results.sweep(SMALL_KEY["key off"])
-    again = danger.run_sweeps({"key off": SMALL_KEY["key off"]})
-    assert results.sweep(SMALL_KEY["key off"]) is before
+    before = results.sweep_once(SMALL_KEY["key off"])
+    again = danger.danger_sweeps({"key off": SMALL_KEY["key off"]})
+    assert results.sweep_once(SMALL_KEY["key off"]) is before
     assert len(again) == 17
 
 
@@ -114,7 +114,7 @@ def test_a_real_traced_run_has_one_window_per_bug_page_inside_the_run():
     assert (ops["dur_us"] >= 0).all() and (windows["width_us"] > 0).all()
     share = danger.window_share([trace])
     assert 0 < share["share_of_life"] < share["share_with_submit"] < 1
-    fig = danger.plot_timeline(ops, windows, pages=(3,))
+    fig = danger.plot_window_timeline(ops, windows, pages=(3,))
     assert isinstance(fig, Figure) and "danger window" in fig.get_suptitle()
     xlabels = [ax.get_xlabel() for ax in fig.axes]
     assert "time since the worker was ready (ms)" in xlabels
@@ -177,13 +177,13 @@ def test_panel_abort_loses_the_report_killed_at_after_intent():
 
 def test_panel_is_handed_the_sweeps_this_kernel_already_ran(monkeypatch):
     results.reset()
-    ran = danger.run_sweeps(SMALL_CHOICES)
+    ran = danger.danger_sweeps(SMALL_CHOICES)
     monkeypatch.setattr("bughunt.lab.results.run_crash_jobs",
                         lambda *a, **k: pytest.fail("the panel swept again"))
     p = danger.panel(base=SMALL_CHOICES["effectively once"])
     cfg = SMALL_CHOICES["effectively once"]
     mine = ran[ran["sweep"] == "effectively once"]
-    assert [r.crash_point for r in results.sweep(cfg)] == list(mine["crash_point"])
+    assert [r.crash_point for r in results.sweep_once(cfg)] == list(mine["crash_point"])
     assert len(p.run()) == 18                              # served from the cache, not re-run
 
 

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from bughunt.bufferdemo import LINE
 from bughunt.diskio import Door, Files
+from bughunt.bufferdemo import run_killed
 from bughunt.lab.lessons import l06_kill9_vs_power_loss as D
 from bughunt.lab.judges import EXERCISES, judge
 from bughunt.lab import results
@@ -37,12 +38,12 @@ def lat():
 # --- the buffer demo: real processes, real SIGKILL -------------------------------------------
 
 def test_unflushed_line_dies_with_the_process():
-    assert D.buffer_demo("write")["bytes on disk"] == 0
+    assert run_killed("write")["bytes on disk"] == 0
 
 
 @pytest.mark.parametrize("how", ["flush", "os-write", "fsync"])
 def test_line_handed_to_the_kernel_survives_kill9(how):
-    r = D.buffer_demo(how)
+    r = run_killed(how)
     assert r["bytes on disk"] == len(LINE) == 12 and r["intact"]
 
 
@@ -198,7 +199,7 @@ def test_us_reads_as_a_plain_number_of_microseconds():
 
 def test_source_figures_sit_only_on_rows_of_the_kind_they_measured(lat):
     """The source text's snapshot had no directory fsync: never drawn on the dir-fsync row."""
-    marks = D.reference_marks(D.KINDS)
+    marks = D.source_medians_us(D.KINDS)
     assert set(marks) == {D.APPEND, D.APPEND_FSYNC, D.SNAPSHOT_NO_DIR_FSYNC}
     (ax,) = D.plot_latencies(lat).axes
     rows = {t.get_text(): y for t, y in zip(ax.get_yticklabels(), ax.get_yticks())}

@@ -35,7 +35,7 @@ def test_killed_at_page_7_pays_seven_calls_again_and_files_page_3_twice():
                               "pages reported twice": [3]}
     summary = story.summary()
     assert summary.loc["both", "model calls paid"] == 19
-    assert isinstance(restart.plot_timeline(story), Figure)
+    assert isinstance(restart.plot_restart_timeline(story), Figure)
 
 
 def test_timeline_counts_steps_not_milliseconds():
@@ -51,7 +51,7 @@ def test_timeline_counts_steps_not_milliseconds():
     filed = restart.place(story.reports, "filed_at", steps)
     at = steps.set_index("step").loc[filed]
     assert list(at.label) == ["after_submit"] * 4 and list(at.page) == [3, 3, 7, 10]
-    ax = restart.plot_timeline(story).axes[0]
+    ax = restart.plot_restart_timeline(story).axes[0]
     assert ax.get_xlabel().startswith("steps of the page loop")
     assert "ms" not in ax.get_xlabel()
     assert ax.get_xlim()[1] <= steps.step.max() + 1      # a step count, not a time in ms

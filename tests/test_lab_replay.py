@@ -48,14 +48,14 @@ def test_clean_event_log_has_one_page_done_per_page_and_an_intent_before_each_re
 
 
 def test_pure_log_replays_everything_written_and_snapshots_cut_it(small_sweeps):
-    table = replay.summary_table(small_sweeps, SMALL_DESIGNS)
+    table = replay.design_table(small_sweeps, SMALL_DESIGNS)
     assert list(table["crash points"]) == [18, 18]
     assert table.loc["pure log", "max replayed"] == 5          # the whole log, at the very end
     assert table.loc["snapshot every 2", "max replayed"] == 2   # page 3's intent and page_done
     assert table.loc["snapshot every 2", "avg replayed"] < table.loc["pure log", "avg replayed"]
     assert list(table["correct runs"]) == [18, 18]
     assert table.loc["pure log", "lesson avg"] == replay.LESSON_BY_DESIGN["pure log"][0]
-    assert "over 18 crash points" in replay.explain_averages(small_sweeps)
+    assert "over 18 crash points" in replay.explain_replay_averages(small_sweeps)
 
 
 def test_replay_sweep_counts_equal_a_read_only_recovery_after_the_same_crash(small_sweeps,

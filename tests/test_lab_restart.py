@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from bughunt import probes
 from bughunt.lab import judges, results
 from bughunt.lab.lessons import l01_killed_at_page_7 as restart
 from bughunt.lab.judges import EXERCISES, judge
@@ -54,8 +55,8 @@ def test_predictions_are_judged_from_the_measurement_not_a_stored_answer(monkeyp
 # --- common wrong statements ----------------------------------------------------------------------
 
 def test_sigterm_lets_every_clean_up_step_run_and_sigkill_lets_none():
-    assert restart.cleanup_after(signal.SIGTERM) == list(restart.CLEANUP_STEPS)
-    assert restart.cleanup_after(signal.SIGKILL) == []
+    assert probes.cleanup_after(signal.SIGTERM) == list(probes.CLEANUP_STEPS)
+    assert probes.cleanup_after(signal.SIGKILL) == []
 
 
 @pytest.mark.parametrize("id", ["Q1.1", "Q1.2", "Q1.3"])

@@ -155,7 +155,7 @@ def labelled(fig):
 
 
 def test_verdict_figure_has_one_labelled_row_per_write_mode(sweep):
-    fig = torn.plot_verdicts(sweep)
+    fig = torn.plot_write_mode_verdicts(sweep)
     assert labelled(fig)
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert [t.split("\n")[0] for t in ticks] == ["no-newline", "torn", "atomic"]

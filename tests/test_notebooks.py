@@ -61,7 +61,7 @@ def test_the_graders_hints_name_each_lesson_as_its_record_does():
     from bughunt.grader import LESSONS as HINTED
 
     for number, (notebook, title) in HINTED.items():
-        this = registry.lesson(number)
+        this = registry.by_number(number)
         assert (notebook, title) == (this.file, this.short_title), number
 
 

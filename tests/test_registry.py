@@ -19,7 +19,7 @@ def test_every_lesson_module_is_found_by_its_name_and_numbered_in_order():
     assert [x.kind for x in LESSONS if x.kind != "lesson"] == ["start", "closing", "appendix"]
     assert len({x.short_title for x in LESSONS}) == len(LESSONS)
     for x in LESSONS:
-        assert registry.lesson(x.number) is x and registry.by_notebook(x.notebook) is x
+        assert registry.by_number(x.number) is x and registry.by_notebook(x.notebook) is x
 
 
 def test_each_record_lists_exactly_the_exercises_its_module_declares():
@@ -43,12 +43,12 @@ def test_a_check_finds_its_lesson_without_the_notebook_importing_it():
 
 
 def test_an_unknown_exercise_is_refused_by_name():
-    from bughunt.lab.judges import find
+    from bughunt.lab.judges import find_exercise
 
     with pytest.raises(KeyError, match="no exercise '5.99' in lesson 5"):
-        find("5.99")
+        find_exercise("5.99")
     with pytest.raises(KeyError, match="not an exercise id"):
-        find("lesson five")
+        find_exercise("lesson five")
 
 
 def test_the_apps_tabs_are_the_lessons_with_a_panel_titled_by_their_records():
@@ -77,10 +77,10 @@ def test_prev_next_lines_walk_the_lessons_in_order():
 
 
 def test_objectives_are_wrapped_without_a_line_markdown_would_read_as_a_list():
-    about = registry.about(registry.lesson(9))
+    about = registry.about(registry.by_number(9))
     for line in about.splitlines():
         assert not line.startswith(("-9", "+ ", "# ")), line
-    assert about.count("\n- ") == len(registry.lesson(9).objectives)
+    assert about.count("\n- ") == len(registry.by_number(9).objectives)
 
 
 def test_a_record_whose_notebook_does_not_match_its_number_is_refused():
@@ -122,7 +122,7 @@ def throwaway(tmp_path, monkeypatch):
 
     (tmp_path / "l13_throwaway.py").write_text(textwrap.dedent(THROWAWAY))
     monkeypatch.setattr(lessons, "__path__", [*lessons.__path__, str(tmp_path)])
-    yield registry.lesson(13)
+    yield registry.by_number(13)
     sys.modules.pop("bughunt.lab.lessons.l13_throwaway", None)
     judges.EXERCISES.pop("13.1", None)
 
@@ -133,7 +133,7 @@ def test_a_lesson_added_as_one_module_joins_every_list(throwaway):
     assert "| 13 | [Throwaway](13_throwaway.ipynb) | Does one module add a lesson? |" in \
         registry.lessons_table(every)
     assert "| 13 | `13_throwaway` | nothing: it proves the registry |" in registry.readme_table(every)
-    closing, appendix = registry.lesson(12), registry.lesson(registry.APPENDIX)
+    closing, appendix = registry.by_number(12), registry.by_number(registry.APPENDIX)
     assert "[Lesson 13: throwaway →](13_throwaway.ipynb)" in registry.nav_line(closing, every)
     assert "[← Lesson 13: throwaway](13_throwaway.ipynb)" in registry.nav_line(appendix, every)
     assert App(every).lessons[-1] is throwaway

@@ -27,6 +27,7 @@ from . import results
 from .panel import KNOBS, Panel, Result, failure_sentence, in_widget_words
 from .plots import describe_config
 from .style import png
+from .views import html_table
 
 PlotFn = Callable[..., "object"]   # (DataFrame, RunConfig, highlight: str) -> Figure
 
@@ -52,9 +53,7 @@ def point_html(record: CrashRun) -> str:
         rows.append(("torn lines skipped", record.torn_lines_skipped))
     if record.error:
         rows.append(("error", record.error))
-    body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
-                   f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
-    return f"<table>{body}</table>"
+    return html_table(rows)
 
 
 def sweep_table(df):
@@ -221,7 +220,7 @@ class CrashPanel(Panel):
         """Sweep every crash point of the current settings; the lesson's figure and the summary."""
         config = self.config
         self.tick(0, len(crash_points(config)))
-        records = results.sweep(config, progress=self.tick)
+        records = results.sweep_once(config, progress=self.tick)
         self.df, self.df_config = frame(records), config
         self.export_button.disabled = False
         return self._sweep_result(self.df, config, sweep_sentence(records))

@@ -64,12 +64,12 @@ def defined_in(module: str) -> tuple[Exercise, ...]:
     return tuple(e for e in EXERCISES.values() if e.module == module)
 
 
-def find(id: str) -> Exercise:
+def find_exercise(id: str) -> Exercise:
     """Exercise (or quiz item) `id`, its lesson's module imported if no cell has yet."""
     if id not in EXERCISES:
         from . import registry
 
-        registry.lesson(lesson_number(id))
+        registry.by_number(lesson_number(id))
     if id not in EXERCISES:
         raise KeyError(f"no exercise {id!r} in lesson {lesson_number(id)}")
     return EXERCISES[id]
@@ -77,12 +77,12 @@ def find(id: str) -> Exercise:
 
 def judge(id: str, answer) -> bool:
     """Whether `answer` to exercise `id` is right (for tests and graders; prints nothing)."""
-    return find(id).judge(answer)[0]
+    return find_exercise(id).judge(answer)[0]
 
 
 def check(id: str, answer) -> None:
     """Print feedback on `answer` to exercise `id`."""
-    ex = find(id)
+    ex = find_exercise(id)
     if answer is None:
         print(f"Exercise {id}: no answer yet. {ex.question}\n"
               f"Replace None with your answer and run the cell again.")
@@ -93,7 +93,7 @@ def check(id: str, answer) -> None:
 
 def solution(id: str) -> None:
     """Print the worked solution of exercise `id`."""
-    ex = find(id)
+    ex = find_exercise(id)
     print(f"Exercise {id}. {ex.question}\n\n{ex.solution}")
 
 
@@ -155,7 +155,7 @@ class Comparison:
         return self.right, self.text + said + ("" if self.right else hint)
 
 
-def _is_number(x) -> bool:
+def _finite_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -167,13 +167,18 @@ def _same(prediction, measured, tolerance: Tolerance) -> bool | None:
     """Whether `prediction` matches `measured`; None if it is not even the right kind of answer."""
     if isinstance(measured, bool):
         return prediction is measured if isinstance(prediction, bool) else None
-    if _is_number(measured):
-        return tolerance.accepts(float(prediction), float(measured)) if _is_number(prediction) \
+    if _finite_number(measured):
+        return tolerance.accepts(float(prediction), float(measured)) if _finite_number(prediction) \
             else None
     if isinstance(measured, str):
         return _norm_text(prediction) == _norm_text(measured) if isinstance(prediction, str) \
             else None
-    if isinstance(measured, (list, tuple, set, frozenset)):
+    if isinstance(measured, tuple):          # several measurements at once, in their order
+        if not isinstance(prediction, (tuple, list)) or len(prediction) != len(measured):
+            return None
+        each = [_same(p, m, tolerance) for p, m in zip(prediction, measured)]
+        return None if None in each else all(each)
+    if isinstance(measured, (list, set, frozenset)):
         if isinstance(prediction, str) or not isinstance(prediction, (list, tuple, set, frozenset)):
             return None
         norm = (lambda xs: sorted({_norm_text(x) if isinstance(x, str) else x for x in xs},
@@ -182,20 +187,23 @@ def _same(prediction, measured, tolerance: Tolerance) -> bool | None:
     return prediction == measured
 
 
-def _kind(measured) -> str:
+def _kind_of_answer(measured) -> str:
     if isinstance(measured, bool):
         return "True or False"
-    if _is_number(measured):
+    if isinstance(measured, tuple):
+        return ("a pair of values, in the order asked, e.g. (2, 0)" if len(measured) == 2
+                else f"{len(measured)} values in a tuple, in the order asked")
+    if _finite_number(measured):
         return "a number"
     if isinstance(measured, str):
         return "a word, in quotes"
-    if isinstance(measured, (list, tuple, set, frozenset)):
+    if isinstance(measured, (list, set, frozenset)):
         return "a list"
     return type(measured).__name__
 
 
 def _show(x, unit: str) -> str:
-    if _is_number(x) and not isinstance(x, int):
+    if _finite_number(x) and not isinstance(x, int):
         x = f"{x:.3g}" if abs(x) < 0.01 or abs(x) >= 1000 else f"{x:.2f}".rstrip("0").rstrip(".")
     return f"{x} {unit}".rstrip() if unit and not isinstance(x, (list, tuple, set)) else f"{x}"
 
@@ -206,10 +214,11 @@ def assess(prediction, measured, *, tolerance: Tolerance | float | str = EXACT, 
 
     `tolerance`: EXACT (counts, names, True/False), a number (averages: within that much),
     "magnitude" or MAGNITUDE (timings: within a factor of 10), or `within_factor(f)`.
-    Lists are compared as sets; words ignore case and surrounding quotes.
+    Lists and sets are compared as sets; a tuple is several measurements asked for in an order,
+    (calls, reports), compared one by one; words ignore case and surrounding quotes.
     """
     tol = (MAGNITUDE if tolerance == "magnitude" else EXACT if tolerance == "exact"
-           else within(tolerance) if _is_number(tolerance) else tolerance)
+           else within(tolerance) if _finite_number(tolerance) else tolerance)
     if not isinstance(tol, Tolerance):
         raise ValueError(f"tolerance: EXACT, a number, 'magnitude' or within_factor(f), "
                          f"got {tolerance!r}")
@@ -222,11 +231,11 @@ def assess(prediction, measured, *, tolerance: Tolerance | float | str = EXACT, 
     said = f"{label}you predicted {_show(prediction, unit)}, measured {_show(measured, unit)}"
     if same is None:
         return Comparison(prediction, measured, False,
-                          f"{said}. Answer with {_kind(measured)}.")
+                          f"{said}. Answer with {_kind_of_answer(measured)}.")
     if same:
         judged = "" if tol == EXACT else f" ({tol})"
         return Comparison(prediction, measured, True, f"{said}: right{judged}.")
-    if _is_number(measured):
+    if _finite_number(measured):
         gap = (f"off by a factor of {max(prediction / measured, measured / prediction):.1f}"
                if tol.factor is not None and prediction > 0 and measured > 0
                else f"off by {_show(abs(prediction - measured), unit)}")
@@ -303,7 +312,7 @@ class Quiz:
 def quiz(id: str) -> Quiz:
     """Show quiz item `id`: a statement the learner judges True or False."""
     if id not in STATEMENTS:
-        find(id)
+        find_exercise(id)
     if id not in STATEMENTS:
         raise KeyError(f"no quiz item {id!r} (known: {', '.join(sorted(STATEMENTS))})")
     return Quiz(STATEMENTS[id])

@@ -142,7 +142,7 @@ def lessons() -> tuple[Lesson, ...]:
     return tuple(found)
 
 
-def lesson(number: int) -> Lesson:
+def by_number(number: int) -> Lesson:
     """Lesson `number` (99: the appendix), importing only its module."""
     name = _modules().get(None if number == APPENDIX else number)
     if name is None:
@@ -153,7 +153,7 @@ def lesson(number: int) -> Lesson:
 def by_notebook(stem: str) -> Lesson:
     """The lesson whose notebook is `stem` ("05_torn_writes")."""
     number = int(stem[:2])
-    found = lesson(number)
+    found = by_number(number)
     if found.notebook != stem:
         raise LookupError(f"lesson {number}'s notebook is {found.notebook}, not {stem}")
     return found

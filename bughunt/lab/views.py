@@ -10,6 +10,7 @@ that holds a test switch or a path of this machine (neither belongs in code a le
 
 from __future__ import annotations
 
+import html
 import inspect
 import re
 import textwrap
@@ -132,3 +133,11 @@ def plain_message(message: str) -> str:
     `events.jsonl:5: ...`), the same on every machine, as a notebook's stored output must be."""
     message = re.sub(r"(^|(?<=: ))bughunt: ", "", message)
     return re.sub(r"(/[^\s:]+/)+", "", message)
+
+
+def html_table(rows) -> str:
+    """(label, value) rows as a small HTML table, the value in bold: what a panel says about one
+    run (a crash point, a call killed in flight)."""
+    body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
+                   f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"

@@ -69,7 +69,7 @@ check("1.1", prediction_1_1)
 check("1.2", prediction_1_2)
 
 # %%
-restart.plot_timeline(story)
+restart.plot_restart_timeline(story)
 
 # %% [markdown]
 # The timeline is drawn from the outside world's records, not from what the worker believes: the
@@ -158,7 +158,7 @@ pd.DataFrame([{"design": "no checkpoint, no key", **story.losses()},
               {"design": "snapshot per page, key on", **saved.losses()}]).set_index("design")
 
 # %%
-restart.plot_timeline(saved)
+restart.plot_restart_timeline(saved)
 
 # %% [markdown]
 # Only page 7's own call is paid again, and page 3 is filed once. The snapshot saved the calls;

@@ -86,7 +86,7 @@ prediction_2_2 = None        # a label, in quotes
 
 # %%
 df = granularity.redone_by_design()
-table = granularity.summary_table(df)
+table = granularity.granularity_table(df)
 table
 
 # %%
@@ -99,7 +99,7 @@ check("2.2", prediction_2_2)
 # so they can be checked by hand:
 
 # %%
-print(granularity.explain_averages(df))
+print(granularity.explain_redone_averages(df))
 
 # %% [markdown]
 # - **None:** a crash anywhere on page *p* redoes the calls of pages 1 to *p*. Weighted by the number

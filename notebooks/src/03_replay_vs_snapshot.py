@@ -112,7 +112,7 @@ prediction_3_2 = None        # a number of events
 
 # %%
 df = replay.replay_sweeps()
-replay.summary_table(df)
+replay.design_table(df)
 
 # %% [markdown]
 # The lesson measured an average of 7.26 and a maximum of 15 replayed events for the pure log, and
@@ -121,7 +121,7 @@ replay.summary_table(df)
 # and the three-way check passed. The averages are plain counts:
 
 # %%
-print(replay.explain_averages(df))
+print(replay.explain_replay_averages(df))
 
 # %%
 replay.plot_replayed(df)

@@ -123,7 +123,7 @@ print(f"{len(trace)} trace marks, {len(ops)} operations, danger windows on pages
       f"{windows['page'].tolist()}")
 
 # %%
-danger.plot_timeline(ops, windows)
+danger.plot_window_timeline(ops, windows)
 
 # %% [markdown]
 # The top row is the whole run: the windows are slivers. The submit itself is the long bar: filing
@@ -146,7 +146,7 @@ danger.plot_timeline(ops, windows)
 prediction_4_1 = None        # e.g. ["after_visit"]
 
 # %%
-df = danger.run_sweeps()
+df = danger.danger_sweeps()
 danger.key_table(df)
 
 # %%

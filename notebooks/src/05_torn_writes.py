@@ -180,7 +180,7 @@ torn.mode_table(df)
 check("5.2", prediction_5_2)
 
 # %%
-torn.plot_verdicts(df)
+torn.plot_write_mode_verdicts(df)
 
 # %% [markdown]
 # `atomic` and `torn` recover correctly everywhere (the source text: 54 of 54 in the plain log). In

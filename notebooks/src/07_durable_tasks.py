@@ -317,7 +317,7 @@ prediction_7_3 = None        # True or False
 
 # %%
 cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
-dt.replay_table(cells)
+dt.replay_policy_table(cells)
 
 # %%
 check("7.3", prediction_7_3)

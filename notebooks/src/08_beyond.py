@@ -299,7 +299,7 @@ check("8.3", prediction_8_3)
 
 # %%
 planted = beyond.bugs()
-beyond.planted_bugs(planted)
+beyond.planted_bug_cards(planted)
 
 # %% [markdown]
 # The same, as one table:

@@ -94,7 +94,7 @@ show_text_code("tick")
 # resumes to the end, a third one only reads the framework's store back.
 
 # %%
-cmp = fw.compare()
+cmp = fw.compare_frameworks()
 fw.point_counts(cmp)
 
 # %% [markdown]
@@ -168,7 +168,7 @@ fw.plot_costs(cmp)
 fw.comparison_table(cmp)
 
 # %%
-fw.plot_verdicts(cmp)
+fw.plot_framework_verdicts(cmp)
 
 # %% [markdown]
 # Each cell is one crash point, placed on the page the agent was working on when the kill came;

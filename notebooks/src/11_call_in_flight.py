@@ -50,12 +50,12 @@ pd.options.display.max_colwidth = 80
 # it **bills every request when it arrives**, before the first byte of the answer leaves, on an
 # append-only bill it alone writes: the witness a provider's invoice is.
 #
-# `cif.lab()` starts the server and a small parent process that has imported the SDK once and
-# forks one process per call (a fork costs milliseconds, a fresh interpreter about a second). One
-# call that nobody kills, and its line on the bill:
+# `inflight.shared_lab()` starts the server and a small parent process that has imported the SDK
+# once and forks one process per call (a fork costs milliseconds, a fresh interpreter about a
+# second); both stop with the kernel. One call that nobody kills, and its line on the bill:
 
 # %%
-lab = cif.lab()
+lab = inflight.shared_lab()
 clean = cif.clean_call()
 print("answer:", clean["reply"])
 print("bill line:", clean["bill"])
@@ -80,7 +80,7 @@ print(cif.points_of())
 # a call it finds in flight is `--pending redo`: send it again.
 
 # %%
-redo = cif.kill_in_call("chunk#5", "redo")
+redo = cif.kill_page_call("chunk#5", "redo")
 print("the killed process held:", repr(redo.prefix_held))
 cif.kill_table([redo]).T
 
@@ -96,7 +96,7 @@ cif.kill_table([redo]).T
 # decide):
 
 # %%
-abort = cif.kill_in_call("chunk#5", "abort")
+abort = cif.kill_page_call("chunk#5", "abort")
 cif.kill_table([abort]).T
 
 # %% [markdown]
@@ -211,7 +211,7 @@ cif.attempts_table(cif.attempts_of_a_timed_out_call())
 # and so does vLLM with `continue_final_message`.
 
 # %%
-cif.choices_table(sweep)
+cif.call_choices_table(sweep)
 
 # %% [markdown]
 # Resuming from the prefix re-sends the prompt plus the prefix as input, so on this bill (every

@@ -32,7 +32,7 @@ pd.options.display.max_colwidth = 80
 # machine noise hits them alike, and the ratio is what counts.
 
 # %% tags=["nbval-ignore-output"]
-writes = costs.write_costs()
+writes = costs.write_cost_table()
 writes[["section", "case", "value", "unit", "reference", "ratio"]]
 
 # %%

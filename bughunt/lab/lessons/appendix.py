@@ -20,13 +20,13 @@ BENCH_KINDS = {
 }
 
 
-def reference_marks(cases) -> dict[str, float]:
+def source_medians_for_bench(cases) -> dict[str, float]:
     """The source text's median in µs for each bench row of a kind it measured."""
     return {c: f.value * 1000 for c in cases
             if c in BENCH_KINDS and (f := reference.write_median(BENCH_KINDS[c])) is not None}
 
 
-def write_costs(n: int = 400, fsync_n: int = 60):
+def write_cost_table(n: int = 400, fsync_n: int = 60):
     """Each checkpoint write against the floor, measured now: a DataFrame (timings vary)."""
     import pandas as pd
 
@@ -58,7 +58,7 @@ def plot_write_costs(df):
             label="through the lab's I/O door")
     ax.barh([i - 0.2 for i in y], w.reference, height=0.4, color=COLORS["grey"],
             label="the floor: least code, same durable work")
-    marks = reference_marks(list(w.case))
+    marks = source_medians_for_bench(list(w.case))
     labelled = False
     for i, (_, r) in enumerate(w.iterrows()):
         ax.text(max(r.value, r.reference) * 1.15, i, f"{r.ratio:.2f}x the floor", va="center",

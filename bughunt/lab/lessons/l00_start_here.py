@@ -28,7 +28,7 @@ def environment(folder: Path | None = None):
 
 
 @dataclass
-class CleanRun:
+class CleanRunTour:
     report: dict
     site: "object"       # DataFrame of pages
     bill: "object"       # DataFrame of model calls
@@ -37,7 +37,7 @@ class CleanRun:
     files: list          # (name, bytes) of the run directory
 
 
-def inspect_clean_run(config: RunConfig = RunConfig()) -> CleanRun:
+def inspect_clean_run(config: RunConfig = RunConfig()) -> CleanRunTour:
     """One run without a crash; everything it left behind, read back."""
     import pandas as pd
 
@@ -57,7 +57,7 @@ def inspect_clean_run(config: RunConfig = RunConfig()) -> CleanRun:
         events = pd.DataFrame([{c: e.get(c, "") for c in ("seq", "t", "page", "key", "finding",
                                                           "tokens")} for e in decoded])
         files = sorted((p.name, p.stat().st_size) for p in run_dir.iterdir())
-        return CleanRun(json.loads(proc.stdout), pages, bill, reports, events, files)
+        return CleanRunTour(json.loads(proc.stdout), pages, bill, reports, events, files)
 
 
 def crash_point_table(config: RunConfig = RunConfig()):
@@ -118,9 +118,8 @@ def lesson_overview(**kwargs):
           "page adds after_intent and after_submit (6 points). 8 x 4 + 4 x 6 = 56.")
 def _ex_0_1(answer):
     truth = len(scheme(12, [3, 7, 10, 11], intent=True))
-    if answer == truth:
-        return True, f"The scheme gives {truth}."
-    return False, "Count the points of a plain page and of a bug page, then add up."
+    return assess(answer, truth, what="crash points, counted by the scheme").reply(
+        hint=" Count the points of a plain page and of a bug page, then add up.")
 
 
 # --- predict, then run; common wrong statements ------------------------------------------------

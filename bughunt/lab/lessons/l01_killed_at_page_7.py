@@ -9,16 +9,15 @@ filed), and the lab's trace of the crash points each process reached (pages done
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...config import RunConfig
 from ...crashpoints import CrashPoint
-from ...experiment import PausedWorker, forget, read_trace, run_worker, spawn
+from ...experiment import PausedWorker, read_trace, run_worker
 from ...experiment import crash_point as find_point
+from ...probes import cleanup_after
 from ...world import Site, read_bill, read_reports
 from .. import results
 from ..judges import Measured, assess, defined_in, exercise, statement
@@ -139,7 +138,7 @@ def place(records, when: str, story_steps) -> list[int]:
     return out
 
 
-def plot_timeline(story: Story):
+def plot_restart_timeline(story: Story):
     """Pages done, calls paid and reports filed, step by step, for both processes; the kill marked.
 
     The x axis counts steps (crash points reached), not time: the page loop's steps take
@@ -190,7 +189,7 @@ def plot_timeline(story: Story):
 
 
 def panel_point_plot(config: RunConfig, name: str):
-    return plot_timeline(killed_at(name, config))
+    return plot_restart_timeline(killed_at(name, config))
 
 
 def panel(crash_point: str = "p7.after_model_call") -> CrashPanel:
@@ -243,10 +242,6 @@ def _ex_1_2(answer):
                    "before it died?")
 
 
-def _as_pair(answer):
-    return tuple(answer) if isinstance(answer, (tuple, list)) and len(answer) == 2 else None
-
-
 @exercise("1.3", "Transfer: still no checkpoint, but the idempotency key on. The worker is killed "
           "right after filing page 10's report (p10.after_submit) and run again from scratch. "
           "How many model calls are paid twice, and how many reports does the tracker hold at "
@@ -259,52 +254,11 @@ def _as_pair(answer):
 def _ex_1_3(answer):
     run = results.point(WITH_KEY, PAGE_10)
     truth = (run.redone_model_calls, len(run.tracker_pages))
-    pair = _as_pair(answer)
-    if pair is None:
-        return False, "Answer with a pair (calls, reports), e.g. (4, 6)."
-    said = f"(calls paid twice, reports in the tracker): you predicted {pair}, measured {truth}"
-    if pair == truth:
-        return True, said + ": right."
-    return False, said + ". What does the key change: the bill, the tracker, or both?"
+    c = assess(answer, truth, what="(calls paid twice, reports in the tracker)")
+    return c.reply(hint=" What does the key change: the bill, the tracker, or both?")
 
 
 # --- common wrong statements ------------------------------------------------------------------------
-
-#: A tiny program for "can a killed process clean up?": it installs a SIGTERM handler, an atexit
-#: hook and a `finally` block, each of which writes a file, says it is ready, and waits.
-CLEANUP_PROGRAM = """
-import atexit, os, signal, sys
-def note(what):
-    open(os.path.join(sys.argv[1], what), "w").close()
-signal.signal(signal.SIGTERM, lambda *_: (note("signal handler"), sys.exit(0)))
-atexit.register(note, "atexit hook")
-try:
-    print("ready", flush=True)
-    sys.stdin.read()          # wait here until a signal comes
-finally:
-    note("finally block")
-"""
-CLEANUP_STEPS = ("signal handler", "finally block", "atexit hook")
-
-
-def cleanup_after(sig: int) -> list[str]:
-    """Start CLEANUP_PROGRAM, wait until it says it is ready (no sleep: a handshake), send `sig`;
-    which of its clean-up steps ran, by the files they left."""
-    with tempfile.TemporaryDirectory(prefix="bughunt-cleanup-") as tmp:
-        proc = spawn([sys.executable, "-c", CLEANUP_PROGRAM, tmp], stdin=subprocess.PIPE,
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            if proc.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"the clean-up program did not start: {proc.stderr.read()}")
-            proc.send_signal(sig)
-            proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-            forget(proc)
-        return [step for step in CLEANUP_STEPS if (Path(tmp) / step).exists()]
-
 
 @statement("Q1.1", "Starting the task over from page 1 gives the right result; it only costs "
            "more time and money.",

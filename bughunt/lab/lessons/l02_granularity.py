@@ -31,11 +31,11 @@ def redone_by_design(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
     import pandas as pd
 
     return pd.concat([frame(records).assign(sweep=name, design=name)
-                      for name, records in results.sweeps(designs, progress=progress).items()],
+                      for name, records in results.sweeps_once(designs, progress=progress).items()],
                      ignore_index=True)
 
 
-def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
+def granularity_table(df, designs: dict[str, RunConfig] = DESIGNS):
     """Per design: average and maximum redone calls, the lesson's average, checkpoint writes."""
     import pandas as pd
 
@@ -51,7 +51,7 @@ def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
     return pd.DataFrame(rows).set_index("design")
 
 
-def explain_averages(df) -> str:
+def explain_redone_averages(df) -> str:
     """Where the averages come from, counted from the measured table."""
     return explain_average(df, "redone_model_calls", "redone calls")
 
@@ -126,10 +126,9 @@ def panel(base: RunConfig = DESIGNS["per page"],
           "were done; the seventh is the call that was in flight when the kill came.")
 def _ex_2_1(answer):
     truth = results.point(DESIGNS["none"], "p7.after_model_call").redone_model_calls
-    if answer == truth:
-        return True, f"Measured just now: {truth} calls."
-    return False, ("Count the pages the resumed worker asks about again, including the page the "
-                   "kill interrupted.")
+    return assess(answer, truth, what="model calls redone").reply(
+        hint=" Count the pages the resumed worker asks about again, including the page the kill "
+             "interrupted.")
 
 
 @exercise("2.2", "With a snapshot after every operation, which crash-point label is the only one "
@@ -138,12 +137,12 @@ def _ex_2_1(answer):
           "written. That is the call in flight. Every checkpoint design, however fine, has such a "
           "moment, because a checkpoint can only be written after the answer is complete.")
 def _ex_2_2(answer):
-    records = results.sweep(DESIGNS["per operation"].replace(pages=4))
-    truth = sorted({r.label for r in records if r.redone_model_calls})
-    if [answer] == truth:
-        return True, "Measured on a 4-page run: only that label redoes a call."
-    return False, ("Run the panel with 'per operation' and look at which bars are not zero; "
-                   "their labels are in the point details.")
+    records = results.sweep_once(DESIGNS["per operation"].replace(pages=4))
+    labels = sorted({r.label for r in records if r.redone_model_calls})
+    truth = labels[0] if len(labels) == 1 else labels
+    return assess(answer, truth, what="the label that still redoes a call (4-page run)").reply(
+        hint=" Run the panel with 'per operation' and look at which bars are not zero; their "
+             "labels are in the point details.")
 
 
 # --- transfer and common wrong statements -------------------------------------------------------
@@ -159,7 +158,7 @@ def long_run_table(pages: int = LONG_RUN):
 
     designs = {(name, n): cfg.replace(pages=n) for name, cfg in
                (("none", NO_CHECKPOINT), ("per page", PER_PAGE)) for n in (12, pages)}
-    sweeps = results.sweeps({f"{name} {n}": cfg for (name, n), cfg in designs.items()})
+    sweeps = results.sweeps_once({f"{name} {n}": cfg for (name, n), cfg in designs.items()})
     rows = []
     for (name, n), cfg in designs.items():
         s = summarize(sweeps[f"{name} {n}"])
@@ -170,7 +169,7 @@ def long_run_table(pages: int = LONG_RUN):
 
 
 def avg_redone(config: RunConfig) -> float:
-    return round(summarize(results.sweep(config))["avg_redone_model_calls"], 2)
+    return round(summarize(results.sweep_once(config))["avg_redone_model_calls"], 2)
 
 
 @exercise("2.3", f"Transfer: a snapshot after every page, on a {LONG_RUN}-page run (bugs on pages 3, "

@@ -92,11 +92,11 @@ def replay_sweeps(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
     import pandas as pd
 
     return pd.concat([frame(records).assign(design=name)
-                      for name, records in results.sweeps(designs, progress=progress).items()],
+                      for name, records in results.sweeps_once(designs, progress=progress).items()],
                      ignore_index=True)
 
 
-def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
+def design_table(df, designs: dict[str, RunConfig] = DESIGNS):
     """Per design: avg and max replayed events, lesson vs this machine, and correct recoveries."""
     import pandas as pd
 
@@ -113,7 +113,7 @@ def summary_table(df, designs: dict[str, RunConfig] = DESIGNS):
     return pd.DataFrame(rows).set_index("design")
 
 
-def explain_averages(df) -> str:
+def explain_replay_averages(df) -> str:
     """Where the averages come from: total replayed events over the crash points."""
     return explain_average(df, "replayed_events", "replayed events")
 
@@ -402,10 +402,9 @@ def _replayed_at(config: RunConfig, name: str) -> int:
           "in that window. Intents can push the max above N.")
 def _ex_3_1(answer):
     truth = _max_replayed(DESIGNS["pure log"].replace(snapshot_every=5))
-    if answer == truth:
-        return True, f"Measured on this machine over 54 real kills: max {truth} events."
-    return False, ("Find the window between two snapshots that holds the most events, and the "
-                   "last crash point before the next snapshot is durable. Count intents too.")
+    return assess(answer, truth, what="max replayed events over 54 real kills").reply(
+        hint=" Find the window between two snapshots that holds the most events, and the last "
+             "crash point before the next snapshot is durable. Count intents too.")
 
 
 @exercise("3.2", "With a snapshot every 4 pages, how many events does the resume replay after a "
@@ -416,11 +415,9 @@ def _ex_3_1(answer):
           "(A pure log would replay all 8 events written so far.)")
 def _ex_3_2(answer):
     truth = _replayed_at(DESIGNS["snapshot every 4"], "p7.after_submit")
-    if answer == truth:
-        return True, (f"Measured on this machine: a worker killed at p7.after_submit leaves "
-                      f"{truth} events to replay.")
-    return False, ("List the events written before the crash (`clean_event_log()` shows them in "
-                   "order) and drop those the newest snapshot already covers.")
+    return assess(answer, truth, what="events replayed after a kill at p7.after_submit").reply(
+        hint=" List the events written before the crash (`clean_event_log()` shows them in "
+             "order) and drop those the newest snapshot already covers.")
 
 
 # --- the source text's apply_event; transfer; common wrong statements ----------------------------
@@ -438,7 +435,7 @@ LOG, SNAP4 = DESIGNS["pure log"], DESIGNS["snapshot every 4"]
 UNKNOWN_EVENT = {"t": "intnet", "page": 3, "key": "bughunt:p03", "seq": 4}
 
 
-def _outcome(fn, state, event) -> str:
+def _what_apply_event_does(fn, state, event) -> str:
     try:
         after = fn(state, event)
     except ValueError as e:
@@ -464,7 +461,7 @@ def apply_event_versions():
             state = fn(state, {k: v for k, v in e.items() if k != "crc"})
         rows[name] = {"clean log replayed": f"{len(events)} events -> next page "
                                             f"{state['next_page']}, findings {state['findings']}",
-                      f"then {{'t': {UNKNOWN_EVENT['t']!r}, ...}}": _outcome(fn, state,
+                      f"then {{'t': {UNKNOWN_EVENT['t']!r}, ...}}": _what_apply_event_does(fn, state,
                                                                                 UNKNOWN_EVENT)}
     return pd.DataFrame(rows).T
 
@@ -487,14 +484,13 @@ def lab_on_unknown_event() -> str:
           "Recovery in the lab refuses instead (refuse, don't guess).")
 def _ex_3_3(answer):
     truth = lab_on_unknown_event()
-    c = assess(answer, truth, what="the lab's apply_event")
-    return c.right, c.text
+    return assess(answer, truth, what="the lab's apply_event").reply()
 
 
 def replay_sweep(config: RunConfig) -> list:
     """Kill at every crash point of `config` and count what recovery would replay (read-only
     recovery: no resume needed for a count)."""
-    return results.sweep(config, measure=replay_after_crash)
+    return results.sweep_once(config, measure=replay_after_crash)
 
 
 def replay_table(configs: dict[str, RunConfig]):
@@ -567,9 +563,9 @@ def _q3_2():
 def bytes_after_kill() -> dict:
     """Bytes on disk after a real kill -9, for a line left in Python's buffer and for a flushed
     one (lesson 6's buffer experiment, run here for the diagram of lesson 3)."""
-    from .l06_kill9_vs_power_loss import buffer_demo
+    from ...bufferdemo import run_killed
 
-    return {how: buffer_demo(how)["bytes on disk"] for how in ("write", "flush")}
+    return {how: run_killed(how)["bytes on disk"] for how in ("write", "flush")}
 
 
 def power_cut_after_write() -> "object":

@@ -63,7 +63,7 @@ WINDOW_STYLE = {"facecolor": COLORS["red"], "alpha": 0.25, "hatch": "xx",
 
 # --- the sweeps ----------------------------------------------------------------------------------
 
-def run_sweeps(sweeps: dict[str, RunConfig] = SWEEPS, *, progress=None):
+def danger_sweeps(sweeps: dict[str, RunConfig] = SWEEPS, *, progress=None):
     """Crash at every point of every configuration, in one pool; one row per crash run.
 
     The records stay in the lab's results cache for this kernel, so later cells, the panel and
@@ -72,13 +72,13 @@ def run_sweeps(sweeps: dict[str, RunConfig] = SWEEPS, *, progress=None):
     import pandas as pd
 
     frames = [frame(records).assign(sweep=name)
-              for name, records in results.sweeps(sweeps, progress=progress).items()]
+              for name, records in results.sweeps_once(sweeps, progress=progress).items()]
     return pd.concat(frames, ignore_index=True)
 
 
 def records_for(config: RunConfig) -> list[CrashRun]:
     """Every crash run of `config`, from this kernel's sweeps if it already ran them."""
-    return results.sweep(config)
+    return results.sweep_once(config)
 
 
 def duplicate_points(df, sweep: str = "key off"):
@@ -234,7 +234,7 @@ def window_share(traces: list[list[dict]]) -> dict:
             "share_with_submit": upper_us / life_us}
 
 
-def plot_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
+def plot_window_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
     """The danger window on a time axis: the whole run on top, each bug page's operations below.
 
     Top: one lane per kind of operation over the whole run (ms), the windows shaded: they are
@@ -453,7 +453,7 @@ def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig =
 
 # --- verdicts per crash point --------------------------------------------------------------------
 
-def plot_verdicts(df, rows: list[str], *, title: str, highlight: str | None = None,
+def plot_verdict_strips(df, rows: list[str], *, title: str, highlight: str | None = None,
                   note: str = ""):
     """One strip per configuration, one cell per crash point, coloured (and hatched) by verdict.
 
@@ -490,7 +490,7 @@ def plot_verdicts(df, rows: list[str], *, title: str, highlight: str | None = No
 def plot_key(df):
     """Verdict per crash point without and with the idempotency key (snapshot per page, 51 points)."""
     found = int((df[df["sweep"] == "key off"]["duplicate_reports"] > 0).sum())
-    return plot_verdicts(
+    return plot_verdict_strips(
         df, list(KEY_SWEEPS),
         title="Duplicates per crash point: snapshot after every page, intents off",
         note=f"this machine: {found} points duplicate without the key; lesson: "
@@ -500,7 +500,7 @@ def plot_key(df):
 def plot_choices(df):
     """Verdict per crash point for the three choices (log store with intents, 54 points)."""
     eff = df[df["sweep"] == "effectively once"]
-    return plot_verdicts(
+    return plot_verdict_strips(
         df, list(CHOICES), title="Three choices for the danger window: event log with intents",
         note=f"effectively once: {int((eff['verdict'] == 'correct').sum())} of {len(eff)} runs "
              f"correct here; lesson: {LESSON_FIGURES['log_runs_correct']} of 54")
@@ -516,7 +516,7 @@ def panel_plot(df, config: RunConfig, highlight: str):
         note += f"; lesson: {LESSON_FIGURES['duplicate_points_no_key']} points duplicate"
     elif config == CHOICES["effectively once"]:
         note += f"; lesson: {LESSON_FIGURES['log_runs_correct']} of 54 correct"
-    return plot_verdicts(d, ["this sweep"], title="Verdict per crash point", highlight=highlight,
+    return plot_verdict_strips(d, ["this sweep"], title="Verdict per crash point", highlight=highlight,
                          note=note)
 
 
@@ -569,12 +569,12 @@ def _ex_4_1(answer):
           "after a filed report is ignored by the tracker, which is why only effectively once is "
           "right at every point.")
 def _ex_4_2(answer):
-    truth = [name for name, cfg in CHOICES.items()
-             if results.point(cfg.replace(pages=4), "p3.after_intent").lost_reports]
-    if [answer] == truth:
-        return True, "Measured on a 4-page run: only that choice loses the report."
-    return False, ("Which choice does not redo a pending intent? Look at the after_intent cells "
-                   "of the three strips.")
+    losing = [name for name, cfg in CHOICES.items()
+              if results.point(cfg.replace(pages=4), "p3.after_intent").lost_reports]
+    truth = losing[0] if len(losing) == 1 else losing
+    return assess(answer, truth, what="the choice that loses the report (4-page run)").reply(
+        hint=" Which choice does not redo a pending intent? Look at the after_intent cells of "
+             "the three strips.")
 
 
 # --- transfer and common wrong statements -------------------------------------------------------
@@ -584,14 +584,14 @@ SNAPSHOT_INTENTS = RunConfig(store="snapshot", intent=True, idempotency_key=Fals
 
 
 def duplicate_names(config: RunConfig) -> list[str]:
-    return [r.crash_point for r in results.sweep(config) if r.duplicate_reports]
+    return [r.crash_point for r in results.sweep_once(config) if r.duplicate_reports]
 
 
 def transfer_sweep(config: RunConfig = SNAPSHOT_INTENTS):
     """Every crash point of `config`, killed and resumed: how many end right, duplicated, lost."""
     import pandas as pd
 
-    s = summarize(results.sweep(config))
+    s = summarize(results.sweep_once(config))
     rows = {"crash points": s["crash_points"], "recover correctly": s["correct_runs"],
             "file a report twice": s["duplicate_points"], "lose a report": s["lost_points"],
             "the points that file twice": ", ".join(duplicate_names(config)) or "none"}
@@ -669,8 +669,8 @@ def _q4_2():
            "False. At most once never files twice, but it gives up a page whose report may not "
            "have been filed: killed at after_intent, the report is lost.")
 def _q4_3():
-    s = summarize(results.sweep(AT_MOST_ONCE))
-    lost = [r.crash_point for r in results.sweep(AT_MOST_ONCE) if r.lost_reports]
+    s = summarize(results.sweep_once(AT_MOST_ONCE))
+    lost = [r.crash_point for r in results.sweep_once(AT_MOST_ONCE) if r.lost_reports]
     return Measured(s["duplicate_points"] == 0 and s["lost_points"] == 0,
                     f"Measured (at most once, 54 points): {s['duplicate_points']} points file "
                     f"twice, {s['lost_points']} lose a report ({', '.join(lost)}).")

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +28,11 @@ from matplotlib.patches import Patch
 from ...config import RunConfig
 from ...diskio import Door
 from ...experiment import crash_point as find_point
-from ...experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, forget,
-                          frame, run_crash_jobs, run_worker, spawn, work_dir)
+from ...experiment import (LESSON_FIGURES, CrashRun, crash_and_resume, crash_points, frame,
+                           run_crash_jobs, run_worker, work_dir)
 from ...stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk, records
 from ...stores.log import ensure_newline_terminated
+from ...probes import one_write_with_little_room
 from ...world import Site
 from ..judges import Measured, assess, defined_in, exercise, statement
 from .. import results
@@ -98,7 +97,7 @@ def sweep_write_modes(configs: dict[str, RunConfig] = MODE_CONFIGS, *, progress=
     import pandas as pd
 
     return pd.concat([frame(records).assign(write_mode=mode)
-                      for mode, records in results.sweeps(configs, progress=progress,
+                      for mode, records in results.sweeps_once(configs, progress=progress,
                                                           measure=measure_torn).items()],
                      ignore_index=True)
 
@@ -143,7 +142,7 @@ def failing_points(df, mode: str = "no-newline"):
       ].set_index("crash_point")
 
 
-def plot_verdicts(df):
+def plot_write_mode_verdicts(df):
     """The three-way verdict per crash point, one row per write mode; torn lines and the source
     text's reader's misses marked, so the no-newline trap shows where it sits (mid_commit)."""
     modes = list(dict.fromkeys(df["write_mode"]))
@@ -381,17 +380,6 @@ def panel(base: RunConfig = MODE_CONFIGS["no-newline"],
 
 # --- exercises: predict, then run ---------------------------------------------------------------
 
-def _as_pair(answer):
-    return tuple(answer) if isinstance(answer, (tuple, list)) and len(answer) == 2 else None
-
-
-def _pair_feedback(pair, truth, what: str, hint: str) -> tuple[bool, str]:
-    if pair is None:
-        return False, f"Answer with a pair {what}, e.g. (2, 0)."
-    said = f"{what}: you predicted {pair}, measured {truth}"
-    return (True, said + ": right.") if pair == truth else (False, f"{said}. {hint}")
-
-
 @exercise("5.1", "Predict, then run: a torn-mode log is killed at p2.mid_commit (half of page 2's "
           "record on disk), then the newline repair runs twice, as two successive restarts would "
           "run it. How many newline bytes end the file then, and how many lines will the next "
@@ -404,9 +392,9 @@ def _pair_feedback(pair, truth, what: str, hint: str) -> tuple[bool, str]:
 def _ex_5_1(answer):
     tail = torn_tail("p2.mid_commit")
     newlines = len(tail["after"]) - len(tail["after"].rstrip(b"\n"))
-    return _pair_feedback(_as_pair(answer), (newlines, tail["torn_lines_skipped"]),
-                          "(newlines, skipped)", "What does the second repair find as the last "
-                          "byte, and what does a reader do with a line that does not parse?")
+    c = assess(answer, (newlines, tail["torn_lines_skipped"]), what="(newlines, skipped)")
+    return c.reply(hint=" What does the second repair find as the last byte, and what does a "
+                        "reader do with a line that does not parse?")
 
 
 @exercise("5.2", "Predict, then run: in no-newline mode (event log, intents and key on, 54 crash "
@@ -423,12 +411,9 @@ def _ex_5_2(answer):
     bad = df[df["verdict"] == "rebuild fails"]
     labels = sorted(set(bad["label"]))
     truth = (len(bad), labels[0] if len(labels) == 1 else ", ".join(labels))
-    pair = _as_pair(answer)
-    if pair is not None and isinstance(pair[1], str):
-        pair = (pair[0], pair[1].strip().strip("'\"").lower())
-    return _pair_feedback(pair, truth, "(crash points, label)",
-                          "Which kill leaves half a record on disk, and how many such points "
-                          "does a 12-page run have?")
+    c = assess(answer, truth, what="(crash points, label)")
+    return c.reply(hint=" Which kill leaves half a record on disk, and how many such points does "
+                        "a 12-page run have?")
 
 
 #: Lesson 5's transfer: the source text's trap without intents.
@@ -458,54 +443,6 @@ def _ex_5_3(answer):
 
 
 # --- common wrong statements --------------------------------------------------------------------
-
-#: A record of the log, as the lab writes it (page 2's page_done, checksum included).
-SAMPLE_RECORD = {"t": "page_done", "page": 2, "tokens": 812, "finding": False, "seq": 2}
-
-#: Q5.1's program: one `os.write()` of a whole record to a file whose size limit (RLIMIT_FSIZE, set
-#: just before) leaves room for only part of it. write(2): "The number of bytes written may be less
-#: than count if, for example, there is insufficient space on the underlying physical medium, or the
-#: RLIMIT_FSIZE resource limit is encountered". Standard library only; reports through a pipe,
-#: which no file size limit applies to.
-SHORT_WRITE_PROGRAM = """
-import os, resource, sys
-path, room = sys.argv[1], int(sys.argv[2])
-record = sys.stdin.buffer.read()
-fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-limit = os.fstat(fd).st_size + room          # the file may grow by `room` bytes, no more
-resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-try:
-    print(os.write(fd, record))
-except OSError as e:
-    print("error", e.errno)
-"""
-
-
-def one_write_with_little_room(room: int | None = None) -> dict:
-    """A real process appends one whole record with ONE `os.write()`, to a log whose size limit
-    leaves room for `room` bytes (default: half the record): what the call returned, and what the
-    file ends with. A full disk does the same; the limit makes it happen where we choose."""
-    first = records.encode({**SAMPLE_RECORD, "page": 1, "seq": 1})
-    record = records.encode(SAMPLE_RECORD)
-    room = len(record) // 2 if room is None else room
-    with tempfile.TemporaryDirectory(prefix="bughunt-short-") as tmp:
-        path = Path(tmp) / LOG_FILE
-        path.write_bytes(first)
-        proc = spawn([sys.executable, "-c", SHORT_WRITE_PROGRAM, str(path), str(room)],
-                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = proc.communicate(record, timeout=60)
-        finally:
-            forget(proc)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the short-write program failed: {err.decode().strip()[-300:]}")
-        data = path.read_bytes()
-    said = out.decode().split()
-    written = int(said[0]) if said and said[0].isdigit() else None
-    return {"record": len(record), "room": room, "returned": written,
-            "error": None if written is not None else " ".join(said), "file": data,
-            "tail": data[len(first):], "ends_with_newline": data.endswith(b"\n")}
-
 
 @statement("Q5.1", "One write() call cannot be torn: it puts all of its bytes in the file or "
            "none of them.",

@@ -17,9 +17,6 @@ new or was renamed). This module measures what can be measured with real process
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -27,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...bufferdemo import LINE
+from ...bufferdemo import LINE, run_killed
 from ...config import RunConfig
 from ...diskio import Door, Files
 from ...doctor import Storage, file_system, storage
@@ -183,30 +180,13 @@ BUFFER_CASES = [   # (case, how, lines)
 ]
 
 
-def buffer_demo(how: str = "write", lines: int = 1, directory: Path | None = None) -> dict:
-    """Run `python -m bughunt.bufferdemo` (it writes, then SIGKILLs itself); what is on disk."""
-    with work_dir(directory) as d:
-        path = Path(d) / "line.txt"
-        flag = [] if how == "write" else [f"--{how}"]
-        proc = subprocess.run([sys.executable, "-m", "bughunt.bufferdemo", str(path), *flag,
-                               "--lines", str(lines)], capture_output=True, text=True, timeout=60)
-        if proc.returncode != -signal.SIGKILL:
-            raise RuntimeError(f"bufferdemo was not killed (exit {proc.returncode}): "
-                               f"{proc.stderr.strip()}")
-        data = path.read_bytes() if path.exists() else b""
-    whole = data.count(b"\n")
-    return {"how": how, "lines": lines, "bytes written": len(LINE) * lines,
-            "bytes on disk": len(data), "whole lines on disk": whole,
-            "intact": data == LINE * whole}
-
-
 def buffer_table():
     """Each way of writing the source text's 12-byte line, then kill -9: the bytes left on disk."""
     import pandas as pd
 
     rows = []
     for case, how, lines in BUFFER_CASES:
-        r = buffer_demo(how, lines)
+        r = run_killed(how, lines)
         source = reference.BUFFER_BYTES.get(how) if lines == 1 else None
         rows.append({"case": case, "bytes written": r["bytes written"],
                      "bytes on disk after kill -9": r["bytes on disk"],
@@ -402,7 +382,7 @@ def fsync_ratio(lat) -> float:
     return float(med[APPEND_FSYNC] / med[APPEND])
 
 
-def reference_marks(kinds) -> dict[str, tuple[float, float]]:
+def source_medians_us(kinds) -> dict[str, tuple[float, float]]:
     """The source text's (median, rerun) in µs for each kind of write that has one."""
     return {k: (f.value * 1000, f.rerun * 1000) for k in kinds
             if (f := reference.write_median(k)) is not None}
@@ -413,7 +393,7 @@ def _source_marks(ax, rows: dict[str, int]) -> list[float]:
     rerun); returns the values drawn, so the axis can include them."""
     drawn = []
     first = True
-    for kind, (a, b) in reference_marks(rows).items():
+    for kind, (a, b) in source_medians_us(rows).items():
         y = rows[kind]
         ax.plot([a], [y], marker="D", markersize=8, color=COLORS["grey"],
                 markeredgecolor=COLORS["black"], linestyle="none", zorder=4,
@@ -617,7 +597,7 @@ def panel_plot(df, config: RunConfig, highlight: str | None = None):
     bottom.set_yticks(list(rows.values()), list(rows), fontsize=9)
     bottom.set_ylim(0.4, len(rows) + 0.7)
     bottom.set_xlabel("time per write (µs, log scale)")
-    if reference_marks(marks):
+    if source_medians_us(marks):
         bottom.legend(fontsize=8, loc="upper left")
     bottom.grid(axis="x", color=COLORS["grey"], alpha=0.3)
     return fig
@@ -658,18 +638,17 @@ def _letters(answer) -> set[str]:
           "(d) also asks the kernel to put them on the disk. Under kill -9 (b), (c) and (d) look "
           "the same. Only (d) is meant to survive a power cut too, which kill -9 cannot show.")
 def _ex_6_1(answer):
-    truth = {letter for letter, (_, how) in CHOICES_6_1.items()
-             if buffer_demo(how)["bytes on disk"] == len(LINE)}
+    kept = {letter for letter, (_, how) in CHOICES_6_1.items()
+            if run_killed(how)["bytes on disk"] == len(LINE)}
     try:
         given = _letters(answer)
     except TypeError:
-        return False, "Answer with a set of letters, e.g. {'a', 'd'}."
-    if given == truth:
-        return True, ("Measured just now with real processes: "
-                      + ", ".join(f"({k}) {'kept' if k in truth else 'lost'}"
-                                  for k in CHOICES_6_1) + ".")
-    return False, ("Ask where the bytes are when the process dies: inside the process (lost), or "
-                   "already in the kernel (kept). Run `durability.buffer_demo(how)` to see.")
+        given = answer
+    said = (" Measured just now with real processes: "
+            + ", ".join(f"({k}) {'kept' if k in kept else 'lost'}" for k in CHOICES_6_1) + ".")
+    return assess(given, kept, what="the ways that keep the line").reply(
+        said, hint=" Ask where the bytes are when the process dies: inside the process (lost), "
+                   "or already in the kernel (kept).")
 
 
 _SOURCE_APPEND = reference.WRITE_MEDIANS_MS[APPEND]
@@ -698,17 +677,17 @@ def _ex_6_2(answer):
     try:
         value = float(answer)
     except (TypeError, ValueError):
-        return False, "Answer with a number, e.g. 25."
+        value = answer
     shown = answer if isinstance(answer, (int, float)) and not isinstance(answer, bool) else value
     c = assess(shown, round(fresh_fsync_ratio(), 1), tolerance=MAGNITUDE,
-               what="append + fsync over a plain append", unit="times")
-    return c.right, "Measured just now. " + c.text
+               what="append + fsync over a plain append, measured afresh", unit="times")
+    return c.reply()
 
 
 def verdicts_changed_by_fsync() -> list[str]:
     """The crash points whose verdict differs between the two fsync policies, under kill -9 (the
     sweeps `kill9_sweeps` ran, from the lab's results cache)."""
-    never, always = (results.sweep(POLICIES[name]) for name in ("fsync never", "fsync always"))
+    never, always = (results.sweep_once(POLICIES[name]) for name in ("fsync never", "fsync always"))
     return [a.crash_point for a, b in zip(never, always) if a.verdict != b.verdict]
 
 
@@ -732,7 +711,7 @@ NO_KEY_FSYNC = RunConfig(store="snapshot", intent=False, idempotency_key=False, 
 
 def duplicates_with_fsync(config: RunConfig = NO_KEY_FSYNC) -> list[str]:
     """The crash points of `config` (every one killed and resumed) that file a report twice."""
-    return [r.crash_point for r in results.sweep(config) if r.duplicate_reports]
+    return [r.crash_point for r in results.sweep_once(config) if r.duplicate_reports]
 
 
 @exercise("6.4", "Transfer: lesson 4's design without the key (a snapshot after every page, "
@@ -760,7 +739,7 @@ def _ex_6_4(answer):
            "kernel crashes.")
 def _q6_1():
     changed = verdicts_changed_by_fsync()
-    n = len(results.sweep(POLICIES["fsync never"]))
+    n = len(results.sweep_once(POLICIES["fsync never"]))
     twice = duplicates_with_fsync()
     return Measured(not twice,
                     f"Measured: with fsync always and no key, {len(twice)} crash points still "

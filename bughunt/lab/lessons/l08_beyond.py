@@ -74,7 +74,7 @@ def plot_chain(df, config: RunConfig = CHAIN):
     ax.set_ylabel("first crash")
     n, ok = len(df), int(df["correct"].sum())
     ax.set_title(f"A crash during recovery, then a final resume: {ok} of {n} pairs correct "
-                 f"({describe(config)})", fontsize=10)
+                 f"({describe_run(config)})", fontsize=10)
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], marker="s", linestyle="", color=COLORS["green"],
                       label="correct, second kill happened"),
@@ -85,7 +85,7 @@ def plot_chain(df, config: RunConfig = CHAIN):
     return fig
 
 
-def describe(config: RunConfig) -> str:
+def describe_run(config: RunConfig) -> str:
     from ..plots import describe_config
     return f"{config.pages} pages, " + describe_config(config)
 
@@ -379,7 +379,7 @@ class PlantedBugs:
                            for head, verdicts, diff in self.cards())
 
 
-def planted_bugs(table) -> PlantedBugs:
+def planted_bug_cards(table) -> PlantedBugs:
     return PlantedBugs(table)
 
 
@@ -557,7 +557,7 @@ class BeyondPanel(Panel):
         if what == "failed fsync":
             df = fsync_failures(config)
             return df, fault_table(df), None
-        v = B.Variant(describe(config) + (", no dir fsync" if options["mutant"] else ""), config,
+        v = B.Variant(describe_run(config) + (", no dir fsync" if options["mutant"] else ""), config,
                       options["mutant"])
         df = power_loss([v], progress=self.tick)
         return df, power_table(df), plot_power(df)
@@ -571,7 +571,7 @@ class BeyondPanel(Panel):
         self.df = df
         return Result(f"Done: {len(df)} runs.", figures=[fig] if fig is not None else [],
                       tables=[table], data=df,
-                      notes=[f"<b>{html.escape(what)}</b>: {html.escape(describe(config))}"])
+                      notes=[f"<b>{html.escape(what)}</b>: {html.escape(describe_run(config))}"])
 
     def reset(self) -> None:
         super().reset()
@@ -670,7 +670,7 @@ def _q8_2():
     s = B.chain_summary(df.to_dict("records"))
     in_recovery = int(df["second"].isin(B.RECOVERY_POINTS).sum())
     return Measured(s["correct"] < s["pairs"],
-                    f"Measured in section 1's sweep ({describe(CHAIN)}): {s['correct']} of "
+                    f"Measured in section 1's sweep ({describe_run(CHAIN)}): {s['correct']} of "
                     f"{s['pairs']} (first crash, second crash) pairs correct, {in_recovery} of "
                     f"them killed inside recovery itself; {s['differs from a single resume']} "
                     "ended differently from a single crash and resume.")

@@ -27,7 +27,7 @@ from ...stores import contract
 from ...stores.contract import RULES
 from .. import results
 from ..panel import Panel, Result
-from ..judges import Measured, defined_in, exercise, statement
+from ..judges import Measured, assess, defined_in, exercise, statement
 from ..plots import verdict_handles
 from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure
 from ..registry import Lesson
@@ -270,9 +270,9 @@ def lab_stores(config: RunConfig) -> dict[str, RunConfig]:
             f"lab: snapshot{extras}": config.replace(store="snapshot")}
 
 
-def lab_sweeps(config: RunConfig) -> dict[str, list]:
+def lab_store_sweeps(config: RunConfig) -> dict[str, list]:
     """The lab's log and snapshot stores, swept with a grade's settings (the results cache)."""
-    return results.sweeps(lab_stores(config))
+    return results.sweeps_once(lab_stores(config))
 
 
 @results.memoized
@@ -311,7 +311,7 @@ def compare_table(grades: dict[str, Grade], *, lab: bool = True):
     if lab and grades:
         config = next(iter(grades.values())).config
         broken = lab_rules(config)
-        for label, records in lab_sweeps(config).items():
+        for label, records in lab_store_sweeps(config).items():
             rows.append(_row(label, records, broken[label], None, len(RULES)))
     return pd.DataFrame(rows).set_index("store")
 
@@ -339,7 +339,7 @@ def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
         config = next(iter(grades.values())).config
         broken = lab_rules(config)
         rows += [(label, recs, f"{broken[label]} of {len(RULES)}")
-                 for label, recs in lab_sweeps(config).items()]
+                 for label, recs in lab_store_sweeps(config).items()]
     names = sorted({r.crash_point for _, recs, _ in rows for r in recs}, key=_point_order)
     x = {n: i for i, n in enumerate(names)}
     fig, (ax, bars) = new_figure(12, 1.6 + 0.75 * len(rows), 1, 2,
@@ -550,14 +550,9 @@ def _ex_9_2(answer):
         return False, f"Answer with a set of rule names, e.g. {{'{NAIVE_BROKEN[0]}'}}."
     g = _graded_source(FSYNC_IN_PLACE, "InPlaceFsyncStore", "in_place_fsync_store.py")
     truth = set(g.broken()) & set(NAIVE_BROKEN)
-    if given == truth:
-        said = "all four" if len(truth) == 4 else f"{len(truth)} of the four"
-        return True, f"Graded just now: it still breaks {said}. fsync makes bytes durable, not atomic."
-    missing, extra = truth - given, given - truth
-    return False, ("Not quite: " + "; ".join(
-        [f"it also breaks {', '.join(sorted(missing))}" if missing else "",
-         f"it keeps {', '.join(sorted(extra))}" if extra else ""]).strip("; ")
-                   + ". Where is the moment a reader can see an empty file?")
+    return assess(given, truth, what="rules it still breaks (graded just now)").reply(
+        " fsync makes bytes durable, not atomic.",
+        hint=" Where is the moment a reader can see an empty file?")
 
 
 # --- common wrong statements ---------------------------------------------------------------------
@@ -588,7 +583,7 @@ def _q9_2():
     from ...config import RunConfig
 
     config = RunConfig(store="log", pages=GRADE_PAGES, intent=False, idempotency_key=False)
-    runs = results.sweep(config)
+    runs = results.sweep_once(config)
     rules = len(conform(config, pages=GRADE_PAGES).broken())
     dup = [r.crash_point for r in runs if r.duplicate_reports]
     return Measured(not dup, (

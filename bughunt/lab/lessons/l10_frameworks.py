@@ -93,7 +93,7 @@ DETERMINISTIC = [(d, k) for d in LAB for k in ("user", "framework")] + [
 _CACHE: dict[tuple, SweepResult] = results.table("lesson 10: framework sweeps")
 
 
-def _key(settings: SweepSettings, points, repeat: int) -> tuple:
+def _framework_key(settings: SweepSettings, points, repeat: int) -> tuple:
     return (settings.resolved(), points, repeat)
 
 
@@ -102,9 +102,9 @@ def _plan(settings: SweepSettings, points, repeat: int):
 
     The comparison's sweep with the same settings answers every point it crashed at, so only the
     points it did not crash at are swept again."""
-    if _key(settings, points, repeat) in _CACHE:
-        return _CACHE[_key(settings, points, repeat)], None
-    wide = _CACHE.get(_key(settings, COMPARE_POINTS.get(settings.framework, POINTS), repeat))
+    if _framework_key(settings, points, repeat) in _CACHE:
+        return _CACHE[_framework_key(settings, points, repeat)], None
+    wide = _CACHE.get(_framework_key(settings, COMPARE_POINTS.get(settings.framework, POINTS), repeat))
     if wide is None:
         return None, points
     want = [p.point for p in select_points(wide.clean.points, points, strict=False)]
@@ -124,7 +124,7 @@ def _merge(known: SweepResult | None, fresh: SweepResult) -> SweepResult:
     return SweepResult(known.settings, known.clean, records, known.seconds + fresh.seconds)
 
 
-def run_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: int = 1,
+def framework_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: int = 1,
                progress=None) -> dict[str, SweepResult]:
     """Sweep each named setting (in one pool); what this kernel already ran is not run again.
 
@@ -141,8 +141,8 @@ def run_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: int = 
         results = sweep_many(list(group.values()), points=patterns, repeat=repeat,
                              progress=progress)
         for (n, s), res in zip(group.items(), results):
-            _CACHE[_key(s, pts(s), repeat)] = _merge(plans[n][0], res)
-    return {n: _CACHE.get(_key(s, pts(s), repeat)) or plans[n][0] for n, s in named.items()}
+            _CACHE[_framework_key(s, pts(s), repeat)] = _merge(plans[n][0], res)
+    return {n: _CACHE.get(_framework_key(s, pts(s), repeat)) or plans[n][0] for n, s in named.items()}
 
 
 _LAB: dict[RunConfig, tuple[list, dict]] = results.table("lesson 10: the lab's stores")
@@ -161,7 +161,7 @@ def _timed_crash_and_resume(config, point, run_dir) -> TimedRun:
     return TimedRun(**dataclasses.asdict(record), pair_s=time.perf_counter() - t0)
 
 
-def lab_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
+def lab_timed_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
     """The lab's own stores (lessons 2 to 4), timed, at every crash point but those inside a commit
     (as for the frameworks), and a clean run's report (its final state, its write latencies)."""
     todo = {n: c for n, c in configs.items() if c not in _LAB}
@@ -183,15 +183,15 @@ def clear_caches() -> None:
 # --- the default experiment: each framework and mode beside the lab's stores ---------------------
 
 @dataclass
-class Comparison:
+class FrameworkComparison:
     frameworks: dict[str, SweepResult] = field(default_factory=dict)
     lab: dict[str, tuple] = field(default_factory=dict)
 
 
-def compare(progress=None) -> Comparison:
+def compare_frameworks(progress=None) -> FrameworkComparison:
     """Each framework in each mode (documented resume, key off), and the lab's two stores."""
-    return Comparison(run_sweeps(FRAMEWORKS, points=COMPARE_POINTS, progress=progress),
-                      lab_sweeps(progress=progress))
+    return FrameworkComparison(framework_sweeps(FRAMEWORKS, points=COMPARE_POINTS, progress=progress),
+                      lab_timed_sweeps(progress=progress))
 
 
 def _lab_state(state: dict) -> dict:
@@ -238,7 +238,7 @@ def _framework_rows(name: str, res: SweepResult) -> list[dict]:
 TIMING = ["pair ms", "write µs"]
 
 
-def comparison_table(cmp: Comparison, *, timing: bool = True, only=None):
+def comparison_table(cmp: FrameworkComparison, *, timing: bool = True, only=None):
     """One row per design and kind of crash point: what a crash there costs, and what it breaks.
 
     `timing=False` leaves out the two timing columns; `only` keeps the (design, kind) rows named."""
@@ -254,7 +254,7 @@ def comparison_table(cmp: Comparison, *, timing: bool = True, only=None):
     return df.set_index(["design", "kind"])
 
 
-def point_counts(cmp: Comparison):
+def point_counts(cmp: FrameworkComparison):
     """How many crash points of each name the traced clean run of each framework reached."""
     import pandas as pd
 
@@ -271,7 +271,7 @@ def point_counts(cmp: Comparison):
                                                   user.index(n) if n in user else 0, n))]
 
 
-def plot_costs(cmp: Comparison):
+def plot_costs(cmp: FrameworkComparison):
     """Redone model calls per crash (average, with the maximum), and the points that break
     something, per design; user-code points and framework-write points side by side."""
     df = comparison_table(cmp).reset_index()
@@ -335,7 +335,7 @@ STRIP_ORDER = ["correct", "duplicate", "lost", "wrong state", "rebuild fails",
                "tracker disagrees", "not reached", "error"]
 
 
-def strip_rows(cmp: Comparison) -> list[tuple[str, list[tuple[int, str, str]]]]:
+def strip_rows(cmp: FrameworkComparison) -> list[tuple[str, list[tuple[int, str, str]]]]:
     """(row label, [(page, kind, verdict)] in run order) for every design and kind."""
     rows = []
     for name, (records, _) in cmp.lab.items():
@@ -351,7 +351,7 @@ def strip_rows(cmp: Comparison) -> list[tuple[str, list[tuple[int, str, str]]]]:
     return rows
 
 
-def plot_verdicts(cmp: Comparison):
+def plot_framework_verdicts(cmp: FrameworkComparison):
     """One row per design and kind: every crash point at its page, coloured by what happened."""
     rows = strip_rows(cmp)
     fig, ax = new_figure(11, 0.32 * len(rows) + 1.5)
@@ -389,7 +389,7 @@ WINDOW = {kind: ["submit.after#1", f"framework.{write}.submit.uncommitted#1",
           for kind, write in (("langgraph", "put_writes"), ("dbos", "step_output"))}
 
 
-def danger_window(cmp: Comparison, progress=None):
+def danger_window(cmp: FrameworkComparison, progress=None):
     """Page 3's report is filed; is it filed again after a kill here? Key off, then on.
 
     The points after the report and at its commit that the comparison already swept are reused;
@@ -402,7 +402,7 @@ def danger_window(cmp: Comparison, progress=None):
         pattern = ",".join(WINDOW[res.settings.framework])
         for key in (False, True):
             s = SweepSettings(res.settings.framework, res.settings.mode, res.settings.resume, key)
-            (got,) = run_sweeps({name: s}, points=pattern, progress=progress).values()
+            (got,) = framework_sweeps({name: s}, points=pattern, progress=progress).values()
             for r in sorted(got.records, key=lambda r: r.order):
                 rows.append({"design": name, "crash point": r.point,
                              "key": "key " + ("on" if key else "off"), "verdict": r.verdict,
@@ -430,7 +430,7 @@ def danger_summary(table) -> dict:
 
 def resume_styles(progress=None) -> dict[str, SweepResult]:
     """The documented resume and the mistakes, at `RESUME_POINTS`, no key."""
-    return run_sweeps(RESUMES, points=RESUME_POINTS, progress=progress)
+    return framework_sweeps(RESUMES, points=RESUME_POINTS, progress=progress)
 
 
 def resume_table(results: dict[str, SweepResult]):
@@ -511,7 +511,7 @@ def async_repeats(latencies=(0.0, 5.0), repeat: int = 2, progress=None) -> dict[
     """LangGraph's default mode at each latency of the world's calls, every point `repeat` times."""
     named = {lat: SweepSettings("langgraph", "async", "documented", False, lat)
              for lat in latencies}
-    got = run_sweeps({str(k): s for k, s in named.items()}, points=ASYNC_POINTS, repeat=repeat,
+    got = framework_sweeps({str(k): s for k, s in named.items()}, points=ASYNC_POINTS, repeat=repeat,
                      progress=progress)
     return {lat: got[str(lat)] for lat in latencies}
 
@@ -563,7 +563,7 @@ def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = Non
 
 # --- timing --------------------------------------------------------------------------------------
 
-def plot_timing(cmp: Comparison):
+def plot_timing(cmp: FrameworkComparison):
     """Per crash point, the wall time of the killed process plus its resume; per design, the
     median time of one durable write in a clean run."""
     df = comparison_table(cmp).reset_index()
@@ -706,7 +706,7 @@ class FrameworkPanel(Panel):
     def execute(self, settings: dict) -> Result:
         chosen = SweepSettings(settings["framework"], settings["mode"], settings["resume"],
                                settings["key"], float(settings["latency"]))
-        (res,) = run_sweeps({"panel": chosen}, points=settings["points"],
+        (res,) = framework_sweeps({"panel": chosen}, points=settings["points"],
                             repeat=settings["repeat"], progress=self.tick).values()
         self.sweep = res
         first = sorted((r for r in res.records if r.repeat == 0), key=lambda r: r.order)
@@ -751,7 +751,7 @@ def panel() -> FrameworkPanel:
 
 #: The points of exercise 10.1: LangGraph in sync mode, documented resume, no key (section 3's).
 def _sync_user_records():
-    (res,) = run_sweeps({"sync": FRAMEWORKS["LangGraph sync"]}, points=COMPARE_POINTS).values()
+    (res,) = framework_sweeps({"sync": FRAMEWORKS["LangGraph sync"]}, points=COMPARE_POINTS).values()
     return [r for r in res.records if r.kind == "user"]
 
 
@@ -782,7 +782,7 @@ NEXT_EMPTY_POINT = "framework.put_writes.visit.committed#1"
           "is empty between a node's saved writes and the next checkpoint; the resume returns at "
           "once. The documented invoke(None, config) would have carried on.")
 def _ex_10_2(answer):
-    probe = run_sweeps({"probe": RESUMES["LangGraph: empty .next = done"]},
+    probe = framework_sweeps({"probe": RESUMES["LangGraph: empty .next = done"]},
                        points=RESUME_POINTS["langgraph"])["probe"]
     (rec,) = [r for r in probe.records if r.point == NEXT_EMPTY_POINT]
     c = assess(answer, rec.lost_reports, what="reports missing")
@@ -805,7 +805,7 @@ EXIT_POINT = "submit.after#2"
           "protects the tracker: the reports of pages 3 and 7 are filed again and ignored, so "
           "no duplicate. A key saves correctness, never money.")
 def _ex_10_3(answer):
-    (res,) = run_sweeps({"exit+key": EXIT_WITH_KEY}, points=EXIT_POINT).values()
+    (res,) = framework_sweeps({"exit+key": EXIT_WITH_KEY}, points=EXIT_POINT).values()
     (rec,) = res.records
     c = assess(answer, rec.redone_model_calls, what="model calls paid again")
     return c.reply(f" Measured just now at {EXIT_POINT}: {rec.duplicate_reports} duplicate "
@@ -822,7 +822,7 @@ def _ex_10_3(answer):
            "filed again on resume: at least once. Only an idempotency key the tracker honours "
            "makes it effectively once.")
 def _q10_1():
-    got = run_sweeps({n: FRAMEWORKS[n] for n in ("LangGraph sync", "DBOS (workflow ID)")},
+    got = framework_sweeps({n: FRAMEWORKS[n] for n in ("LangGraph sync", "DBOS (workflow ID)")},
                      points=COMPARE_POINTS)
     said = []
     for name, res in got.items():
@@ -841,7 +841,7 @@ def _q10_1():
            "again. Without a key, the report is filed twice.")
 def _q10_2():
     point = "framework.step_output.submit.uncommitted#1"
-    (res,) = run_sweeps({"DBOS (workflow ID)": FRAMEWORKS["DBOS (workflow ID)"]},
+    (res,) = framework_sweeps({"DBOS (workflow ID)": FRAMEWORKS["DBOS (workflow ID)"]},
                         points=",".join(WINDOW["dbos"])).values()
     (rec,) = [r for r in res.records if r.point == point]
     return Measured(not rec.duplicate_reports,
@@ -857,7 +857,7 @@ def _q10_2():
            "the saved ones. Every page is paid again and the memory is wrong, which no key can "
            "fix. The documented resume is invoke(None, config).")
 def _q10_3():
-    got = run_sweeps({n: RESUMES[n] for n in ("LangGraph: invoke(input) again",
+    got = framework_sweeps({n: RESUMES[n] for n in ("LangGraph: invoke(input) again",
                                               "LangGraph: invoke(None) (documented)")},
                      points=RESUME_POINTS)
     again = summarize(got["LangGraph: invoke(input) again"].records)

@@ -5,132 +5,40 @@ arrival), `bughunt.llm` (the model through the real `openai` SDK) and `bughunt.i
 killed inside itself, and what the SDK does by itself against injected faults). This module runs
 them for the notebook and turns their typed records into DataFrames and figures.
 
-**The lab's processes.** `lab()` starts, once per kernel, two processes of its own:
-
-- the model server (`python -m bughunt.modelserver`), its bill in a temporary folder;
-- a fork parent (`python -m bughunt.lab.call_in_flight`), which imports the `openai` SDK once and
-  then forks one process per call (`bughunt.inflight`'s `main`). A fresh interpreter pays about a
-  second of imports per process; a fork pays milliseconds. Each child is still its own process,
-  and the crash points inside the call kill it with a real SIGKILL. The parent only imports and
-  warms the SDK (`llm.warm_sdk`: no connection), so no socket is ever shared across a fork.
-
-Heavy imports (pandas, matplotlib, ipywidgets) are made inside the functions that need them, so
-the fork parent, which imports this module, starts in well under a second.
+Its experiments run in the lesson's world, `inflight.shared_lab()`: a model server and a fork
+parent of the call processes, started once per kernel and stopped with it (by the lifeline if the
+kernel is killed). This module starts no process itself.
 """
 
 from __future__ import annotations
 
-import hashlib
-import html
-import itertools
 import json
-import subprocess
 import tempfile
-import threading
 import time
-import uuid
-import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import ipywidgets as W
 
-from ... import forkserver, inflight
+from ... import inflight
 from ...config import RunConfig
 from ...experiment import CallCrashRun, CrashRun, crash_points, frame, sweep_records
-from ...inflight import CallKilled, SdkBehaviour
-from ...llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
-from ...modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
-                           prompt_tokens, read_bill)
+from ...inflight import CallKilled, SdkBehaviour, shared_lab
+# The SDK's attempts and a stream's timeline are measured by the engine; the notebook calls them
+# from here, beside the tables and figures made of them.
+from ...inflight import (Attempt, Timeline, attempts_of_a_timed_out_call,  # noqa: F401
+                         stream_timeline, timelines)
+from ...llm import DEFAULT_MODEL, ServedModel, page_messages
+from ...modelserver import answer_words, prompt_tokens, read_bill
 from ...world import Site
 from .. import results
 from ..panel import Panel, Result
-from ..judges import Measured, defined_in, exercise, statement
+from ..judges import Measured, assess, defined_in, exercise, statement
 from ..registry import Lesson
+from ..views import html_table
 
 PAGE = 3                    # the lesson's first bug page: its call is the one killed here
 PENDING = inflight.PENDING  # what a resume does with the call in flight: redo | abort
-
-
-# --- the fork parent: call processes started from a pre-imported SDK ------------------------------
-
-class CallForks:
-    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent: the lab's
-    fork server (`bughunt.forkserver`), which has imported the SDK and built and closed one client
-    (`llm.warm_sdk`), so it holds no connection a child could share, and runs no thread.
-
-    `run(args)` has the shape `inflight.kill_in_call` expects of its `runner`: it returns a
-    `subprocess.CompletedProcess` whose return code is negative for a signal (-9: SIGKILL).
-    One call at a time; a call that outlives `timeout` is killed and reported as a timeout.
-    """
-
-    ENTRY = "bughunt.inflight:main"
-
-    def __init__(self):
-        self.server = forkserver.ForkServer(preload=("bughunt.llm:warm_sdk",))
-        self.proc = self.server.proc
-        self._lock = threading.Lock()
-        weakref.finalize(self, self.server.close)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        """Nothing to wait for: the server answers its first request once it has warmed up."""
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-        with self._lock:
-            return self.server.run(list(args), timeout, entry=self.ENTRY)
-
-    def close(self) -> None:
-        self.server.close()
-
-
-# --- the lab: one model server, one fork parent, one scratch folder -------------------------------
-
-class CallLab:
-    """The lesson's world: the model server (a real process, with its bill), the fork parent of
-    the call processes, and a scratch folder for their journals."""
-
-    def __init__(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="bughunt-call-")
-        self.dir = Path(self._tmp.name)
-        self.bill = self.dir / "server-bill.jsonl"
-        self.forks = CallForks()                 # imports the SDK while the server starts
-        self.server = ServerProcess(self.bill)
-        self.forks.wait_ready()
-        self._runs = itertools.count(1)
-        weakref.finalize(self, self._tmp.cleanup)
-
-    @property
-    def base_url(self) -> str:
-        return self.server.base_url
-
-    def alive(self) -> bool:
-        return self.server.proc.poll() is None and self.forks.alive()
-
-    def run_dir(self) -> Path:
-        """A fresh folder for one experiment's journal."""
-        path = self.dir / f"call-{next(self._runs)}"
-        path.mkdir()
-        return path
-
-    def close(self) -> None:
-        self.forks.close()
-        self.server.stop()
-
-
-_LAB: CallLab | None = None
-
-
-def lab() -> CallLab:
-    """The kernel's lab, started at first use (and again if one of its processes died)."""
-    global _LAB
-    if _LAB is None or not _LAB.alive():
-        if _LAB is not None:
-            _LAB.close()
-        _LAB = CallLab()
-    return _LAB
 
 
 # --- the answer of a page, and the moments inside its call ----------------------------------------
@@ -148,7 +56,7 @@ def points_of(page: int = PAGE, stream: bool = True) -> list[str]:
 
 def clean_call(page: int = PAGE) -> dict:
     """One call that nobody kills, and the line the server wrote on its bill for it."""
-    lab_ = lab()
+    lab_ = shared_lab()
     start = len(read_bill(lab_.bill))
     result = lab_.forks.run(inflight.call_args(lab_.base_url, lab_.run_dir() / "j.jsonl",
                                                page=page))
@@ -161,11 +69,11 @@ def clean_call(page: int = PAGE) -> dict:
                                           "total_tokens", "stream", "retry")}}
 
 
-def kill_in_call(crash_point: str, pending: str = "redo", *, stream: bool = True,
+def kill_page_call(crash_point: str, pending: str = "redo", *, stream: bool = True,
                  page: int = PAGE) -> CallKilled:
     """Kill page `page`'s call at `crash_point` (a real SIGKILL inside the call), then resume it
     with `pending` (redo | abort); judged by the server's bill."""
-    lab_ = lab()
+    lab_ = shared_lab()
     run_dir = lab_.run_dir()
     return inflight.kill_in_call(crash_point, pending=pending, stream=stream, page=page,
                                  base_url=lab_.base_url, bill=lab_.bill, run_dir=run_dir,
@@ -180,7 +88,7 @@ def kill_sweep(page: int = PAGE, pendings: tuple[str, ...] = PENDING,
     jobs = [(p, pending) for pending in pendings for p in points]
     records = []
     for i, (point, pending) in enumerate(jobs, start=1):
-        records.append(kill_in_call(point, pending, page=page))
+        records.append(kill_page_call(point, pending, page=page))
         if progress:
             progress(i, len(jobs))
     return records
@@ -252,11 +160,11 @@ def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
 def sdk_measurements() -> list[SdkBehaviour]:
     """The engine's seven cases with its defaults: timeout, 429, cut stream, cut body, malformed
     chunk, slow stream, stalled stream (about 5 s, mostly the SDK's own backoff sleeps)."""
-    lab_ = lab()
+    lab_ = shared_lab()
     return inflight.sdk_behaviours(base_url=lab_.base_url, bill=lab_.bill)
 
 
-def _outcome(r: SdkBehaviour) -> str:
+def _sdk_outcome(r: SdkBehaviour) -> str:
     if r.raised is None:
         return "answered, whole" if r.complete else "answered, incomplete"
     caught = ("caught by except openai.APIError" if r.caught_by_api_error
@@ -284,7 +192,7 @@ def sdk_table(records: list[SdkBehaviour]):
                      "requests_sent": r.requests_sent,
                      "statuses": " ".join(map(str, r.statuses)) or "(none)",
                      "billed": r.billed, "the caller holds": _holds(r),
-                     "what reached the caller": _outcome(r)})
+                     "what reached the caller": _sdk_outcome(r)})
     return pd.DataFrame(rows)
 
 
@@ -311,7 +219,7 @@ def plot_sdk(records: list[SdkBehaviour]):
     ax.barh([i + 0.19 for i in y], billed, height=0.36, color=COLORS["orange"], hatch="//",
             edgecolor="white", label="attempts the server billed")
     for i, r in enumerate(records):
-        ax.text(max(r.requests_sent, r.billed) + 0.08, i, _outcome(r), va="center", fontsize=8,
+        ax.text(max(r.requests_sent, r.billed) + 0.08, i, _sdk_outcome(r), va="center", fontsize=8,
                 color=COLORS["red"] if r.caught_by_api_error is False else COLORS["black"])
     ax.set_yticks(y, [f"{r.case} ({r.fault}{'' if r.stream else ', not streamed'})"
                       for r in records], fontsize=8)
@@ -326,57 +234,6 @@ def plot_sdk(records: list[SdkBehaviour]):
     return fig
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One HTTP attempt of one SDK call, as it left the client and as the server billed it."""
-
-    attempt: int
-    retry_count_header: str        # x-stainless-retry-count, as sent
-    idempotency_header: str        # the name of any header carrying an idempotency key, or ""
-    same_body_as_first: bool
-    status: str                    # the HTTP status it got ("" for a timeout)
-    billed: bool                   # a line with this retry count is on the server's bill
-
-
-def attempts_of_a_timed_out_call(timeout: float = 0.2, ttfb: float = 0.6,
-                                 max_retries: int = 2) -> list[Attempt]:
-    """The server is slower to its first byte than the timeout: look at every attempt the SDK
-    sends (an httpx event hook, outside the SDK) and at the server's bill."""
-    import openai
-
-    lab_ = lab()
-    messages = [{"role": "user", "content": f"lesson 11, attempts: {uuid.uuid4().hex}"}]
-    seen: list[tuple[dict, bytes]] = []
-    statuses: dict[int, str] = {}
-
-    def on_request(request):
-        seen.append((dict(request.headers), hashlib.sha256(request.content).digest()))
-
-    def on_response(response):
-        statuses[len(seen)] = str(response.status_code)
-
-    http = openai.DefaultHttpxClient(event_hooks={"request": [on_request],
-                                                  "response": [on_response]})
-    client = openai.OpenAI(base_url=lab_.base_url, api_key=DEFAULT_API_KEY, timeout=timeout,
-                           max_retries=max_retries, http_client=http)
-    try:
-        client.chat.completions.create(model=DEFAULT_MODEL, messages=messages,
-                                       extra_headers={FAULT_HEADER: Fault(ttfb=ttfb).spec()})
-    except openai.APITimeoutError:
-        pass
-    finally:
-        client.close()
-    key = prompt_hash(DEFAULT_MODEL, messages)
-    retries_billed = {b["retry"] for b in read_bill(lab_.bill) if b["prompt_hash"] == key}
-    out = []
-    for i, (headers, body) in enumerate(seen, start=1):
-        count = headers.get("x-stainless-retry-count", "")
-        idem = [h for h in headers if "idempotency" in h.lower()]
-        out.append(Attempt(i, count, ", ".join(idem), body == seen[0][1], statuses.get(i, ""),
-                           count.isdigit() and int(count) in retries_billed))
-    return out
-
-
 def attempts_table(attempts: list[Attempt]):
     import pandas as pd
 
@@ -384,46 +241,6 @@ def attempts_table(attempts: list[Attempt]):
     df["idempotency_header"] = df["idempotency_header"].replace("", "(none sent)")
     df["status"] = df["status"].replace("", "(timed out)")
     return df.set_index("attempt")
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """When each chunk of one streamed call arrived, against the SDK's timeout."""
-
-    label: str
-    delay_s: float                 # the server's pause before each chunk
-    timeout_s: float
-    arrivals: tuple[float, ...]    # seconds from the request to each chunk
-    raised: str | None
-    ended_s: float
-
-
-def stream_timeline(delay: float, timeout: float, label: str) -> Timeline:
-    """One streamed call whose server pauses `delay` s before each chunk, with the SDK's timeout
-    `timeout` s: when did each chunk arrive, and did the call end by a timeout?"""
-    import openai
-
-    lab_ = lab()
-    client = openai.OpenAI(base_url=lab_.base_url, api_key=DEFAULT_API_KEY, timeout=timeout)
-    messages = [{"role": "user", "content": f"lesson 11, {label}: {uuid.uuid4().hex}"}]
-    arrivals, raised = [], None
-    t0 = time.perf_counter()
-    try:
-        with client.chat.completions.create(
-                model=DEFAULT_MODEL, messages=messages, stream=True,
-                extra_headers={FAULT_HEADER: Fault(delay=delay).spec()}) as stream:
-            for _ in stream:
-                arrivals.append(time.perf_counter() - t0)
-    except openai.APIError as e:
-        raised = f"openai.{type(e).__name__}"
-    finally:
-        client.close()
-    return Timeline(label, delay, timeout, tuple(arrivals), raised, time.perf_counter() - t0)
-
-
-def timelines() -> list[Timeline]:
-    """The two cases of "the timeout limits each read": a slow stream and a stalled one."""
-    return [stream_timeline(0.1, 0.4, "slow stream"), stream_timeline(0.6, 0.2, "stalled stream")]
 
 
 def plot_timelines(lines: list[Timeline]):
@@ -458,7 +275,7 @@ def plot_timelines(lines: list[Timeline]):
 
 # --- the choices for the call in flight -----------------------------------------------------------
 
-def choices_table(records: list[CallKilled], crash_point: str = "chunk#5", page: int = PAGE):
+def call_choices_table(records: list[CallKilled], crash_point: str = "chunk#5", page: int = PAGE):
     """The three answers to a call killed at `crash_point`, with their costs: redo and abort as
     measured; resume-from-prefix computed from the measured prefix with the server's own token
     counting (neither the OpenAI Chat Completions API nor this server continues an answer)."""
@@ -506,7 +323,7 @@ def lesson2_contrast():
             rows.append({"crash point": name, "where": "lesson 2 worker, per-operation "
                          "snapshots", "redone model calls": r.redone_model_calls})
     for point in ("sent", "chunk#5", "last_chunk"):
-        r = kill_in_call(point, "redo")
+        r = kill_page_call(point, "redo")
         rows.append({"crash point": point, "where": "inside the call (this lesson), resume "
                      "redoes it", "redone model calls": r.redone_model_calls})
     return pd.DataFrame(rows).set_index("crash point")
@@ -534,7 +351,7 @@ def worker_sweep(page: int = PAGE, config: RunConfig = WORKER_CONFIG) -> WorkerS
     at every crash point of page `page` and resumed, twice: asking this lesson's model server over
     HTTP (`--model-url`: the points inside the call join the scheme, the server's bill counts the
     redone calls, the worker's call journal says what it held) and asking the in-process model."""
-    lab_ = lab()
+    lab_ = shared_lab()
     model = ServedModel(lab_.base_url, lab_.bill)
     t0 = time.perf_counter()
     http = sweep_records(config, model=model, tag="over HTTP",
@@ -617,13 +434,13 @@ FAULTS = {
 
 @results.memoized
 def cached_kill(crash_point: str, pending: str, stream: bool) -> CallKilled:
-    return kill_in_call(crash_point, pending, stream=stream)
+    return kill_page_call(crash_point, pending, stream=stream)
 
 
 @results.memoized
 def cached_sdk(fault: str, stream: bool, max_retries: int) -> SdkBehaviour:
     spec, timeout = FAULTS[fault]
-    lab_ = lab()
+    lab_ = shared_lab()
     return inflight.sdk_call("panel", base_url=lab_.base_url, bill=lab_.bill, fault=spec,
                              stream=stream, timeout=timeout, max_retries=max_retries)
 
@@ -637,22 +454,16 @@ def kill_html(r: CallKilled) -> str:
             ("the resume", f"{r.pending}: {r.outcome}"
                            + (f", “{r.reply}”" if r.reply else ", no answer")),
             ]
-    return _table(rows)
+    return html_table(rows)
 
 
 def sdk_html(r: SdkBehaviour) -> str:
     rows = [("fault", r.fault or "none"),
             ("attempts sent / billed", f"{r.requests_sent} / {r.billed}"),
             ("statuses", " ".join(map(str, r.statuses)) or "(none: no response)"),
-            ("the caller got", f"{r.chunks} chunks, {_words(r.prefix)} words; {_outcome(r)}"),
+            ("the caller got", f"{r.chunks} chunks, {_words(r.prefix)} words; {_sdk_outcome(r)}"),
             ("took", f"{r.elapsed_s:.2f} s (timeout {r.timeout_s:g} s per read)")]
-    return _table(rows)
-
-
-def _table(rows) -> str:
-    body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
-                   f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
-    return f"<table>{body}</table>"
+    return html_table(rows)
 
 
 def plot_panel(kill: CallKilled | None, sdk: SdkBehaviour | None):
@@ -683,7 +494,7 @@ def plot_panel(kill: CallKilled | None, sdk: SdkBehaviour | None):
         top = max(sdk.requests_sent, sdk.billed, 1)
         right.set_ylim(0, top + 1.5)
         right.set_yticks(range(0, top + 2))
-        right.text(0.5, max(sdk.requests_sent, sdk.billed, 1) + 0.6, _outcome(sdk),
+        right.text(0.5, max(sdk.requests_sent, sdk.billed, 1) + 0.6, _sdk_outcome(sdk),
                    ha="center", fontsize=7, wrap=True)
         right.set_title(f"SDK alone: {sdk.fault or 'no fault'}, max_retries={sdk.max_retries}",
                         fontsize=9)
@@ -808,7 +619,7 @@ class CallPanel(Panel):
         if self.sdk is not None:
             s = self.sdk
             bits.append(f"SDK against '{self.controls['fault'].value}': {s.requests_sent} sent, "
-                        f"{s.billed} billed, {_outcome(s)}.")
+                        f"{s.billed} billed, {_sdk_outcome(s)}.")
         return " ".join(bits)
 
     def reset(self) -> None:
@@ -823,13 +634,6 @@ def panel() -> CallPanel:
 
 # --- exercises ------------------------------------------------------------------------------------
 
-def _number(answer) -> int | None:
-    try:
-        return int(answer)
-    except (TypeError, ValueError):
-        return None
-
-
 @exercise("11.1", "Page 3's streamed call is killed at chunk#5, and the resume redoes it "
           "(--pending redo). How many calls does the server bill for page 3, both processes "
           "together? Predict a number.",
@@ -838,12 +642,10 @@ def _number(answer) -> int | None:
           "resume cannot get the rest (the other half is on the server, and the connection is "
           "gone), so it sends the call again and pays again.")
 def _ex_11_1(answer):
-    r = kill_in_call("chunk#5", "redo")
-    said = (f"Measured just now: {r.billed_calls} calls billed; the killed process held "
-            f"{r.chunks_held} chunks (“{r.prefix_held}”).")
-    if _number(answer) == r.billed_calls:
-        return True, said
-    return False, said + " When does this server bill: at arrival, or at the last chunk?"
+    r = kill_page_call("chunk#5", "redo")
+    said = f" The killed process held {r.chunks_held} chunks (“{r.prefix_held}”)."
+    return assess(answer, r.billed_calls, what="calls billed for page 3").reply(
+        said, hint=" When does this server bill: at arrival, or at the last chunk?")
 
 
 @exercise("11.2", "The server takes 0.6 s to its first byte; the SDK's timeout is 0.2 s and "
@@ -853,12 +655,11 @@ def _ex_11_1(answer):
           "headers, so a timeout there is retried: 1 try + 2 retries. The server billed each "
           "attempt when it arrived, and no idempotency key tells it that the three are one call.")
 def _ex_11_2(answer):
-    lab_ = lab()
+    lab_ = shared_lab()
     r = inflight.sdk_on_timeout(base_url=lab_.base_url, bill=lab_.bill)
-    said = f"Measured just now: {r.requests_sent} attempts sent, {r.billed} billed, {r.raised}."
-    if _number(answer) == r.billed:
-        return True, said
-    return False, said + " A timeout is one of the errors the SDK retries by itself."
+    said = f" {r.requests_sent} attempts were sent, and the call ended {r.raised}."
+    return assess(answer, r.billed, what="attempts billed").reply(
+        said, hint=" A timeout is one of the errors the SDK retries by itself.")
 
 
 @exercise("11.3", "A streamed call's connection is cut after 4 chunks; max_retries is 2. How "
@@ -868,13 +669,11 @@ def _ex_11_2(answer):
           "(openai.APIConnectionError) and never retried: the partial answer exists only in "
           "what your code collected.")
 def _ex_11_3(answer):
-    lab_ = lab()
+    lab_ = shared_lab()
     r = inflight.sdk_on_cut_stream(base_url=lab_.base_url, bill=lab_.bill, cut=4)
-    said = (f"Measured just now: {r.requests_sent} request(s) sent, {r.billed} billed, "
-            f"{r.chunks} chunks received, then {r.raised}.")
-    if _number(answer) == r.requests_sent:
-        return True, said
-    return False, said + " Where does the SDK's retry loop end for a streamed call?"
+    said = f" {r.billed} billed, {r.chunks} chunks received, then {r.raised}."
+    return assess(answer, r.requests_sent, what="requests sent").reply(
+        said, hint=" Where does the SDK's retry loop end for a streamed call?")
 
 
 @exercise("11.4", "The third chunk of a streamed answer is not valid JSON. Does `except "
@@ -884,13 +683,10 @@ def _ex_11_3(answer):
           "(or catch Exception around the stream) if a broken proxy or server may garble a "
           "chunk.")
 def _ex_11_4(answer):
-    lab_ = lab()
+    lab_ = shared_lab()
     r = inflight.sdk_on_malformed_chunk(base_url=lab_.base_url, bill=lab_.bill, at=3)
-    said = f"Measured just now: {r.raised}, caught by except openai.APIError: " \
-           f"{r.caught_by_api_error}."
-    if isinstance(answer, bool) and answer is r.caught_by_api_error:
-        return True, said
-    return False, said + " Which exception does json.loads raise?"
+    return assess(answer, r.caught_by_api_error, what=f"except openai.APIError catches {r.raised}"
+                  ).reply(hint=" Which exception does json.loads raise?")
 
 
 

@@ -15,7 +15,7 @@ from ...config import RunConfig
 from ...conformance import conform
 from ...experiment import LESSON_FIGURES, lesson, lesson_table, rule_of_three
 from .. import results
-from ..judges import defined_in, exercise
+from ..judges import assess, defined_in, exercise
 from ..registry import Lesson
 
 #: The source text's random-kill experiment (追问 1): 40 tries, 39 real kills, 1 duplicate hit.
@@ -63,7 +63,7 @@ def without_dir_fsync() -> dict:
 
 
 @results.memoized
-def two_resumers(trials: int = 3) -> dict:
+def resumer_race(trials: int = 3) -> dict:
     """Two workers resuming one run at the same moment, with and without the run lock (lesson 8)."""
     from ... import beyond as B
     from .l08_beyond import RACE
@@ -94,7 +94,7 @@ def call_in_flight(point: str = "chunk#5") -> dict:
     server's bill (lesson 11)."""
     from . import l11_call_in_flight as cif
 
-    redo, abort = cif.kill_in_call(point, "redo"), cif.kill_in_call(point, "abort")
+    redo, abort = cif.kill_page_call(point, "redo"), cif.kill_page_call(point, "abort")
     return {"point": point, "redo_billed": redo.billed_calls, "abort_billed": abort.billed_calls,
             "abort_outcome": abort.outcome}
 
@@ -107,9 +107,9 @@ def reference_grade():
 
 def _link(n: int) -> str:
     """A link to lesson `n`'s notebook, from the registry."""
-    from ..registry import lesson
+    from ..registry import by_number
 
-    return lesson(n).link(f"lesson {n}")
+    return by_number(n).link(f"lesson {n}")
 
 
 def checklist(result: dict | None = None) -> str:
@@ -118,7 +118,7 @@ def checklist(result: dict | None = None) -> str:
     f = (result or lesson_results())["figures"]
     nn = (result or lesson_results())["no_newline"]
     torn, nodir = torn_snapshot(), without_dir_fsync()
-    race, loop, call = two_resumers(), crash_loop(), call_in_flight()
+    race, loop, call = resumer_race(), crash_loop(), call_in_flight()
     ref = reference_grade()
     bound = rule_of_three(SOURCE_RANDOM_KILLS)
     rows = [
@@ -218,15 +218,14 @@ def behind_the_answer(result: dict | None = None) -> str:
           "pay the page's one call again and one (after the commit) pays nothing; a bug page's "
           "after_submit pays it too. 39 redone calls over 51 points.")
 def _ex_12_1(answer):
-    truth = lesson_results()["figures"]["redo_snapshot"]
+    truth = round(lesson_results()["figures"]["redo_snapshot"], 2)
     try:
         value = float(answer)
     except (TypeError, ValueError):
-        return False, "Answer with a number, e.g. 1.23."
-    if abs(value - truth) < 0.006:
-        return True, f"Measured just now: {truth:.2f} (the source text: " \
-                     f"{LESSON_FIGURES['redo_snapshot']})."
-    return False, "Read the lesson's table: the row 'avg redone model calls', snapshot per page."
+        value = answer
+    said = f" The source text's: {LESSON_FIGURES['redo_snapshot']}."
+    return assess(value, truth, tolerance=0.005, what="avg redone model calls").reply(
+        said, hint=" Read the lesson's table: the row 'avg redone model calls', snapshot per page.")
 
 
 @exercise("12.2", "An agent pays invoices. It checkpoints after every step, atomically and with "
@@ -239,14 +238,11 @@ def _ex_12_1(answer):
           "key. Only a key the receiver deduplicates (with the intent recorded first) makes it "
           "effectively once.")
 def _ex_12_2(answer):
-    if not isinstance(answer, bool):
-        return False, "Answer True or False."
     dup = lesson_results()["figures"]["duplicate_points_no_key"]
-    truth = dup == 0
-    if answer == truth:
-        return True, (f"Measured just now: the atomic snapshot store, without the key, files a "
-                      f"report twice at {dup} crash points.")
-    return False, ("Where is the payment when the process dies after sending it and before the "
+    said = (f" The atomic snapshot store, without the key, files a report twice at {dup} crash "
+            "points.")
+    return assess(answer, dup == 0, what="every payment made exactly once").reply(
+        said, hint=" Where is the payment when the process dies after sending it and before the "
                    "checkpoint is durable? Lesson 4, the danger window.")
 
 
