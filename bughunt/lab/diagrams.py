@@ -143,7 +143,7 @@ def _rect(x, y, w, h, color):
 
 #: The durable runtime's task states and the transitions `bughunt.durable` implements:
 #: (from, to, label, the code that makes it, a line of that code that shows it).
-#: tests/test_teach.py checks each against the code it names.
+#: tests/test_diagrams.py checks each against the code it names.
 TASK_TRANSITIONS = (
     (None, "pending", "submit / create", "bughunt.durable.store.Transaction.create",
      '"status": "pending"'),
