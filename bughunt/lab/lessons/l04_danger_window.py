@@ -544,20 +544,17 @@ def panel(base: RunConfig = CHOICES["effectively once"],
           "submit there is nothing to file twice. Six points of 51: the lesson's figure.")
 def _ex_4_1(answer):
     records = [r for r in records_for(NO_KEY) if r.duplicate_reports]
-    names, labels = sorted(r.crash_point for r in records), sorted({r.label for r in records})
-    try:
-        given = list(answer) if not isinstance(answer, str) else None
-    except TypeError:
-        given = None
-    if given is None or not all(isinstance(a, str) for a in given):
-        return False, "Answer with a list of crash-point names or of steps, as strings."
-    if sorted(given) == names:
-        return True, f"Measured: exactly these {len(names)} points file a report twice."
-    if sorted(set(given)) == labels:
-        return True, (f"Measured: these steps, on every bug page ({len(names)} points in "
-                      "all).")
-    return False, ("Look for the points where the tracker already has the report but the page's "
-                   "snapshot is not yet durable; the key-off strip of the figure shows them.")
+    names, steps = [r.crash_point for r in records], sorted({r.label for r in records})
+    by_name = assess(answer, names, what="the crash points that file a report twice")
+    if by_name.right:
+        return by_name.reply()
+    by_step = assess(answer, steps, what=f"the steps that file a report twice (on every bug page, "
+                                         f"{len(names)} points in all)")
+    if by_step.right:
+        return by_step.reply()
+    return by_name.reply(hint=" Look for the points where the tracker already has the report but "
+                              "the page's snapshot is not yet durable; the key-off strip of the "
+                              "figure shows them.")
 
 
 @exercise("4.2", "Killed at 'after_intent' on page 3 (the intent is durable, the report not yet "

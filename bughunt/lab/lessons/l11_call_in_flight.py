@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import ipywidgets as W
@@ -235,9 +235,8 @@ def plot_sdk(records: list[SdkBehaviour]):
 
 
 def attempts_table(attempts: list[Attempt]):
-    import pandas as pd
-
-    df = pd.DataFrame([asdict(a) for a in attempts])
+    """Each attempt of one SDK call, as it left the client and as the server billed it."""
+    df = frame(attempts)
     df["idempotency_header"] = df["idempotency_header"].replace("", "(none sent)")
     df["status"] = df["status"].replace("", "(timed out)")
     return df.set_index("attempt")

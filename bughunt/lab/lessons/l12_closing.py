@@ -80,7 +80,7 @@ def resumer_race(trials: int = 3) -> dict:
 @results.memoized
 def crash_loop(limit: int = 3) -> dict:
     """A durable task whose step dies every time, with a restart limit (lesson 7)."""
-    from .l07_durable_tasks import restart_limit_story
+    from ...durable.experiments import restart_limit_story
 
     story = restart_limit_story(limit=limit, runs=limit + 5)
     last = story.iloc[-1]
