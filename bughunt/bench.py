@@ -580,7 +580,7 @@ def book_build() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bughunt-bench-book-") as tmp:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", tmp,
+        proc = subprocess.run([sys.executable, "-m", "bughunt.book", "--out", tmp,
                                "--repository", ""], capture_output=True, text=True)
         seconds = time.perf_counter() - t0
         pages = len(list(Path(tmp, "html").glob("*.html")))

@@ -41,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import lifeline
 from .interrupts import deferred
 
 
@@ -129,6 +130,10 @@ class ForkServer:
         self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                      start_new_session=True, env=env)
+        # The server ends when its caller closes its stdin, even by dying; its scratch directory
+        # is the caller's, so a caller killed by SIGKILL leaves it to the lifeline.
+        lifeline.watch_group(self.proc.pid)
+        lifeline.watch_dir(self.tmp.name)
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -162,6 +167,11 @@ class ForkServer:
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
         self.tmp.cleanup()
+        self._released()
+
+    def _released(self) -> None:
+        lifeline.release_group(self.proc.pid)
+        lifeline.release_dir(self.tmp.name)
 
     def kill(self) -> None:
         """SIGKILL the server and every worker it forked (its process group), now."""
@@ -180,6 +190,7 @@ class ForkServer:
                 break
             time.sleep(0.001)
         self.tmp.cleanup()
+        self._released()
 
 
 class ForkServerPool:
