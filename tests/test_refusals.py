@@ -417,6 +417,28 @@ def test_a_tracker_that_lost_an_acknowledged_report_is_refused_naming_the_page(c
     assert digest(run_dir) == before
 
 
+def test_checking_a_tracker_that_still_has_its_write_ahead_log_changes_no_byte(crashed_at_p7,
+                                                                              tmp_path):
+    """Page 3's report deleted by another program that is then killed, so the tracker keeps its
+    write-ahead log: the check reads through the log without checkpointing it into the database
+    or removing it at close (a read-write connection would do both), so the refusal's "nothing
+    was changed" holds for tracker.db and tracker.db-wal too."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(crashed_at_p7, run_dir)
+    deleter = f"""
+import os, signal, sqlite3
+db = sqlite3.connect({str(run_dir / TRACKER_FILE)!r}, isolation_level=None)
+db.execute("DELETE FROM reports WHERE page = 3")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    assert subprocess.run([sys.executable, "-c", deleter]).returncode == -9
+    before = digest(run_dir)
+    assert TRACKER_FILE + "-wal" in before
+    proc = run(run_dir, RunConfig())
+    assert proc.returncode == EXIT_REFUSED and "page 3" in one_line(proc)
+    assert digest(run_dir) == before
+
+
 def test_a_report_deleted_from_the_tracker_during_the_run_refuses_its_verdict(tmp_path):
     """Another program deletes page 3's report while the worker is paused at page 8: the run
     ends without a verdict (exit 2, naming the page and the file), and a resume refuses too."""
