@@ -263,7 +263,8 @@ beyond.damage_demo()
 # event. A flipped bit inside a record fails its checksum; a zeroed line leaves a gap in the sequence
 # numbers: both are refused with file and line, and the file is left as it was. A damaged snapshot
 # is never trusted: recovery replays the whole log instead and says so.
-#
+
+# %% [markdown]
 # The tracker is a file too, and SQLite reads a damaged one without a word as long as what is left
 # is well formed: remove its write-ahead log after a kill and cut the database short, and SQLite
 # sees a valid, empty database, the acknowledged reports gone. So the worker does not take the
@@ -280,7 +281,8 @@ beyond.damage_demo()
 # a duplicate (the sweeps count those from the tracker); and a run directory
 # put back whole from an older copy, where checkpoint and tracker agree and the pages are simply
 # done again: only the bill, with its calls paid twice, shows that.
-#
+
+# %% [markdown]
 # ## 6. The store contract and its conformance suite
 #
 # Every checkpoint store, the lab's and the one you write in lesson 9, makes the same promises,
