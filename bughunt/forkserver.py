@@ -33,6 +33,7 @@ import json
 import os
 import queue
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,8 +51,22 @@ def _entry(name: str):
     return getattr(importlib.import_module(module), function)
 
 
-def serve(preload: tuple[str, ...] = ()) -> None:
-    """The server loop: fork one worker per request, report its pid and its exit status."""
+def serve(preload: tuple[str, ...] = (), own: str | None = None) -> None:
+    """The server loop: fork one worker per request, report its pid and its exit status.
+
+    `own`: the caller's folder for the children's output; removed here when the caller is gone
+    (its end of the pipe closed), so that it goes even when the caller cannot remove it itself:
+    a notebook kernel killed with SIGKILL (how nbval and a forced restart stop one) runs no
+    cleanup of its own.
+    """
+    try:
+        _serve(preload)
+    finally:
+        if own:
+            shutil.rmtree(own, ignore_errors=True)
+
+
+def _serve(preload: tuple[str, ...]) -> None:
     from . import worker          # imported once, here, before any fork
     for name in preload:          # "module", or "module:function" to also call it once
         if ":" in name:
@@ -109,7 +124,7 @@ def serve(preload: tuple[str, ...] = ()) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            os._exit(0)
+            return
 
 
 #: How long a fork server may take to import, warm up and fork its first child.
@@ -123,12 +138,16 @@ class ForkServer:
         # Unbuffered replies: select() must see every line the server wrote, not one a buffer
         # already swallowed. A session of its own keeps terminal signals for the caller. `env`
         # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
-        extra = ["--preload", ",".join(preload)] if preload else []
-        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     start_new_session=True, env=env)
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
         self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
+        extra = ["--own", self.tmp.name] + (["--preload", ",".join(preload)] if preload else [])
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         bufsize=0, start_new_session=True, env=env)
+        except BaseException:
+            self.tmp.cleanup()
+            raise
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -270,5 +289,5 @@ def enabled() -> bool:
 
 
 if __name__ == "__main__":
-    modules = sys.argv[2].split(",") if sys.argv[1:2] == ["--preload"] else []
-    serve(tuple(m for m in modules if m))
+    options = dict(zip(sys.argv[1::2], sys.argv[2::2]))    # --own DIR, --preload MOD,MOD
+    serve(tuple(m for m in options.get("--preload", "").split(",") if m), options.get("--own"))

@@ -3,6 +3,9 @@
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 
 from bughunt import experiment as ex
 from bughunt.config import RunConfig
@@ -48,3 +51,23 @@ def test_a_worker_that_ends_at_once_does_not_stall_the_server(tmp_path):
     finally:
         server.close()
     assert not os.path.exists(server.tmp.name)
+
+
+def test_a_fork_server_removes_its_folder_when_its_caller_is_killed(tmp_path):
+    """A notebook kernel is stopped with SIGKILL (nbval, a forced restart): its own cleanup never
+    runs. Its fork server sees the pipe close, ends, and takes its output folder with it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    caller = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from bughunt.forkserver import ForkServer; "
+         "s = ForkServer(); s.run(['--help']); print('ran', flush=True); sys.stdin.read()"],
+        env={**os.environ, "TMPDIR": str(tmp)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    assert caller.stdout.readline() == "ran\n"
+    assert [p.name[:13] for p in tmp.iterdir()] == ["bughunt-fork-"]
+    caller.kill()
+    caller.communicate()
+    deadline = time.monotonic() + 60            # a condition to wait for, not a timed assert
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(tmp.iterdir()) == []
