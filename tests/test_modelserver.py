@@ -146,7 +146,7 @@ def test_an_existing_bill_is_carried_on_and_an_empty_file_is_a_new_bill(tmp_path
 
 def test_a_non_streamed_answer_is_a_chat_completion_with_the_billed_usage(server):
     r = sdk(server).chat.completions.create(model="m", messages=MESSAGES)
-    [billed] = server.read_server_bill()
+    [billed] = server.read_bill()
     assert r.object == "chat.completion" and r.choices[0].finish_reason == "stop"
     assert r.choices[0].message.role == "assistant"
     assert r.id == billed["request_id"] == r._request_id
@@ -160,7 +160,7 @@ def test_a_streamed_answer_is_chunks_then_usage_then_done(server):
     stream = sdk(server).chat.completions.create(model="m", messages=MESSAGES, stream=True,
                                                  stream_options={"include_usage": True})
     chunks = list(stream)
-    [billed] = server.read_server_bill()
+    [billed] = server.read_bill()
     assert all(c.object == "chat.completion.chunk" and c.id == billed["request_id"]
                for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -219,7 +219,7 @@ def test_an_invalid_request_gets_the_apis_400_and_is_not_billed(server, body, pa
     assert status == 400 and set(error) == {"message", "type", "param", "code"}
     assert error["type"] == "invalid_request_error" and error["message"]
     assert (error["param"], error["code"]) == (param, code)
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
 
 
 DEEP = 100_000
@@ -250,7 +250,7 @@ def test_input_the_handler_died_on_gets_a_400_in_the_error_envelope_unbilled(ser
     error = json.loads(payload)["error"]
     assert status == 400 and set(error) == {"message", "type", "param", "code"}, payload
     assert error["type"] == "invalid_request_error" and error["param"] == param
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
     assert raw(server, request())[0] == 200             # and the server still answers
     assert "error answering" not in capsys.readouterr().err
 
@@ -263,19 +263,19 @@ def test_a_fault_header_no_server_can_wait_out_is_a_400_and_not_billed(server, s
     error = json.loads(payload)["error"]
     assert status == 400 and error["param"] == FAULT_HEADER and spec.split(",")[-1] in \
         error["message"]
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
     assert "error answering" not in capsys.readouterr().err
 
 
 def test_a_bad_fault_header_is_a_400_naming_the_header_and_is_not_billed(server):
     status, _, payload, _ = raw(server, request(), headers={FAULT_HEADER: "cut=soon"})
     assert status == 400 and FAULT_HEADER in json.loads(payload)["error"]["message"]
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
 
 
 def test_a_retry_count_that_is_not_ascii_digits_is_billed_as_unknown(server, capsys):
     status, _, _, _ = raw(server, request(), headers={"x-stainless-retry-count": "\u00b2"})
-    assert status == 200 and [b["retry"] for b in server.read_server_bill()] == [None]
+    assert status == 200 and [b["retry"] for b in server.read_bill()] == [None]
     assert "error answering" not in capsys.readouterr().err
 
 
@@ -285,7 +285,7 @@ def test_unknown_paths_are_404_and_not_billed(server, method, path):
     status, _, payload, _ = raw(server, request(), method=method, path=path)
     assert status == 404
     assert json.loads(payload)["error"]["message"] == f"Invalid URL ({method} {path})"
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
 
 
 def test_a_body_sent_in_chunks_is_read_whole_and_the_connection_stays_in_step(server):
@@ -297,7 +297,7 @@ def test_a_body_sent_in_chunks_is_read_whole_and_the_connection_stays_in_step(se
         resp = conn.getresponse()
         assert resp.status == 200 and json.loads(resp.read())["object"] == "chat.completion"
     conn.close()
-    assert len(server.read_server_bill()) == 2
+    assert len(server.read_bill()) == 2
 
 
 def test_a_body_too_large_is_a_413_before_it_is_read_and_not_billed(server):
@@ -307,7 +307,7 @@ def test_a_body_too_large_is_a_413_before_it_is_read_and_not_billed(server):
     answer = conn.makefile("rb").read()                              # until the server closes
     conn.close()
     assert answer.startswith(b"HTTP/1.1 413 ") and b"Connection: close" in answer
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
 
 
 def test_serve_gives_a_running_server_in_a_thread_or_a_process(tmp_path):
@@ -322,7 +322,7 @@ def test_the_sdk_raises_bad_request_and_does_not_retry_it(server):
     with pytest.raises(openai.BadRequestError) as e:
         sdk(server).chat.completions.create(model="m", messages=[])
     assert e.value.code == "empty_array" and e.value.param == "messages"
-    assert server.read_server_bill() == []
+    assert server.read_bill() == []
 
 
 # --- the bill -------------------------------------------------------------------------------------
@@ -353,7 +353,7 @@ def test_the_bill_is_exact_under_concurrent_clients(server):
     for t in threads:
         t.join()
     assert errors == []
-    bill = server.read_server_bill()
+    bill = server.read_bill()
     assert len(bill) == 40 and sorted(b["request_id"] for b in bill) == sorted(ids)
 
 
@@ -387,10 +387,10 @@ def test_a_request_is_billed_before_the_first_byte_of_its_answer(tmp_path):
                  b"application/json\r\n%s: ttfb=30\r\nContent-Length: %d\r\n\r\n%s"
                  % (FAULT_HEADER.encode(), len(body), body))
     deadline = time.monotonic() + 10
-    while not server.read_server_bill() and time.monotonic() < deadline:
+    while not server.read_bill() and time.monotonic() < deadline:
         time.sleep(0.01)                # waiting for a condition, not for a crash
     try:
-        assert len(server.read_server_bill()) == 1
+        assert len(server.read_bill()) == 1
         assert select.select([conn], [], [], 0)[0] == []     # not one byte of the answer yet
     finally:
         server.stop()                   # wakes the handler: it abandons the answer
@@ -403,7 +403,7 @@ def test_cut_closes_the_stream_after_k_chunks_and_the_call_is_still_billed(serve
     status, _, payload, cut = raw(server, {**request(), "stream": True},
                                   headers={FAULT_HEADER: "cut=3"})
     assert status == 200 and cut and len(events(payload)) == 3
-    assert len(server.read_server_bill()) == 1
+    assert len(server.read_bill()) == 1
 
 
 def test_cut_without_stream_closes_halfway_through_the_body(server):
@@ -429,7 +429,7 @@ def test_rate_limit_answers_429_with_retry_after_until_served_and_bills_only_the
     headers, payload = answers[0][1], answers[0][2]
     assert headers["Retry-After"] == "2" and headers["retry-after-ms"] == "1500"
     assert json.loads(payload)["error"]["code"] == "rate_limit_exceeded"
-    assert len(server.read_server_bill()) == 1
+    assert len(server.read_bill()) == 1
 
 
 def test_delay_spaces_every_chunk(server):

@@ -37,13 +37,14 @@ def check_log_store_state(directory: Path) -> dict:
     from ..config import CONFIG_FILE, read_config
     from ..diskio import Door
     from ..events import apply_event
-    from ..stores import StoreDamage
-    from ..stores.log import LOG_FILE, LogStore
+    from ..stores import StoreDamage, store_for
+    from ..stores.log import LOG_FILE
 
     directory = Path(directory)
     if not (directory / CONFIG_FILE).exists():
         return {"items": {}}
     config = read_config(directory)
+    LogStore = store_for(config)           # no-newline: the store without its repair
     try:
         state = LogStore(directory, config, Door(config.fsync)).load().state
     except StoreDamage as e:
