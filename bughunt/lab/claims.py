@@ -1,0 +1,269 @@
+"""What a lesson says it found, checked against what its run found.
+
+A lesson's prose is typed once; its data are measured at every run. So every sentence in which a
+lesson states what its own run found is a **claim**: the sentence, with the measured numbers filled
+in, and a predicate over the lesson's results, declared side by side in the lesson's module. The
+notebook renders the claim as prose. When the predicate does not hold on the run at hand, the
+sentence says so where it stands ("On this run this did not hold: ..."), which changes the
+notebook's stored output and fails strict nbval in CI; `python -m bughunt claims` checks every
+claim of every lesson headless.
+
+A fact from outside the lab (a man page, the SQLite docs, a framework's docs) is not a claim: it
+carries its public source instead.
+
+    CLAIMS = Claims(4)
+
+    @CLAIMS.claim("Without the key, {n} of {points} crash points filed a report twice.")
+    def no_key_duplicates(r):
+        df = r.no_key
+        n = int((df.duplicate_reports > 0).sum())
+        return n > 0, {"n": n, "points": len(df)}
+
+    CLAIMS.say("no_key_duplicates", results)      # in the notebook: the sentence, checked
+
+Tables get the same treatment: `checked_table` verifies a summary table's own arithmetic (parts
+that add up to the total, counts that are non-negative integers, no column silently all NaN)
+before anyone reads it, and raises naming the table, the row and the column.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import string
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+
+# --- claims -------------------------------------------------------------------------------------
+
+class ClaimError(ValueError):
+    """A claim that cannot even be checked: its text names a value its check did not give."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A claim checked on one run: whether it held, its sentence as rendered, and the values."""
+
+    lesson: int
+    key: str
+    holds: bool
+    sentence: str
+    values: Mapping[str, Any]
+    measured: str = ""       # what was measured, said when it did not hold
+
+    def markdown(self) -> str:
+        if self.holds:
+            return self.sentence
+        return (f"{self.sentence}\n\n> **On this run this did not hold:** {self.measured}"
+                if self.measured else
+                f"{self.sentence}\n\n> **On this run this did not hold** "
+                f"(measured: {_show_values(self.values)}).")
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __str__(self) -> str:
+        return self.markdown()
+
+    def __repr__(self) -> str:
+        return self.markdown()
+
+
+Check = Callable[[Any], "tuple[bool, Mapping[str, Any]] | tuple[bool, Mapping[str, Any], str]"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A sentence a lesson states about its own run, and the check that makes it true or not.
+
+    `check(results)` returns `(holds, values)` or `(holds, values, measured)`: whether the
+    sentence is true on this run, the measured values its text names in braces, and optionally
+    what to say when it does not hold (else the values are listed)."""
+
+    lesson: int
+    key: str
+    text: str
+    check: Check
+
+    def fields(self) -> set[str]:
+        return {name.split(".")[0].split("[")[0] for _, name, _, _ in
+                string.Formatter().parse(self.text) if name}
+
+    def on(self, results) -> Finding:
+        """This claim checked on `results` (a lesson's results object)."""
+        out = self.check(results)
+        if not (isinstance(out, tuple) and len(out) in (2, 3)):
+            raise ClaimError(f"claim {self.lesson}.{self.key}: its check must return "
+                             f"(holds, values) or (holds, values, measured), got {out!r}")
+        holds, values = bool(out[0]), dict(out[1])
+        measured = out[2] if len(out) == 3 else ""
+        missing = self.fields() - set(values)
+        if missing:
+            raise ClaimError(f"claim {self.lesson}.{self.key}: its text names "
+                             f"{', '.join(sorted(missing))}, which its check did not give")
+        shown = {k: _show(v) for k, v in values.items()}
+        return Finding(self.lesson, self.key, holds, self.text.format(**shown), values, measured)
+
+
+class Claims:
+    """A lesson's claims, in the order its notebook states them."""
+
+    def __init__(self, lesson: int):
+        self.lesson = lesson
+        self._claims: dict[str, Claim] = {}
+
+    def claim(self, text: str, key: str | None = None):
+        """Register the decorated check as a claim whose sentence is `text` (its key: the
+        function's name, or `key`)."""
+        def register(check: Check) -> Check:
+            name = key or check.__name__
+            if name in self._claims:
+                raise ClaimError(f"lesson {self.lesson} already has a claim {name!r}")
+            self._claims[name] = Claim(self.lesson, name, text, check)
+            return check
+        return register
+
+    def __iter__(self):
+        return iter(self._claims.values())
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+    def __getitem__(self, key: str) -> Claim:
+        try:
+            return self._claims[key]
+        except KeyError:
+            raise KeyError(f"lesson {self.lesson} has no claim {key!r}: it has "
+                           f"{', '.join(self._claims) or 'none'}") from None
+
+    def say(self, key: str, results) -> Finding:
+        """The claim `key` checked on `results`, to display where the notebook states it."""
+        return self[key].on(results)
+
+    def check_all(self, results) -> list[Finding]:
+        return [c.on(results) for c in self]
+
+
+def _show(value) -> str:
+    """A measured value as a sentence shows it: counts as integers, other numbers to 2 decimals
+    , lists of pages as `3, 7 and 10`."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if math.isnan(v):
+            return "NaN"
+        if v.is_integer():
+            return str(int(v))
+        return f"{v:.2f}" if abs(v) >= 0.01 else f"{v:.2g}"
+    if isinstance(value, (list, tuple)) and not value:
+        return "none"
+    if isinstance(value, (list, tuple)) and all(isinstance(x, (str, int))
+                                                          for x in value):
+        items = [str(x) for x in value]
+        return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+    return str(value)
+
+
+def _show_values(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} = {_show(v)}" for k, v in values.items()) or "nothing"
+
+
+# --- tables that add up -------------------------------------------------------------------------
+
+class TableError(ValueError):
+    """A summary table whose own arithmetic is wrong: it is never shown."""
+
+
+@dataclass(frozen=True)
+class Invariants:
+    """What a summary table promises about itself.
+
+    - `total`: the column that counts the states or points of a row;
+    - `parts`: columns that partition the total (each state in exactly one): they add up to it;
+    - `within`: columns that count a subset of the total: each is at most the total;
+    - `counts`: columns that are counts (non-negative integers); `total`, `parts` and `within`
+      are counts too;
+    - every column holds at least one value (never silently all NaN); `may_be_empty` lists the
+      columns allowed to be all empty (a maximum over no values, say).
+    """
+
+    total: str | None = None
+    parts: tuple[str, ...] = ()
+    within: tuple[str, ...] = ()
+    counts: tuple[str, ...] = ()
+    may_be_empty: tuple[str, ...] = ()
+    extra: tuple[Callable, ...] = field(default=())   # (df) -> list of "row r: ..." problems
+
+
+def _is_count(v) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, numbers.Integral):
+        return v >= 0
+    if isinstance(v, numbers.Real):
+        return math.isfinite(float(v)) and float(v).is_integer() and v >= 0
+    return False
+
+
+def table_problems(df, inv: Invariants) -> list[str]:
+    """Every way `df` breaks `inv`, each naming the row and the column."""
+    problems: list[str] = []
+    columns = list(df.columns)
+    need = [c for c in (inv.total, *inv.parts, *inv.within, *inv.counts) if c]
+    for c in need:
+        if c not in columns:
+            problems.append(f"has no column {c!r}")
+    if problems:
+        return problems
+    for c in columns:
+        if c in inv.may_be_empty:
+            continue
+        if len(df) and df[c].isna().all():
+            problems.append(f"column {c!r} is empty (NaN) in every row")
+    for c in dict.fromkeys(need):
+        for idx, v in df[c].items():
+            if not _is_count(v):
+                problems.append(f"row {idx!r}: {c!r} is {v!r}, not a count")
+    if problems:
+        return problems
+    for idx, row in df.iterrows():
+        if inv.total and inv.parts:
+            got = sum(int(row[c]) for c in inv.parts)
+            if got != int(row[inv.total]):
+                parts = " + ".join(f"{c} {int(row[c])}" for c in inv.parts)
+                problems.append(f"row {idx!r}: {parts} = {got}, but {inv.total!r} is "
+                                f"{int(row[inv.total])}")
+        if inv.total:
+            for c in inv.within:
+                if int(row[c]) > int(row[inv.total]):
+                    problems.append(f"row {idx!r}: {c!r} is {int(row[c])}, more than "
+                                    f"{inv.total!r} ({int(row[inv.total])})")
+    for extra in inv.extra:
+        problems.extend(extra(df))
+    return problems
+
+
+def checked_table(df, name: str, inv: Invariants):
+    """`df`, after checking that its arithmetic holds (`Invariants`); raises `TableError` naming
+    the table, the row and the column when it does not. The one gate every summary table passes
+    before a learner sees it."""
+    problems = table_problems(df, inv)
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more"
+                                             if len(problems) > 5 else "")
+        raise TableError(f"the table {name!r} does not add up: {shown}")
+    return df
+
+
+def checked_rows(rows: Iterable[Mapping], name: str, inv: Invariants, *, index: str | None = None):
+    """`rows` (dicts) as a checked DataFrame, indexed by `index` if given."""
+    import pandas as pd
+
+    df = pd.DataFrame(list(rows))
+    if index and index in df:
+        df = df.set_index(index)
+    return checked_table(df, name, inv)

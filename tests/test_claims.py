@@ -1,0 +1,130 @@
+"""Claims (a lesson's sentence and its check over the run) and tables that add up."""
+
+import pandas as pd
+import pytest
+
+from bughunt.lab.claims import (ClaimError, Claims, Invariants, TableError, checked_rows,
+                                checked_table, table_problems)
+
+
+class Run:
+    def __init__(self, duplicates):
+        self.duplicates = duplicates
+
+
+def lesson_claims() -> Claims:
+    claims = Claims(4)
+
+    @claims.claim("Without the key, {n} of {points} crash points filed a report twice, on "
+                  "pages {pages}.")
+    def no_key_duplicates(r):
+        pages = sorted({p for p, _ in r.duplicates})
+        return len(r.duplicates) > 0, {"n": len(r.duplicates), "points": 51, "pages": pages}
+
+    @claims.claim("Every duplicate falls inside the danger window.", key="inside")
+    def _(r):
+        outside = [f"p{p}.{s}" for p, s in r.duplicates if s not in ("after_submit", "mid_commit")]
+        return not outside, {"outside": outside}, f"{', '.join(outside)} lie outside it."
+
+    return claims
+
+
+def test_a_claim_that_holds_is_the_sentence_with_its_measured_numbers():
+    run = Run([(3, "after_submit"), (7, "mid_commit"), (10, "after_submit")])
+    found = lesson_claims().say("no_key_duplicates", run)
+    assert found.holds
+    assert found.markdown() == ("Without the key, 3 of 51 crash points filed a report twice, on "
+                                "pages 3, 7 and 10.")
+
+
+def test_a_claim_that_does_not_hold_says_so_where_it_stands_with_the_measurement():
+    run = Run([(3, "after_submit"), (4, "after_visit")])
+    found = lesson_claims().say("inside", run)
+    assert not found.holds
+    assert found.markdown().startswith("Every duplicate falls inside the danger window.")
+    assert "On this run this did not hold:** p4.after_visit lie outside it." in found.markdown()
+    empty = lesson_claims().say("no_key_duplicates", Run([]))
+    assert not empty.holds and "(measured: n = 0, points = 51, pages = none)" in empty.markdown()
+
+
+def test_a_claim_whose_text_names_a_value_its_check_does_not_give_is_refused():
+    claims = Claims(2)
+
+    @claims.claim("{avg} redone calls on average.")
+    def average(r):
+        return True, {"mean": 0.76}
+
+    with pytest.raises(ClaimError, match="names avg, which its check did not give"):
+        claims.say("average", None)
+
+
+def test_two_claims_of_one_lesson_cannot_share_a_key():
+    claims = Claims(1)
+    claims.claim("a.", key="x")(lambda r: (True, {}))
+    with pytest.raises(ClaimError, match="already has a claim 'x'"):
+        claims.claim("b.", key="x")(lambda r: (True, {}))
+    with pytest.raises(KeyError, match="has no claim 'y': it has x"):
+        claims["y"]
+
+
+def test_numbers_in_a_sentence_counts_as_integers_averages_to_two_decimals():
+    claims = Claims(3)
+    claims.claim("{a} {b} {c} {d}", key="n")(lambda r: (True, {"a": 7.0, "b": 7.2581, "c": 54,
+                                                               "d": 1.5}))
+    assert claims.say("n", None).markdown() == "7 7.26 54 1.50"
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+POWER = Invariants(total="states explored", parts=("correct", "refused", "recovered wrong"),
+                   within=("states losing committed pages",))
+
+
+def power_rows(refused):
+    return pd.DataFrame([
+        {"variant": "snapshot, fsync always", "states explored": 32, "correct": 32,
+         "refused": refused(0), "recovered wrong": 0, "states losing committed pages": 0},
+        {"variant": "snapshot, fsync never", "states explored": 77, "correct": 30,
+         "refused": refused(24), "recovered wrong": 23, "states losing committed pages": 47},
+    ]).set_index("variant")
+
+
+def test_a_table_that_adds_up_is_shown_as_it_is():
+    df = power_rows(lambda n: n)
+    assert checked_table(df, "power", POWER) is df
+
+
+def test_the_pandas_3_power_table_every_state_refused_does_not_add_up():
+    # lesson 8's table once counted NaN (a missing refusal) as a refusal: refused == explored
+    df = power_rows(lambda n: None).assign(refused=[32, 77])
+    with pytest.raises(TableError) as e:
+        checked_table(df, "power loss", POWER)
+    assert ("the table 'power loss' does not add up: row 'snapshot, fsync always': correct 32 + "
+            "refused 32 + recovered wrong 0 = 64, but 'states explored' is 32") in str(e.value)
+
+
+def test_counts_must_be_non_negative_integers_and_no_column_all_nan():
+    df = power_rows(lambda n: n)
+    df.loc["snapshot, fsync never", "recovered wrong"] = -1
+    assert any("'recovered wrong' is -1" in p and "not a count" in p
+               for p in table_problems(df, POWER))
+    nan = power_rows(lambda n: float("nan"))
+    problems = table_problems(nan, POWER)
+    assert "column 'refused' is empty (NaN) in every row" in problems
+    df = power_rows(lambda n: n).assign(note=[None, None])
+    assert table_problems(df, POWER) == ["column 'note' is empty (NaN) in every row"]
+    assert table_problems(df, Invariants(may_be_empty=("note",))) == []
+
+
+def test_a_subset_count_larger_than_its_total_is_named():
+    df = power_rows(lambda n: n)
+    df.loc["snapshot, fsync always", "states losing committed pages"] = 33
+    assert table_problems(df, POWER) == [
+        "row 'snapshot, fsync always': 'states losing committed pages' is 33, more than "
+        "'states explored' (32)"]
+
+
+def test_checked_rows_builds_and_checks_in_one_step():
+    rows = [{"v": "a", "n": 2, "ok": 1, "bad": 1}, {"v": "b", "n": 2, "ok": 2, "bad": 1}]
+    with pytest.raises(TableError, match="row 'b': ok 2 \\+ bad 1 = 3, but 'n' is 2"):
+        checked_rows(rows, "t", Invariants(total="n", parts=("ok", "bad")), index="v")
