@@ -41,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import lifeline
 from .interrupts import deferred
 
 
@@ -50,7 +51,7 @@ def _entry(name: str):
     return getattr(importlib.import_module(module), function)
 
 
-def serve(preload: tuple[str, ...] = ()) -> None:
+def serve_forks(preload: tuple[str, ...] = ()) -> None:
     """The server loop: fork one worker per request, report its pid and its exit status."""
     from . import worker          # imported once, here, before any fork
     for name in preload:          # "module", or "module:function" to also call it once
@@ -120,11 +121,19 @@ class ForkServer:
         # already swallowed. A session of its own keeps terminal signals for the caller. `env`
         # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
         extra = ["--preload", ",".join(preload)] if preload else []
+        self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
+        self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
+        # The server's temp files (its warm-up run, Python's first probe of the temp dir) go in
+        # this directory, which `close` and `kill` remove: a server killed while it warms up
+        # leaves nothing in the caller's TMPDIR.
+        env = {**(os.environ if env is None else env), "TMPDIR": self.tmp.name}
         self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                      start_new_session=True, env=env)
-        self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
-        self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
+        # The server ends when its caller closes its stdin, even by dying; its scratch directory
+        # is the caller's, so a caller killed by SIGKILL leaves it to the lifeline.
+        lifeline.watch_group(self.proc.pid)
+        lifeline.watch_dir(self.tmp.name)
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -158,6 +167,11 @@ class ForkServer:
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
         self.tmp.cleanup()
+        self._released()
+
+    def _released(self) -> None:
+        lifeline.release_group(self.proc.pid)
+        lifeline.release_dir(self.tmp.name)
 
     def kill(self) -> None:
         """SIGKILL the server and every worker it forked (its process group), now."""
@@ -176,6 +190,7 @@ class ForkServer:
                 break
             time.sleep(0.001)
         self.tmp.cleanup()
+        self._released()
 
 
 class ForkServerPool:
@@ -233,4 +248,4 @@ def enabled() -> bool:
 
 if __name__ == "__main__":
     modules = sys.argv[2].split(",") if sys.argv[1:2] == ["--preload"] else []
-    serve(tuple(m for m in modules if m))
+    serve_forks(tuple(m for m in modules if m))
