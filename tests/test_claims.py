@@ -7,43 +7,38 @@ from bughunt.lab.claims import (ClaimError, Claims, Invariants, TableError, chec
                                 checked_table, table_problems)
 
 
-class Run:
-    def __init__(self, duplicates):
-        self.duplicates = duplicates
-
-
-def lesson_claims() -> Claims:
+def lesson_claims(duplicates) -> Claims:
+    """A lesson's claims over its run: here, the (page, step) of each duplicate it found."""
     claims = Claims(4)
 
     @claims.claim("Without the key, {n} of {points} crash points filed a report twice, on "
                   "pages {pages}.")
-    def no_key_duplicates(r):
-        pages = sorted({p for p, _ in r.duplicates})
-        return len(r.duplicates) > 0, {"n": len(r.duplicates), "points": 51, "pages": pages}
+    def no_key_duplicates():
+        pages = sorted({p for p, _ in duplicates})
+        return len(duplicates) > 0, {"n": len(duplicates), "points": 51, "pages": pages}
 
     @claims.claim("Every duplicate falls inside the danger window.", key="inside")
-    def _(r):
-        outside = [f"p{p}.{s}" for p, s in r.duplicates if s not in ("after_submit", "mid_commit")]
+    def _():
+        outside = [f"p{p}.{s}" for p, s in duplicates if s not in ("after_submit", "mid_commit")]
         return not outside, {"outside": outside}, f"{', '.join(outside)} lie outside it."
 
     return claims
 
 
 def test_a_claim_that_holds_is_the_sentence_with_its_measured_numbers():
-    run = Run([(3, "after_submit"), (7, "mid_commit"), (10, "after_submit")])
-    found = lesson_claims().say("no_key_duplicates", run)
+    found = lesson_claims([(3, "after_submit"), (7, "mid_commit"), (10, "after_submit")]).say(
+        "no_key_duplicates")
     assert found.holds
     assert found.markdown() == ("Without the key, 3 of 51 crash points filed a report twice, on "
                                 "pages 3, 7 and 10.")
 
 
 def test_a_claim_that_does_not_hold_says_so_where_it_stands_with_the_measurement():
-    run = Run([(3, "after_submit"), (4, "after_visit")])
-    found = lesson_claims().say("inside", run)
+    found = lesson_claims([(3, "after_submit"), (4, "after_visit")]).say("inside")
     assert not found.holds
     assert found.markdown().startswith("Every duplicate falls inside the danger window.")
     assert "On this run this did not hold:** p4.after_visit lie outside it." in found.markdown()
-    empty = lesson_claims().say("no_key_duplicates", Run([]))
+    empty = lesson_claims([]).say("no_key_duplicates")
     assert not empty.holds and "(measured: n = 0, points = 51, pages = none)" in empty.markdown()
 
 
@@ -51,27 +46,27 @@ def test_a_claim_whose_text_names_a_value_its_check_does_not_give_is_refused():
     claims = Claims(2)
 
     @claims.claim("{avg} redone calls on average.")
-    def average(r):
+    def average():
         return True, {"mean": 0.76}
 
     with pytest.raises(ClaimError, match="names avg, which its check did not give"):
-        claims.say("average", None)
+        claims.say("average")
 
 
 def test_two_claims_of_one_lesson_cannot_share_a_key():
     claims = Claims(1)
-    claims.claim("a.", key="x")(lambda r: (True, {}))
+    claims.claim("a.", key="x")(lambda: (True, {}))
     with pytest.raises(ClaimError, match="already has a claim 'x'"):
-        claims.claim("b.", key="x")(lambda r: (True, {}))
+        claims.claim("b.", key="x")(lambda: (True, {}))
     with pytest.raises(KeyError, match="has no claim 'y': it has x"):
         claims["y"]
 
 
 def test_numbers_in_a_sentence_counts_as_integers_averages_to_two_decimals():
     claims = Claims(3)
-    claims.claim("{a} {b} {c} {d}", key="n")(lambda r: (True, {"a": 7.0, "b": 7.2581, "c": 54,
-                                                               "d": 1.5}))
-    assert claims.say("n", None).markdown() == "7 7.26 54 1.50"
+    claims.claim("{a} {b} {c} {d}", key="n")(lambda: (True, {"a": 7.0, "b": 7.2581, "c": 54,
+                                                            "d": 1.5}))
+    assert claims.say("n").markdown() == "7 7.26 54 1.50"
 
 
 # --- tables -------------------------------------------------------------------------------------

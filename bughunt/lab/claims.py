@@ -14,12 +14,16 @@ carries its public source instead.
     CLAIMS = Claims(4)
 
     @CLAIMS.claim("Without the key, {n} of {points} crash points filed a report twice.")
-    def no_key_duplicates(r):
-        df = r.no_key
+    def no_key_duplicates():
+        df = danger_sweeps()              # the lesson's own experiment (cached in the kernel)
         n = int((df.duplicate_reports > 0).sum())
         return n > 0, {"n": n, "points": len(df)}
 
-    CLAIMS.say("no_key_duplicates", results)      # in the notebook: the sentence, checked
+    CLAIMS.say("no_key_duplicates")       # in the notebook: the sentence, checked
+
+A check calls the lesson's own experiment functions, which the lab's results cache
+(`bughunt.lab.results`) runs once per kernel: the claim is checked on exactly the run the
+notebook showed above it, and `python -m bughunt claims` runs the same functions headless.
 
 Tables get the same treatment: `checked_table` verifies a summary table's own arithmetic (parts
 that add up to the total, counts that are non-negative integers, no column silently all NaN)
@@ -70,14 +74,14 @@ class Finding:
         return self.markdown()
 
 
-Check = Callable[[Any], "tuple[bool, Mapping[str, Any]] | tuple[bool, Mapping[str, Any], str]"]
+Check = Callable[[], "tuple[bool, Mapping[str, Any]] | tuple[bool, Mapping[str, Any], str]"]
 
 
 @dataclass(frozen=True)
 class Claim:
     """A sentence a lesson states about its own run, and the check that makes it true or not.
 
-    `check(results)` returns `(holds, values)` or `(holds, values, measured)`: whether the
+    `check()` returns `(holds, values)` or `(holds, values, measured)`: whether the
     sentence is true on this run, the measured values its text names in braces, and optionally
     what to say when it does not hold (else the values are listed)."""
 
@@ -90,9 +94,9 @@ class Claim:
         return {name.split(".")[0].split("[")[0] for _, name, _, _ in
                 string.Formatter().parse(self.text) if name}
 
-    def on(self, results) -> Finding:
-        """This claim checked on `results` (a lesson's results object)."""
-        out = self.check(results)
+    def on(self) -> Finding:
+        """This claim checked on this kernel's run of the lesson's experiments."""
+        out = self.check()
         if not (isinstance(out, tuple) and len(out) in (2, 3)):
             raise ClaimError(f"claim {self.lesson}.{self.key}: its check must return "
                              f"(holds, values) or (holds, values, measured), got {out!r}")
@@ -137,12 +141,12 @@ class Claims:
             raise KeyError(f"lesson {self.lesson} has no claim {key!r}: it has "
                            f"{', '.join(self._claims) or 'none'}") from None
 
-    def say(self, key: str, results) -> Finding:
-        """The claim `key` checked on `results`, to display where the notebook states it."""
-        return self[key].on(results)
+    def say(self, key: str) -> Finding:
+        """The claim `key`, checked, to display where the notebook states it."""
+        return self[key].on()
 
-    def check_all(self, results) -> list[Finding]:
-        return [c.on(results) for c in self]
+    def check_all(self) -> list[Finding]:
+        return [c.on() for c in self]
 
 
 def _show(value) -> str:
@@ -267,3 +271,67 @@ def checked_rows(rows: Iterable[Mapping], name: str, inv: Invariants, *, index: 
     if index and index in df:
         df = df.set_index(index)
     return checked_table(df, name, inv)
+
+
+# --- python -m bughunt claims --------------------------------------------------------------------
+
+def check_lesson(lesson) -> list[Finding]:
+    """Every claim of `lesson` (a registry record), checked on a run made now. A check that
+    raises is a claim that could not be shown true: it counts as false, with the error said."""
+    from ..interrupts import Interrupted
+
+    found = []
+    for c in lesson.claims:
+        try:
+            found.append(c.on())
+        except (ClaimError, Interrupted):
+            raise
+        except Exception as e:            # noqa: BLE001 - the run failed: the claim is not shown
+            found.append(Finding(c.lesson, c.key, False, c.text, {},
+                                 f"its check failed: {type(e).__name__}: {e}"))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import sys
+
+    from .registry import by_number, lessons
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bughunt claims",
+        description="Run every lesson's experiments headless and check every sentence in which "
+                    "a lesson states what its own run found. Exit 0 when every claim holds, 1 "
+                    "when one does not.")
+    parser.add_argument("--lesson", type=int, metavar="N", help="one lesson only (99: appendix)")
+    parser.add_argument("--json", action="store_true", help="every finding as data")
+    args = parser.parse_args(argv)
+    try:
+        chosen = [by_number(args.lesson)] if args.lesson is not None else list(lessons())
+    except LookupError as e:
+        parser.error(f"--lesson {args.lesson}: {e}")
+    checked = false = 0
+    out = []
+    for lesson in chosen:           # Ctrl-C: `bughunt.cli.main` says so in one line, exit 130
+        found = check_lesson(lesson)
+        bad = [f for f in found if not f.holds]
+        checked, false = checked + len(found), false + len(bad)
+        out.append({"lesson": lesson.number, "title": lesson.short_title,
+                        "claims": [{"key": f.key, "holds": f.holds, "sentence": f.sentence,
+                                    "measured": f.measured,
+                                    "values": {k: _show(v) for k, v in f.values.items()}}
+                               for f in found]})
+        if not args.json:
+            print(f"lesson {lesson.label} ({lesson.short_title}): {len(found)} claims, "
+                  f"{len(bad)} false", flush=True)
+            for f in bad:
+                said = f.measured or f"measured: {_show_values(f.values)}"
+                print(f"  {lesson.label}.{f.key}: {f.sentence} -- on this run this did not "
+                      f"hold: {said}", flush=True)
+    if args.json:
+        json.dump({"lessons": out, "checked": checked, "false": false}, sys.stdout, indent=1)
+        print()
+    else:
+        print(f"claims: {checked} checked, {false} false")
+    return 1 if false else 0

@@ -236,7 +236,6 @@ LESSON = Lesson(
         "pays again;",
         "weigh the calls a crash redoes against the checkpoint writes every run pays.",
     ),
-    minutes=25,
     prerequisites="Lessons 0 and 1.",
     panel=panel,
     exercises=defined_in(__name__),
