@@ -219,8 +219,10 @@ def deadline():
     signal.signal(signal.SIGALRM, old)
 
 
-def grader_processes() -> set[int]:
-    """Processes a grade started (their environment carries the fence), Linux only."""
+def grader_processes(root: Path) -> set[int]:
+    """Processes a grade under `root` started (their environment names its folder), Linux only:
+    by this grade's own folder, not by a name, since other engineers' grades run beside it."""
+    mark = f"{root}/bughunt-grade-".encode()
     found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -228,7 +230,7 @@ def grader_processes() -> set[int]:
                 env = Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if b"bughunt-grade-" in env and int(entry) != os.getpid():
+            if mark in env and int(entry) != os.getpid():
                 found.add(int(entry))
     return found
 
@@ -273,11 +275,12 @@ def test_a_store_that_misbehaves_gets_one_sentence_and_one_hint(bad_file, monkey
     ("bad.py:HangsInWorker", "sweep_timeout", "the sweep did not finish within 3 s"),
 ])
 def test_a_store_that_never_returns_is_stopped_at_its_time_limit_and_leaves_nothing_running(
-        bad_file, monkeypatch, deadline, spec, limit, words):
+        bad_file, monkeypatch, deadline, spec, limit, words, tmp_path):
     import time
 
     monkeypatch.chdir(bad_file.parent)
-    before = grader_processes() if sys.platform.startswith("linux") else set()
+    monkeypatch.setenv("BUGHUNT_RAM_DIR", str(tmp_path))        # the grade's folder: ours alone
+    before = grader_processes(tmp_path) if sys.platform.startswith("linux") else set()
     t0 = time.monotonic()
     g = grader.grade(spec, **{limit: 3})
     elapsed = time.monotonic() - t0
@@ -285,7 +288,7 @@ def test_a_store_that_never_returns_is_stopped_at_its_time_limit_and_leaves_noth
     assert words in g.problems[0].message, g.problems[0].message
     assert elapsed < 3 + grader._GRACE_S + 20            # the outer limit holds, loaded or not
     if sys.platform.startswith("linux"):
-        assert grader_processes() <= before              # no worker, server or suite left
+        assert grader_processes(tmp_path) <= before      # no worker, server or suite left
     if limit == "sweep_timeout":                         # the suite never sees a worker's files:
         assert g.conformance_ok                          # it passed; the hung points are named
         assert "never finished" in g.problems[0].message and "p1." in g.problems[0].message
