@@ -74,6 +74,33 @@ class Finding:
         return self.markdown()
 
 
+@dataclass(frozen=True)
+class Findings:
+    """Claims checked together, shown as the notebook's prose: paragraphs, or a bulleted list."""
+
+    found: tuple[Finding, ...]
+    bullets: bool = False
+
+    @property
+    def holds(self) -> bool:
+        return all(f.holds for f in self.found)
+
+    def markdown(self) -> str:
+        if self.bullets:
+            return "\n".join("- " + f.markdown().replace("\n\n>", "\n\n  >")
+                             for f in self.found)
+        return "\n\n".join(f.markdown() for f in self.found)
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __repr__(self) -> str:
+        return self.markdown()
+
+    def __iter__(self):
+        return iter(self.found)
+
+
 Check = Callable[[], "tuple[bool, Mapping[str, Any]] | tuple[bool, Mapping[str, Any], str]"]
 
 
@@ -141,9 +168,10 @@ class Claims:
             raise KeyError(f"lesson {self.lesson} has no claim {key!r}: it has "
                            f"{', '.join(self._claims) or 'none'}") from None
 
-    def say(self, key: str) -> Finding:
-        """The claim `key`, checked, to display where the notebook states it."""
-        return self[key].on()
+    def say(self, *keys: str, bullets: bool = False) -> "Findings":
+        """The claims `keys`, checked, to display where the notebook states them: one paragraph
+        each, or a bulleted list (`bullets`)."""
+        return Findings(tuple(self[k].on() for k in keys), bullets)
 
     def check_all(self) -> list[Finding]:
         return [c.on() for c in self]

@@ -38,8 +38,11 @@ class Form:
     asks: str                                   # "a number", "yes or no", ...
     read: Callable[[str], object]
     write: Callable[[object], str]
+    options: tuple[str, ...] = ()               # a choice's options
 
     def parse(self, answer) -> object:
+        if isinstance(answer, bool) and self.asks != "yes or no":
+            raise AnswerError(f"{answer!r} is a yes or no, not {self.asks}")
         if not isinstance(answer, str):
             answer = self.write(answer)
         return self.read(answer.strip())
@@ -105,7 +108,7 @@ def choice(options: Sequence[str]) -> Form:
         raise AnswerError(f"{text!r} is none of {listed}")
 
     asks = "one of " + ", ".join(f"{letter}) {o}" for letter, o in zip(letters, options))
-    return Form(asks, read, str)
+    return Form(asks, read, str, options)
 
 
 # --- problems -----------------------------------------------------------------------------------
@@ -160,13 +163,34 @@ class Problem:
         predicted = self.form.parse(answer)
         m = self.measure()
         right = assess(predicted, m.value, tolerance=self.tolerance, unit=self.unit).right
-        verdict = "Right." if right else "Not yet."
-        said = f"{verdict} You answered {self.form.write(predicted)}; measured " \
+        said = f"You answered {self.form.write(predicted)}; measured " \
                f"{self.form.write(m.value)}: {m.said}"
         return bool(right), said + ("" if right else f" Hint: {self.hint}")
 
     def solution(self) -> Answer:
         return self.measure()
+
+
+def as_exercise(id: str, problem: Problem, module: str) -> Problem:
+    """Make `problem` (a generator's, with a fixed seed) the notebook's exercise `id`: the
+    notebook shows it, the learner writes a prediction, and `check(id, prediction)` judges it
+    against a run made then. `module`: the lesson module declaring it (`__name__`). Returns the
+    problem, to display."""
+    from .judges import exercise
+
+    def judge(answer):
+        try:
+            right, said = problem.check(answer)
+        except AnswerError as e:
+            return False, f"{e}: answer with {problem.form.asks}."
+        return bool(right), said
+
+    exercise(id, f"{problem.setting} {problem.question}",
+             f"Measured when you ask: `python -m bughunt practice --lesson {problem.lesson} "
+             f"--seed {problem.seed} --solution` runs the experiment and prints the answer. "
+             f"Other seeds give other problems of the same kind.",
+             module=module)(judge)
+    return problem
 
 
 def drawn(seed: int, lesson: int) -> random.Random:
@@ -214,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                       sys.stdout)
             print()
         else:
-            print(said)
+            print(f"{'Right' if right else 'Not yet'}. {said}")
         return 0 if right else 1
     if args.solution:
         m = p.solution()
