@@ -3,7 +3,7 @@
 #   make app    the lessons' panels as one app, code hidden (Voila)
 #   make book   the workbook as a static site, from the stored notebooks, offline (build/book/html)
 #   make test   set up .venv (the book's tools too), then every test (pytest, the book, and the
-#               notebooks under strict nbval)
+#               notebooks under strict nbval), then every lesson's claims (python -m bughunt claims)
 #   make regen  re-execute the notebooks from notebooks/src/ (NB=02 for one)
 #   make bench  what the lab costs, as ratios measured in one run (bench-results/bench.csv)
 
@@ -38,8 +38,10 @@ setup-book: $(BOOK_STAMP)
 
 # PYTHONHASHSEED reaches the notebook kernels, so nothing printed depends on hash order.
 # --durations=15: the 15 slowest tests, printed at the end (CI's record of where the time goes).
+# Then every sentence in which a lesson states what its run found, checked on a run made now.
 test: setup setup-book
 	PYTHONHASHSEED=0 $(PY) -m pytest --durations=15 tests $(if $(NOTEBOOKS),$(NBVAL) $(NOTEBOOKS))
+	PYTHONHASHSEED=0 $(PY) -m bughunt claims
 
 # Re-execute the notebooks from notebooks/src/*.py and normalize their stored outputs.
 regen: setup

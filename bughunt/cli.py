@@ -8,6 +8,8 @@
 - `conformance`  a checkpoint store against every crash state, rule by rule
 - `frameworks`   the same sweep on LangGraph, DBOS, or your own adapter
 - `explore`      the kill -9 and power-cut states of any program, from its system calls (Linux)
+- `claims`       every lesson's findings checked against a run made now
+- `practice`     a new problem for a lesson, from a seed, answered by a live run
 - `doctor`       check that this machine and folder can run the lab
 """
 
@@ -36,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                    "(all flags: frameworks --help)", add_help=False)
     sub.add_parser("explore", help="the crash states of any program, from its system calls "
                    "(Linux; all flags: explore --help)", add_help=False)
+    sub.add_parser("claims", help="check every lesson's findings against a run made now "
+                   "(all flags: claims --help)", add_help=False)
+    sub.add_parser("practice", help="a new problem for a lesson, from a seed "
+                   "(all flags: practice --help)", add_help=False)
 
     p = sub.add_parser("points", help="list the crash points of a configuration")
     p.set_defaults(parser=p)
@@ -347,6 +353,14 @@ def _main(argv: list[str] | None) -> int:
         from .explore import cli as explore
 
         return explore.main(argv[1:], prog=f"{PROG} explore")
+    if argv[:1] == ["claims"]:
+        from .lab import claims
+
+        return claims.main(argv[1:])
+    if argv[:1] == ["practice"]:
+        from .lab import practice
+
+        return practice.main(argv[1:])
     if argv[:1] == ["frameworks"]:
         from .frameworks import cli as frameworks
 

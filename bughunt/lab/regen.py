@@ -41,7 +41,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
-MARKER = re.compile(r"<!-- lesson: (header|about|nav|table) -->")
+MARKER = re.compile(r"<!-- lesson: (header|about|nav|table|time-rule) -->")
 #: Where the README's table of lessons is written (between these two lines).
 README_TABLE = ("<!-- lessons: begin (written by `make regen` from bughunt/lab/registry.py) -->",
                 "<!-- lessons: end -->")
@@ -75,7 +75,8 @@ def fill(nb: nbformat.NotebookNode, stem: str) -> nbformat.NotebookNode:
     text = {"header": lambda: f"# {this.heading}\n\n{registry.nav_line(this, every)}",
             "about": lambda: registry.about(this),
             "nav": lambda: registry.nav_line(this, every),
-            "table": lambda: registry.lessons_table(every)}
+            "table": lambda: registry.lessons_table(every),
+            "time-rule": registry.time_rule}
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = MARKER.sub(lambda m: text[m.group(1)](), cell.source)

@@ -45,7 +45,6 @@ class Lesson:
     question: str                # lesson 0's table: the question it answers
     teaches: str                 # the README's table: what it teaches
     objectives: tuple[str, ...] = ()      # "After this lesson you can ..."
-    minutes: int = 0             # estimated time for the learner
     time_note: str = ""          # ", most of it writing your own store" (after the minutes)
     runs: str = "the notebook runs in under a minute"
     prerequisites: str = ""
@@ -67,6 +66,16 @@ class Lesson:
         if not self.notebook.startswith(f"{self.number:02d}_"):
             raise ValueError(f"lesson {self.number}: its notebook {self.notebook!r} must start "
                              f"with {self.number:02d}_")
+
+    @property
+    def workload(self) -> "Workload":
+        """What a learner does in this lesson, counted from its notebook source."""
+        return workload_of(self.notebook)
+
+    @property
+    def minutes(self) -> int:
+        """The estimated time, by the one rule (`TIME_RULE`) applied to the lesson's content."""
+        return self.workload.minutes
 
     @property
     def label(self) -> str:
@@ -159,6 +168,75 @@ def by_notebook(stem: str) -> Lesson:
     return found
 
 
+# --- how long a lesson takes: one rule, applied to what the notebook holds ------------------------
+
+#: The rule every lesson's estimated time follows, said where the times are given (lesson 0).
+TIME_RULE = ("1 minute per 150 words of prose, 1 minute per code cell (read it, run it, read "
+             "what it prints), 5 minutes per exercise or practice problem (predict, run, read the "
+             "feedback), 2 minutes per true-or-false statement, 10 minutes for the interactive "
+             "panel; the sum rounded up to 5 minutes")
+WORDS_PER_MINUTE = 150
+EXERCISE_CHECK = re.compile(r'^\s*check\("(Q?)\d+\.\d+"', re.M)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a learner does in a notebook: words to read, cells to run, exercises, statements."""
+
+    words: int
+    cells: int
+    exercises: int
+    statements: int
+    panel: bool
+
+    @property
+    def minutes(self) -> int:
+        raw = (self.words / WORDS_PER_MINUTE + self.cells + 5 * self.exercises
+               + 2 * self.statements + (10 if self.panel else 0))
+        return max(5, 5 * -(-int(raw + 0.999) // 5))
+
+    def __str__(self) -> str:
+        parts = [f"{self.words:,} words", f"{self.cells} code cells",
+                 f"{self.exercises} exercise{'' if self.exercises == 1 else 's'}"]
+        if self.statements:
+            parts.append(f"{self.statements} true-or-false statement"
+                         f"{'' if self.statements == 1 else 's'}")
+        if self.panel:
+            parts.append("a panel")
+        return ", ".join(parts)
+
+
+def _prose_words(markdown: str) -> int:
+    text = MARKER_TEXT.sub(" ", markdown)
+    text = re.sub(r"\]\([^)]*\)", "] ", text)             # a link's target is not read
+    text = re.sub(r"[#*`>|_\\-]+", " ", text)
+    return len(re.findall(r"\w[\w'’.,:;()/-]*", text))
+
+
+MARKER_TEXT = re.compile(r"<!-- lesson: [\w-]+ -->")
+
+
+def workload_of(notebook: str) -> Workload:
+    """The workload of `notebooks/src/NOTEBOOK.py`: what its cells ask of a learner."""
+    import jupytext
+
+    from .regen import NOTEBOOKS
+
+    nb = jupytext.read(NOTEBOOKS / "src" / f"{notebook}.py")
+    words = cells = exercises = statements = 0
+    panel = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            words += _prose_words(cell.source)
+        elif cell.cell_type == "code" and cell.source.strip():
+            cells += 1
+            panel |= "panel" in cell.metadata.get("tags", [])
+            for quiz in EXERCISE_CHECK.findall(cell.source):
+                statements += bool(quiz)
+                exercises += not quiz
+    return Workload(words, cells, exercises, statements, panel)
+
+
 # --- what is written from the registry -----------------------------------------------------------
 
 def nav_line(this: Lesson, every: tuple[Lesson, ...] | None = None) -> str:
@@ -184,9 +262,23 @@ def about(this: Lesson) -> str:
     noun = "lesson" if this.kind == "lesson" else "notebook"
     lines = [f"**Learning objectives.** After this {noun} you can", ""]
     lines += [_fill(f"- {o}", indent="  ") for o in this.objectives]
-    time = f"**Estimated time:** {this.minutes} minutes{this.time_note}; {this.runs}."
+    rule = (f" (by the rule in {start_link('How-long-a-lesson-takes')}: {this.workload})"
+            if this.kind != "start" else f" ({this.workload})")
+    time = f"**Estimated time:** {this.minutes} minutes{this.time_note}{rule}; {this.runs}."
     lines += ["", _fill(f"**Prerequisites.** {this.prerequisites} {time}")]
     return "\n".join(lines)
+
+
+def start_link(anchor: str) -> str:
+    """A link to a section of the start notebook (its JupyterLab anchor)."""
+    start = lessons()[0]
+    return f"[{start.name}]({start.file}#{anchor})"
+
+
+def time_rule() -> str:
+    """The paragraph the start notebook gives the rule in, under its own heading."""
+    return _fill(f"Every lesson's estimated time is counted from what its notebook holds, by one "
+                 f"rule: {TIME_RULE}. A lesson's header says what it counted.")
 
 
 def _fill(text: str, indent: str = "") -> str:

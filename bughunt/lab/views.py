@@ -141,3 +141,88 @@ def html_table(rows) -> str:
     body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
                    f"<td><b>{html.escape(str(v))}</b></td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
+
+
+# --- tables as a learner reads them -----------------------------------------------------------------
+
+#: Words for the record fields summary tables are made of (the rest: underscores become spaces).
+HEADER_WORDS = {"avg_redone_model_calls": "avg redone calls",
+                "max_redone_model_calls": "max redone calls",
+                "avg_replayed_events": "avg replayed events",
+                "max_replayed_events": "max replayed events",
+                "duplicate_points": "points with a duplicate", "lost_points": "points with a loss",
+                "three_way_failures": "three-way check fails",
+                "rebuild_failures": "rebuild from disk fails", "correct_runs": "correct",
+                "crash_points": "crash points", "not_reached": "not reached",
+                "wrong_memory": "wrong state in memory", "wrong_disk": "wrong state on disk"}
+
+
+def header_words(name) -> str:
+    """A column's name in words: `avg_redone_model_calls` -> "avg redone calls"."""
+    if not isinstance(name, str):
+        return str(name)
+    return HEADER_WORDS.get(name, name.replace("_", " "))
+
+
+def _cell(value, average: bool) -> str:
+    import math
+    import numbers
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}" if abs(int(value)) >= 10_000 else str(int(value))
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if average:
+            return f"{v:.2f}"
+        return str(int(v)) if v.is_integer() else f"{v:.2f}"
+    return str(value)
+
+
+class Table:
+    """A summary table as a learner reads it: headers in words, counts as integers, averages to 2
+    decimals (a column whose name starts with "avg", or one named in `averages`), empty values as
+    "-"; it fits the notebook's width (it scrolls inside its output, never clipped); and it adds up
+    (`claims.checked_table`) before anyone reads it. `.df` keeps the numbers, for code."""
+
+    def __init__(self, df, name: str, invariants=None, *, averages: tuple[str, ...] = ()):
+        from .claims import Invariants, checked_table
+
+        self.df = checked_table(df, name, invariants or Invariants())
+        self.name = name
+        self.averages = set(averages)
+
+    def _is_average(self, column) -> bool:
+        return column in self.averages or str(column).startswith(("avg", "mean"))
+
+    def shown(self):
+        """The table as shown: a DataFrame of strings, its headers in words."""
+        shown = self.df.copy().astype(object)
+        for c in shown.columns:
+            avg = self._is_average(c)
+            shown[c] = [_cell(v, avg) for v in self.df[c]]
+        shown.columns = [header_words(c) for c in shown.columns]
+        shown.index.name = header_words(self.df.index.name) if self.df.index.name else None
+        return shown
+
+    def _repr_html_(self) -> str:
+        body = self.shown().to_html(border=0, classes="bughunt-table", escape=True)
+        return ("<div style=\"overflow-x:auto; max-width:100%\">"
+                f"{body}</div>")
+
+    def __repr__(self) -> str:
+        return self.shown().to_string()
+
+
+def summary_table(rows, name: str, invariants=None, *, index: str | None = None,
+                  averages: tuple[str, ...] = ()) -> Table:
+    """Rows (dicts) as a `Table`: built, checked, shown in words."""
+    import pandas as pd
+
+    df = pd.DataFrame(list(rows))
+    if index is not None and index in df:
+        df = df.set_index(index)
+    return Table(df, name, invariants, averages=averages)

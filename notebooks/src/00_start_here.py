@@ -24,6 +24,10 @@
 # <!-- lesson: table -->
 #
 # [Glossary (English · 中文)](glossary.md)
+#
+# ### How long a lesson takes
+#
+# <!-- lesson: time-rule -->
 
 # %% [markdown]
 # <!-- lesson: about -->

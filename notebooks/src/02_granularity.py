@@ -76,7 +76,7 @@ points[points.page == 7]
 # what it measured):
 #
 # - **2.1** With no checkpoint, how many model calls are redone when the worker is killed at
-#   `p7.after_model_call` (page 7, right after its model call)?
+#   `p10.after_visit` (page 10, after its model call and its visit)?
 # - **2.2** With a snapshot after every operation, which crash-point label is the only one that
 #   still redoes a model call (e.g. `"after_visit"`)?
 
@@ -93,21 +93,18 @@ table
 check("2.1", prediction_2_1)
 check("2.2", prediction_2_2)
 
+# %%
+granularity.CLAIMS.say("beside_the_lesson")
+
 # %% [markdown]
-# The lesson measured 6.51 redone calls with no checkpoint and 0.76 with a snapshot after every page,
-# averaged over the same 51 points; the table puts ours beside them. The averages are simple counts,
-# so they can be checked by hand:
+# The averages are simple counts, so they can be checked by hand:
 
 # %%
 print(granularity.explain_redone_averages(df))
 
-# %% [markdown]
-# - **None:** a crash anywhere on page *p* redoes the calls of pages 1 to *p*. Weighted by the number
-#   of crash points per page (4, or 5 on a bug page) that is 332 calls over 51 points.
-# - **Per page:** every point of page *p* before its snapshot is durable redoes one call, page *p*'s
-#   own; only `after_commit` redoes none. That is 51 − 12 = 39 calls over 51 points.
-# - **Per operation:** only `after_model_call` redoes a call: the answer is billed and in memory,
-#   but not yet saved. That is the call in flight: one per page. Finer saving cannot remove it.
+# %%
+granularity.CLAIMS.say("none_redoes_every_page_so_far", "per_page_redoes_one_call",
+                       "per_operation_redoes_only_the_call_in_flight", bullets=True)
 
 # %%
 granularity.plot_redone(df)
@@ -120,34 +117,45 @@ granularity.plot_redone(df)
 # %%
 granularity.plot_tradeoff(table)
 
+# %%
+granularity.CLAIMS.say("per_operation_writes_more")
+
 # %% [markdown]
-# Per operation writes several times as often as per page to win back the rest of a call per crash.
 # Whether that pays depends on what a call costs against what a write costs; lesson 6 measures the
 # write side on this machine. Writes are not free of risk either: each one is a moment where the
 # checkpoint itself can be torn (lesson 5).
 #
-# A finer granularity also changes what a crash *duplicates*. With the idempotency key off, a
-# per-page snapshot files a report twice when the kill falls after the report and before the page's
-# snapshot (`after_submit`, `mid_commit`). Per operation saves "report filed" on its own, so only
-# `after_submit` still duplicates: the danger window shrinks but does not close. Lesson 4 is about
-# that window.
+# A finer granularity also changes what a crash *duplicates*. Run both snapshot designs again with
+# the idempotency key off:
+
+# %%
+granularity.CLAIMS.say("finer_checkpoints_shrink_the_window")
 
 # %% [markdown]
-# ## Transfer: a longer run
+# Lesson 4 is about that window.
+
+# %% [markdown]
+# ## Transfer: a design and a site this lesson did not run
 #
-# **2.3** The same worker on a 20-page site (bugs on pages 3, 7, 10, 15 and 19), a snapshot after
-# every page, intents off. Predict the average number of redone model calls per crash, over all
-# of its crash points. Then run the sweeps: both designs, on 12 and on 20 pages, every crash point
-# killed and resumed.
+# **2.3** A problem drawn for this lesson (`python -m bughunt practice --lesson 2 --seed 10`
+# prints the same one; other seeds give others). Predict, then check: the check runs the
+# experiment.
 
 # %%
-prediction_2_3 = None        # a number; judged within 0.05
+granularity.TRANSFER
 
 # %%
-granularity.long_run_table()
+prediction_2_3 = None        # a number of calls; judged within 0.05
 
 # %%
 check("2.3", prediction_2_3)
+
+# %% [markdown]
+# Once you have checked: the two designs on the lesson's 12 pages and on 20, every crash point
+# killed and resumed. Which of them grows with the length of the run?
+
+# %%
+granularity.long_run_table()
 
 # %% [markdown]
 # ## Try it
@@ -204,7 +212,7 @@ answer_q2_3 = None
 check("Q2.3", answer_q2_3)
 
 # %% [markdown]
-# Stuck? `solution("2.3")` or `solution("Q2.1")` prints a worked answer.
+# Stuck? `solution("2.2")` or `solution("Q2.1")` prints a worked answer.
 
 # %% [markdown]
 # ## Further reading

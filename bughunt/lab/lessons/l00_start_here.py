@@ -204,7 +204,6 @@ LESSON = Lesson(
         "say what the three witnesses of a recovery are, and why the worker's word is not one "
         "of them.",
     ),
-    minutes=20,
     prerequisites="Python and a terminal; no prior knowledge of crash recovery.",
     exercises=defined_in(__name__),
 )

@@ -318,7 +318,6 @@ LESSON = Lesson(
         "agent's;",
         "name the four questions of resuming that lessons 2 to 5 answer.",
     ),
-    minutes=20,
     runs="the notebook runs in a few seconds",
     prerequisites="The start page (lesson 0). Words you meet here are in the "
                   "[glossary](glossary.md).",

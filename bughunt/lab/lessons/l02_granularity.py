@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from ...config import RunConfig
 from ...experiment import LESSON_FIGURES, clean_run, frame, summarize
+from ...world import Site
 from .. import results
-from ..judges import Measured, assess, defined_in, exercise, statement
+from ..claims import Claims
+from ..judges import Measured, assess, defined_in, exercise, statement, within
+from ..practice import NUMBER, Answer, Problem, as_exercise, drawn
 from ..crash_panel import CrashPanel
 from ..plots import explain_average, plot_points
 from ..style import COLORS, lesson_line, new_figure, page_ticks
@@ -120,12 +123,12 @@ def panel(base: RunConfig = DESIGNS["per page"],
 # --- exercises -----------------------------------------------------------------------------------
 
 @exercise("2.1", "With no checkpoint at all, how many model calls are redone when the worker is "
-          "killed at p7.after_model_call?",
-          "p7.after_model_call is right after page 7's model call. With no checkpoint the resume starts "
-          "at page 1, so pages 1 to 7 are asked again: 7 calls. Six of them are the pages that "
-          "were done; the seventh is the call that was in flight when the kill came.")
+          "killed at p10.after_visit?",
+          "p10.after_visit is after page 10's model call and its visit. With no checkpoint the "
+          "resume starts at page 1, so pages 1 to 10 are asked again: 10 calls. Nine of them are "
+          "the pages that were done; the tenth is page 10's own, answered but never saved.")
 def _ex_2_1(answer):
-    truth = results.point(DESIGNS["none"], "p7.after_model_call").redone_model_calls
+    truth = results.point(DESIGNS["none"], "p10.after_visit").redone_model_calls
     return assess(answer, truth, what="model calls redone").reply(
         hint=" Count the pages the resumed worker asks about again, including the page the kill "
              "interrupted.")
@@ -172,21 +175,6 @@ def avg_redone(config: RunConfig) -> float:
     return round(summarize(results.sweep_once(config))["avg_redone_model_calls"], 2)
 
 
-@exercise("2.3", f"Transfer: a snapshot after every page, on a {LONG_RUN}-page run (bugs on pages 3, "
-          "7, 10, 15 and 19), intents off. Predict the average number of model calls redone per "
-          "crash, over every crash point.",
-          "0.76, as on 12 pages. With a snapshot after each page, a crash redoes at most the call "
-          "of the page it interrupted: every point of a page redoes one call except after_commit. "
-          f"{LONG_RUN} pages give {LONG_RUN} x 4 + 5 = 85 points, 85 - {LONG_RUN} = 65 of them "
-          "redo a call: 65 / 85 = 0.76. The 12-page run: 39 / 51 = 0.76. (With no checkpoint "
-          "the average grows with the length of the run.)")
-def _ex_2_3(answer):
-    truth = avg_redone(PER_PAGE.replace(pages=LONG_RUN))
-    c = assess(answer, truth, tolerance=0.05, what="average redone calls")
-    return c.reply(hint=" How many calls can one crash cost with a "
-                   "snapshot after each page, and at how many points is it one?")
-
-
 @statement("Q2.1", "A checkpoint after every operation removes all redone model calls.",
            "False. A checkpoint can only be written once the model's answer is complete. Between "
            "the call being billed and its answer being saved there is always a moment, the call "
@@ -221,6 +209,150 @@ def _q2_3():
                     f"with no checkpoint, {none_short} and {none_long}.")
 
 
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(2)
+
+
+def _by_design(name: str):
+    df = redone_by_design()
+    return df[df["design"] == name]
+
+
+@CLAIMS.claim("This machine measured {none} redone calls per crash with no checkpoint and {page} "
+              "with a snapshot after every page, over the same {points} points: the lesson's "
+              "{lesson_none} and {lesson_page}.")
+def beside_the_lesson():
+    none, page = (round(_by_design(n)["redone_model_calls"].mean(), 2) for n in ("none", "per page"))
+    return ((none, page) == (LESSON_AVG["none"], LESSON_AVG["per page"]),
+            {"none": none, "page": page, "points": len(_by_design("none")),
+             "lesson_none": LESSON_AVG["none"], "lesson_page": LESSON_AVG["per page"]})
+
+
+@CLAIMS.claim("**None:** a crash anywhere on page *p* redoes the calls of pages 1 to *p*. Weighted "
+              "by the number of crash points per page (4, or 5 on a bug page) that is {total} "
+              "calls over {points} points.")
+def none_redoes_every_page_so_far():
+    d = _by_design("none")
+    wrong = d[d["redone_model_calls"] != d["page"]]
+    return (wrong.empty, {"total": int(d["redone_model_calls"].sum()), "points": len(d)},
+            f"at {', '.join(wrong['crash_point'])} the resume redid another number of calls")
+
+
+@CLAIMS.claim("**Per page:** every point of page *p* before its snapshot is durable redoes one "
+              "call, page *p*'s own; only `after_commit` redoes none. That is {points} − {pages} "
+              "= {total} calls over {points} points.")
+def per_page_redoes_one_call():
+    d = _by_design("per page")
+    want = (d["label"] != "after_commit").astype(int)
+    wrong = d[d["redone_model_calls"] != want]
+    return (wrong.empty, {"points": len(d), "pages": int((d["label"] == "after_commit").sum()),
+                          "total": int(d["redone_model_calls"].sum())},
+            f"at {', '.join(wrong['crash_point'])} the resume redid another number of calls")
+
+
+@CLAIMS.claim("**Per operation:** only `after_model_call` redoes a call: the answer is billed and "
+              "in memory, but not yet saved. That is the call in flight: one per page, {total} in "
+              "all. Finer saving cannot remove it.")
+def per_operation_redoes_only_the_call_in_flight():
+    d = _by_design("per operation")
+    redoing = sorted(set(d.loc[d["redone_model_calls"] > 0, "label"]))
+    return (redoing == ["after_model_call"] and d["redone_model_calls"].max() == 1,
+            {"total": int(d["redone_model_calls"].sum())},
+            f"the labels that redo a call are {', '.join(redoing) or 'none'}")
+
+
+@CLAIMS.claim("Per operation writes {ratio} times as often as per page ({op} checkpoint writes "
+              "in a clean run against {page}) to win back the rest of a call per crash.")
+def per_operation_writes_more():
+    page, op = (clean_run(DESIGNS[n])["checkpoint_writes"]["count"]
+                for n in ("per page", "per operation"))
+    return op > page, {"ratio": f"{op / page:.1f}", "op": op, "page": page}
+
+
+#: The same designs with the idempotency key off: which points file a report twice.
+KEY_OFF = {name: DESIGNS[name].replace(idempotency_key=False) for name in ("per page",
+                                                                          "per operation")}
+
+
+def duplicating_labels(name: str) -> list[str]:
+    records = results.sweeps_once(KEY_OFF)[name]
+    return sorted({r.label for r in records if r.duplicate_reports})
+
+
+@CLAIMS.claim("With the idempotency key off, a per-page snapshot files a report twice when the "
+              "kill falls after the report and before the page's snapshot ({per_page}). Per "
+              "operation saves \"report filed\" on its own, so only {per_operation} still "
+              "duplicates: the danger window shrinks but does not close.")
+def finer_checkpoints_shrink_the_window():
+    page, op = duplicating_labels("per page"), duplicating_labels("per operation")
+    return (set(op) < set(page) and bool(op),
+            {"per_page": [f"`{x}`" for x in page], "per_operation": [f"`{x}`" for x in op]})
+
+
+# --- practice: a design and a site the lesson did not run ----------------------------------------
+
+PRACTICE_DESIGNS = {"none": "no checkpoint", "per page": "a snapshot after every page",
+                    "per operation": "a snapshot after every operation"}
+
+
+def practice_problem(seed: int) -> Problem:
+    """A design on a site of a length the lesson did not run (not 12 or 20 pages), and one
+    question: the average redone calls over every crash point, the calls redone at one point,
+    or the label of the points that redo the most."""
+    rng = drawn(seed, 2)
+    design = rng.choice(list(PRACTICE_DESIGNS))
+    pages = rng.choice([n for n in range(4, 19) if n not in (12, LONG_RUN)])
+    config = DESIGNS[design].replace(pages=pages)
+    bugs = Site.load(pages).bug_pages
+    where = (f"page {bugs[0]}" if len(bugs) == 1 else
+             "pages " + ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}")
+    setting = (f"{PRACTICE_DESIGNS[design]}, intents off, key on, on a site of {pages} pages "
+               f"(bugs on {where}).")
+    kind = rng.choice(["average", "point", "count"])
+    if kind == "average":
+        def measure() -> Answer:
+            s = summarize(results.sweep_once(config))
+            return Answer(round(s["avg_redone_model_calls"], 2),
+                          f"{s['crash_points']} crash points, each killed and resumed: "
+                          f"{s['avg_redone_model_calls']:.2f} redone calls on average.")
+        return Problem(2, seed, setting, "Over every crash point, how many model calls does a "
+                       "resume redo on average?", NUMBER, measure,
+                       "Count, page by page, how many calls a crash at each of its points costs, "
+                       "then average over all the points.", within(0.05), "calls",
+                       {"design": design, "pages": pages, "kind": kind})
+    if kind == "point":
+        from ...experiment import crash_points
+        names = [p.name for p in crash_points(config)]
+        name = rng.choice(names)
+
+        def measure() -> Answer:
+            r = results.point(config, name)
+            return Answer(r.redone_model_calls, f"killed at {name} and resumed: the bill shows "
+                          f"{r.redone_model_calls} calls beyond a clean run's {pages}.")
+        return Problem(2, seed, setting, f"The worker is killed at `{name}` and resumed. How many "
+                       "model calls are paid twice?", NUMBER, measure,
+                       "Which page does the resume start from, and is the call at the killed "
+                       "point already saved?", unit="calls",
+                       drawn={"design": design, "pages": pages, "kind": kind, "point": name})
+    labels = ["after_model_call", "after_visit", "after_submit", "mid_commit", "after_commit"]
+
+    def measure() -> Answer:
+        records = results.sweep_once(config)
+        n = sum(1 for r in records if r.redone_model_calls > 0)
+        return Answer(n, f"{n} of {len(records)} crash points redo at least one call.")
+    return Problem(2, seed, setting, "At how many of its crash points does a resume redo at least "
+                   "one model call?", NUMBER, measure,
+                   f"List a page's points ({', '.join(labels)}) and ask, for each, whether the "
+                   "page's call is saved yet; then count over the pages.", unit="points",
+                   drawn={"design": design, "pages": pages, "kind": kind})
+
+
+#: The transfer question: a design and a site the lesson did not run (`practice_problem`).
+TRANSFER_SEED = 10
+TRANSFER = as_exercise("2.3", practice_problem(TRANSFER_SEED), __name__)
+
+
 LESSON = Lesson(
     number=2,
     notebook="02_granularity",
@@ -236,9 +368,10 @@ LESSON = Lesson(
         "pays again;",
         "weigh the calls a crash redoes against the checkpoint writes every run pays.",
     ),
-    minutes=25,
     prerequisites="Lessons 0 and 1.",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

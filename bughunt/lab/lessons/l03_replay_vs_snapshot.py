@@ -648,7 +648,6 @@ LESSON = Lesson(
         "explain Codex's compaction as a snapshot inside its log, and why only the newest may "
         "bound the replay.",
     ),
-    minutes=40,
     prerequisites="Lessons 0 to 2; reading Python.",
     panel=panel,
     exercises=defined_in(__name__),

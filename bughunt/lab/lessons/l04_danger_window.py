@@ -703,7 +703,6 @@ LESSON = Lesson(
         "explain why an exhaustive crash-point sweep finds what random kills miss (the rule "
         "of three).",
     ),
-    minutes=45,
     prerequisites="Lessons 0 to 3; basic SQL (`INSERT`, `UNIQUE`).",
     panel=panel,
     exercises=defined_in(__name__),

@@ -524,7 +524,6 @@ LESSON = Lesson(
         "say what temp file + rename guarantees against `kill -9`, and what it does not "
         "against a power cut.",
     ),
-    minutes=40,
     runs="the notebook runs in well under a minute",
     prerequisites="Lessons 1 to 4 (the event log, replay, sequence numbers); bytes and "
                   "newlines in Python. Words are in the [glossary](glossary.md).",

@@ -832,7 +832,6 @@ LESSON = Lesson(
         "tell apart what fsync fixes (power cuts, kernel crashes) from what it does not (the "
         "danger window, lesson 4).",
     ),
-    minutes=45,
     prerequisites="Lessons 1 to 5; files and `open()` in Python. Words are in the "
                   "[glossary](glossary.md).",
     panel=panel,

@@ -403,7 +403,6 @@ LESSON = Lesson(
         "re-runs, and fill in the stored × current replay table;",
         "say what happens to a model request that was streaming when the process died.",
     ),
-    minutes=45,
     prerequisites="Lessons 2 and 4 (checkpoints, the danger window, idempotency keys); basic "
                   "SQL and pandas. Terms, in English and Chinese: the "
                   "[glossary](glossary.md).",

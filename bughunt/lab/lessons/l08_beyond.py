@@ -745,7 +745,6 @@ LESSON = Lesson(
         "read a checkpoint store's contract and predict which of its rules a design breaks;",
         "judge a test suite by the planted bugs (mutants) it catches.",
     ),
-    minutes=50,
     prerequisites="Lessons 4 to 6 (the danger window, torn writes, fsync). Terms, in English "
                   "and Chinese: the [glossary](glossary.md).",
     panel=panel,

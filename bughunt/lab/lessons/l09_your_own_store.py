@@ -610,7 +610,6 @@ LESSON = Lesson(
         "tell the store's part of recovery from the run's: the idempotency key (幂等键) belongs "
         "to the side effect, keeping the intent belongs to the store.",
     ),
-    minutes=60,
     time_note=", most of it writing your own store",
     prerequisites="Lessons 3 to 6 (replay vs snapshot, the danger window, torn writes, kill "
                   "-9 vs power loss); Python classes; `os.open`, `os.fsync` and `os.replace` "

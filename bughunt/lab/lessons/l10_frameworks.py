@@ -889,7 +889,6 @@ LESSON = Lesson(
         "and are not;",
         "sweep your own stack with an adapter.",
     ),
-    minutes=40,
     runs="the cells run real processes for about a minute",
     prerequisites="Lessons 2 to 4 (granularity, redone calls, the danger window and the "
                   "idempotency key (幂等键)). No LangGraph or DBOS experience is needed: both "

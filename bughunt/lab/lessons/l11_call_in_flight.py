@@ -746,7 +746,6 @@ LESSON = Lesson(
         "point the same code at a real local model (Ollama, vLLM, llama.cpp) and say what the "
         "lesson then loses.",
     ),
-    minutes=35,
     prerequisites="Lessons 2, 4 and 7 (granularity, the danger window, the durable runtime's "
                   "model request); Python exceptions; what an HTTP request and a streamed "
                   "response are.",

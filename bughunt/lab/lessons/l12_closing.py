@@ -262,7 +262,6 @@ LESSON = Lesson(
         "go through a checklist for your own agent, and find for each item the lesson that "
         "measured it.",
     ),
-    minutes=20,
     runs="the notebook runs in under half a minute",
     prerequisites="Lessons 1 to 6 at least; the others for the items they measured.",
     exercises=defined_in(__name__),
