@@ -326,9 +326,10 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
 # --- the suite ---------------------------------------------------------------------------------
 
 def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 0,
-            pages: int = SUITE_PAGES) -> Report:
+            pages: int = SUITE_PAGES, on_state=None) -> Report:
     """Check the store `cls` (default: the one `config.store` names) at every crash state of a
-    `pages`-page run with this configuration."""
+    `pages`-page run with this configuration. `on_state(where)` is told each crash state before
+    it is checked (the boundary names it if the store hangs or exits there)."""
     config = config.replace(pages=pages) if pages else config
     cls = cls or store_class(config.store)
     report = Report(store=getattr(cls, "name", cls.__name__), config=config)
@@ -355,6 +356,8 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
             op = ops[s.cut - 1] if s.cut else None
             where = (f"kill -9 after operation {s.cut} ({describe_op(op)})" if kind == "kill"
                      else f"power cut after operation {s.cut} ({describe_op(op)}; {s.choice})")
+            if on_state is not None:
+                on_state(f"the crash state {where}")
             check_state(config, cls, tmp / f"s{n}", s.files, kind=kind, where=where,
                         acknowledged=acked[s.cut], states=states, events=events, report=report)
         report.states = n

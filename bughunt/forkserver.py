@@ -43,6 +43,8 @@ from pathlib import Path
 
 from .interrupts import deferred
 
+BOUNDARY_ENV = "BUGHUNT_BOUNDARY"     # set in every process behind lesson 9's boundary
+
 
 def _entry(name: str):
     """`module:function` -> the function (imported in the server, before the fork, if preloaded)."""
@@ -117,12 +119,16 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str] | None = None, preload: tuple[str, ...] = ()):
         # Unbuffered replies: select() must see every line the server wrote, not one a buffer
-        # already swallowed. A session of its own keeps terminal signals for the caller. `env`
+        # already swallowed. A session of its own keeps terminal signals for the caller; behind
+        # the boundary of lesson 9 (which has no terminal) it stays in its caller's process
+        # group instead, so that ending that group ends the server and its workers too. `env`
         # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
         extra = ["--preload", ",".join(preload)] if preload else []
         self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     start_new_session=True, env=env)
+                                     start_new_session=BOUNDARY_ENV not in os.environ, env=env)
+        self.own_group = BOUNDARY_ENV not in os.environ
+        self.worker: int | None = None      # the pid of the worker running now
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
         self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
 
@@ -143,13 +149,15 @@ class ForkServer:
             request["entry"] = entry
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
-        pid = self._reply(timeout)["pid"]
+        pid = self.worker = self._reply(timeout)["pid"]
         try:
             status = self._reply(timeout)["status"]
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             self._reply(None)
             raise subprocess.TimeoutExpired(argv, timeout) from None
+        finally:
+            self.worker = None
         return subprocess.CompletedProcess(argv, status, self.out.read_text(),
                                            self.err.read_text())
 
@@ -161,6 +169,16 @@ class ForkServer:
 
     def kill(self) -> None:
         """SIGKILL the server and every worker it forked (its process group), now."""
+        if not self.own_group:           # in its caller's group: the worker, then the server
+            for pid in (self.worker, self.proc.pid):
+                if pid:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            self.proc.wait()
+            self.tmp.cleanup()
+            return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
