@@ -34,11 +34,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import RunConfig, add_config_arguments, config_from_args, ConfigError
+from .config import RunConfig, add_config_arguments, config_from_args, ConfigError, is_store_file
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
 from .instruments.journal import JournalingFiles
+from .interrupts import Interrupted, interruptible
 from .powerloss import crash_states, kill_states
 from .stores import StoreDamage, StoreSpecError, store_class
 from .stores.contract import RULES
@@ -389,10 +390,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-        designs = lab_designs() if args.all else {config.store: config}
-        reports = {name: conform(cfg) for name, cfg in designs.items()}
     except ConfigError as e:
         parser.error(e.as_flag())
+    try:
+        with interruptible():
+            if is_store_file(config.store) and not args.all:
+                return _learner(config, args.json)
+            designs = lab_designs() if args.all else {config.store: config}
+            reports = {name: conform(cfg) for name, cfg in designs.items()}
+    except Interrupted as e:
+        print(f"bughunt.conformance: {e.what}; nothing was judged, the temporary files were "
+              "removed", file=sys.stderr)
+        return e.code
     except StoreSpecError as e:
         print(f"bughunt.conformance: {e}", file=sys.stderr)
         return 2
@@ -401,11 +410,39 @@ def main(argv: list[str] | None = None) -> int:
         print()
     else:
         for name, r in reports.items():
-            verdict = "passes every rule" if r.ok else "breaks " + ", ".join(r.broken())
-            print(f"{name}: {r.states} crash states, {verdict} ({r.seconds:.2f} s)")
-            for rule in r.broken():
-                print(f"  {r.first(rule)}")
+            _print(name, r)
     return 0 if all(r.ok for r in reports.values()) else 1
+
+
+def _learner(config: RunConfig, as_json: bool) -> int:
+    """A learner's store: the same suite, behind the boundary (`bughunt.boundary`); a store that
+    ends its process, hangs or is refused by the fence gets one sentence on stderr."""
+    from .boundary import commands
+
+    prog = "bughunt.conformance"
+    report, problem, printed = commands.conformance(prog, config, pages=SUITE_PAGES)
+    if as_json:
+        json.dump({config.store: {**(report or {}), "problem": (
+            {"kind": problem.kind, "message": problem.message} if problem else None),
+            "printed": printed.to_json()}}, sys.stdout)
+        print()
+    commands.say(prog, config.store, problem, printed if not as_json else type(printed)())
+    if problem is not None:
+        return commands.code_of(problem)
+    r = Report(store=report["store"], config=config, states=report["states"],
+               checked=Counter(report["checked"]),
+               violations=[Violation(**v) for v in report["violations"]],
+               seconds=report["seconds"])
+    if not as_json:
+        _print(config.store, r)
+    return 0 if r.ok else 1
+
+
+def _print(name: str, r: Report) -> None:
+    verdict = "passes every rule" if r.ok else "breaks " + ", ".join(r.broken())
+    print(f"{name}: {r.states} crash states, {verdict} ({r.seconds:.2f} s)")
+    for rule in r.broken():
+        print(f"  {r.first(rule)}")
 
 
 if __name__ == "__main__":

@@ -248,3 +248,253 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
     if kind == "refused":
         assert g.verdict.startswith("Refused: the store tried to"), g.verdict
         assert "Passes" not in said
+
+
+# --- the boundary itself -------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_a_double_forked_daemon_is_ended_with_the_boundary(sealed, tmp_path):
+    """The lab's own code in the child (not a store: the fence lets it) double-forks a sleeper
+    that holds a file open; once the boundary has closed, nothing holds it."""
+    held = tmp_path / "held.log"
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:double_fork_sleeper", {"holding": str(held)}, timeout=30)
+        assert ended.ok, ended
+        daemon = ended.result["daemon"]
+    assert tagged(sealed["marker"]) == []
+    if LINUX:
+        assert not Path(f"/proc/{daemon}").exists() or "Z" in (
+            Path(f"/proc/{daemon}/stat").read_text().rsplit(")", 1)[1].split()[:1])
+        holders = [fd for fd in Path("/proc").glob("[0-9]*/fd/*")
+                   if _points_at(fd, held)]
+        assert holders == []
+
+
+def _points_at(fd: Path, target: Path) -> bool:
+    try:
+        return os.readlink(fd) == str(target)
+    except OSError:
+        return False
+
+
+def test_a_child_left_in_the_group_is_ended_with_the_boundary(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        assert b.call("boundary_jobs:child_in_group", {}, timeout=30).ok
+        assert tagged(sealed["marker"])          # the child and its sleeper, while it is open
+    assert tagged(sealed["marker"]) == []
+
+
+def test_what_the_child_prints_is_captured_and_never_mistaken_for_its_answer(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:prints_and_returns", {"lines": 5000}, timeout=60)
+    assert ended.result == {"answer": 42}
+    p = ended.printed
+    assert p.stdout_lines == 5000 and p.stderr_lines == 1 and p.stderr == ("and on stderr",)
+    assert p.stdout[0].startswith('{"t": "result"') and len(p.stdout) < 20
+    assert "… 4,992 more lines" in str(p)
+
+
+def test_bytes_written_to_the_channel_by_accident_are_named_not_read(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:writes_to_the_channel", {}, timeout=60)
+        said = problem(ended)
+    assert ended.how == "channel" and said.kind == "channel", ended
+
+
+def test_a_job_past_its_time_is_stopped_and_named(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:sleeps", {"seconds": 600}, timeout=1.0)
+    said = problem(ended)
+    assert ended.how == "timeout" and said.kind == "timeout"
+    assert "did not finish within 1 s (it was sleeping)" in said.message
+
+
+def test_a_learners_store_is_never_imported_outside_the_boundary(tmp_path):
+    from bughunt.stores import StoreSpecError, store_class
+    marker = tmp_path / "imported"
+    (tmp_path / "s.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass S: pass\n")
+    with pytest.raises(StoreSpecError, match="runs only behind the lab's boundary"):
+        store_class(f"{tmp_path / 's.py'}:S")
+    assert not marker.exists()
+
+
+def test_the_fence_refuses_the_store_and_lets_the_labs_own_code_through(sealed, tmp_path):
+    """In a fenced process, the same operation is refused from the store's file and allowed from
+    the lab's: the sweep's fork servers and workers depend on it."""
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    (store_dir / "tries.py").write_text(textwrap.dedent("""
+        import os, subprocess
+        def start():
+            subprocess.run(["true"])
+        def write(path):
+            open(path, "w").close()
+    """))
+    script = textwrap.dedent(f"""
+        import subprocess, sys
+        sys.path.insert(0, {str(store_dir)!r})
+        from bughunt.boundary import fence
+        fence.install(roots=[{str(sealed['tmp'])!r}], default_dir={str(sealed['tmp'])!r},
+                      learner_dirs=[{str(store_dir)!r}], log={str(tmp_path / 'log')!r})
+        import tries
+        results = []
+        for attempt in (tries.start, lambda: tries.write({str(sealed['outside'] / 'x')!r}),
+                        lambda: tries.write({str(sealed['tmp'] / 'ok')!r})):
+            try:
+                attempt()
+                results.append("allowed")
+            except fence.Refused:
+                results.append("refused")
+        subprocess.run(["true"])            # the lab's own code
+        results.append("lab allowed")
+        print(" ".join(results))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.stdout.split() == ["refused", "refused", "allowed", "lab", "allowed"], proc.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    assert len(log) == 2 and '"event": "subprocess.Popen"' in log[0] and "tries.py, line" in log[0]
+    (sealed["tmp"] / "ok").unlink()
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+def bughunt(*args, cwd, env=None, timeout=180):
+    return subprocess.run([sys.executable, "-m", "bughunt", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("command", [
+    ["conformance"], ["sweep", "--pages", "2"], ["run", "--dir", "{tmp}/run"],
+])
+@pytest.mark.parametrize("store, words", [
+    ("syntax.py:Good", "syntax.py:2: expected ':'"),
+    ("missing.py:Nope", "missing.py has no class Nope"),
+    ("exit3_import.py:Good", "sys.exit(3), in importing exit3_import.py"),
+    ("nowhere.py:X", "nowhere.py"),
+])
+def test_a_store_file_that_cannot_be_loaded_is_refused_with_exit_2_by_every_command(
+        stores, sealed, command, store, words):
+    command = [c.replace("{tmp}", str(sealed["tmp"].parent)) for c in command]
+    proc = bughunt(*command, "--store", store, cwd=stores)
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_the_graders_exit_codes_and_streams(stores, sealed):
+    def grade(*args):
+        return subprocess.run([sys.executable, "-m", "bughunt.grader", *args],
+                              capture_output=True, text=True, cwd=stores, timeout=180)
+    import json
+    refused = grade("--store", "syntax.py:Good")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "syntax.py:2: expected ':'" in refused.stderr
+    bad = grade("--store", "bad.py:Exit3Commit", "--json")
+    verdict = json.loads(bad.stdout)
+    assert bad.returncode == 1 and verdict["passed"] is False
+    assert verdict["problems"][0]["kind"] == "exit" and verdict["hint_lesson"] == 9
+    assert verdict["verdict"] in bad.stderr
+
+
+def test_a_sweep_whose_store_cannot_start_is_refused_once_and_never_summarised(stores, sealed):
+    proc = bughunt("sweep", "--store", "bad.py:RaisesInInit", "--pages", "2", cwd=stores)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "RaisesInInit.__init__ raised KeyError: 'nope' (bad.py, line" in \
+        lines[0] and "bad.py:RaisesInInit" in lines[0], proc.stderr
+
+
+def test_a_sweep_whose_store_hangs_is_stopped_at_the_runs_timeout_with_its_crash_point(
+        stores, sealed):
+    from bughunt.boundary import commands
+    from bughunt.config import RunConfig
+    config = RunConfig(store=f"{stores / 'bad.py'}:Spins", pages=2)
+    records, said, _printed = commands.sweep(config, run_timeout=2.0)
+    assert records == [] and said.kind == "timeout"
+    assert "did not finish within 2 s" in said.message and "after p1." in said.message
+
+
+def test_a_sweep_whose_resumes_fail_counts_nothing_negative(stores, sealed, tmp_path):
+    """A store whose resume fails at every point: the sweep's numbers say so, and no redone
+    count is made up from a run that never finished."""
+    import json
+    (tmp_path / "fails.py").write_text(
+        "from good import Good\nimport os\n\nclass Fails(Good):\n"
+        "    def load(self):\n"
+        "        if (self.path.parent / 'bill.jsonl').exists():\n"
+        "            raise ValueError('cannot read my own file')\n"
+        "        return super().load()\n")
+    env = {**os.environ, "PYTHONPATH": str(stores)}
+    proc = bughunt("sweep", "--store", "fails.py:Fails", "--pages", "2", "--json", cwd=tmp_path,
+                   env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["summary"]["errors"] == out["summary"]["crash_points"] == 8
+    assert out["summary"]["avg_redone_model_calls"] is None
+    assert all(p["redone_model_calls"] is None for p in out["points"])
+
+
+def test_run_with_a_store_that_prints_keeps_its_json_report_clean(stores, sealed):
+    import json
+    run_dir = sealed["tmp"].parent / "run"
+    proc = bughunt("run", "--dir", str(run_dir), "--store", "bad.py:PrintsStdout", "--pages", "3",
+                   "--json", cwd=stores)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["findings"] == [3]
+    assert "debug 1" in proc.stderr
+    crashed = bughunt("run", "--dir", str(sealed["tmp"].parent / "run2"), "--store",
+                      "good.py:Good", "--crash-at", "p1.after_visit", cwd=stores)
+    assert crashed.returncode == -signal.SIGKILL      # as a worker's caller sees a crash point
+
+
+def test_conformance_names_a_store_that_ends_its_process(stores, sealed):
+    proc = bughunt("conformance", "--store", "bad.py:HardExitCommit", cwd=stores)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert ("os._exit(0), in HardExitCommit.commit (event 1: page_done, page 1)"
+            in proc.stderr), proc.stderr
+    ok = bughunt("conformance", "--store", "bad.py:PrintsStderr", cwd=stores)
+    assert ok.returncode == 0 and "passes every rule" in ok.stdout
+    assert "What the store printed on stderr" in ok.stderr and "a warning" in ok.stderr
+
+
+# --- interrupts ---------------------------------------------------------------------------------
+
+def wait_for(condition, timeout: float = 120.0) -> None:
+    """Wait for a state of the file system (never for a time): poll until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the command never reached the state to interrupt")
+        time.sleep(0.01)
+
+
+def suite_running(tmp: Path) -> bool:
+    """A conformance suite has started checking crash states under `tmp` (in the boundary's
+    folder, or in the command's own temp dir)."""
+    return any(True for _ in tmp.glob("**/bughunt-conformance-*/s1"))
+
+
+@pytest.mark.parametrize("command, signum, code", [
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], signal.SIGINT, 130),
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], signal.SIGTERM, 143),
+    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], signal.SIGINT, 130),
+    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], signal.SIGTERM, 143),
+    (["-m", "bughunt", "conformance", "--all"], signal.SIGINT, 130),
+    (["-m", "bughunt", "conformance", "--all"], signal.SIGTERM, 143),
+], ids=["grader-ctrl-c", "grader-sigterm", "conformance-ctrl-c", "conformance-sigterm",
+        "conformance-all-ctrl-c", "conformance-all-sigterm"])
+def test_an_interrupt_stops_the_grade_at_once_and_is_never_a_broken_rule(stores, sealed, command,
+                                                                         signum, code):
+    proc = subprocess.Popen([sys.executable, *command], cwd=stores, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: suite_running(sealed["tmp"]) or proc.poll() is not None)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and ("interrupted" if code == 130 else "terminated") in lines[0], err
+    assert "breaks" not in out + err and "Traceback" not in err

@@ -16,6 +16,7 @@ way (a refusal of the fence, an end of its process, a wrong return) stops the jo
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -33,6 +34,10 @@ def conform(ctx, *, spec: str, config: dict, pages: int) -> dict:
     child.set_state("while the suite records its run")
     report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"))
     return {"name": cls.name, "report": report.to_json()}
+
+
+#: What the sweep does before its first crash point (a store that fails here is refused once).
+PROBING = "while the sweep tries the store once on an empty run directory"
 
 
 def probe(cls, config) -> None:
@@ -80,7 +85,9 @@ def sweep(ctx, *, spec: str, config: dict, points: list[str] | None = None, work
 
     config = RunConfig.from_json(config)
     cls = child.load_store(spec)
+    child.set_state(PROBING)
     probe(cls, config)
+    child.set_state(None)
     served = None
     if model:
         from ..llm import ServedModel
@@ -103,7 +110,7 @@ def sweep(ctx, *, spec: str, config: dict, points: list[str] | None = None, work
                     "sentence": f"the worker of the {which} {point.name} did not finish within "
                                 f"{run_timeout:g} s: a loop or a wait in the store? The lab "
                                 "stopped it"}) from None
-            except ValueError as e:       # a worker that exited 0 without its report
+            except json.JSONDecodeError as e:     # a worker that exited 0 without its report
                 raise _fence.Stopped({
                     "kind": "exit", "where": "", "dir": str(run_dir),
                     "sentence": f"the worker of the resume after {point.name} exited without its "
