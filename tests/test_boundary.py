@@ -143,6 +143,17 @@ ROWS = {
                              "os.path.realpath = lambda p, **k: str(self.path.parent)",
                              "import posixpath; posixpath.realpath = os.path.realpath",
                              f"open({OUT}, 'w').write('x')"), "refused", "to write", 9, {}),
+    "WritesRelative": (method("commit", "open('state.json', 'w').write('x')"), "refused",
+                       "write state.json, a path relative to the working directory", 9, {}),
+    "WritesBeside": (method("commit", "open(Path(__file__).with_name('leak.json'), 'w')"),
+                     "refused", "write leak.json beside the store's file", 9, {}),
+    "RemovesAbove": (method("open_for_append", "import shutil",
+                            "shutil.rmtree(self.path.parent.parent)"), "refused",
+                     "remove the directory tree the directory above its run directory", 9, {}),
+    "HangsInWorker": (method("load", "while (self.path.parent / 'run.lock').exists():",
+                             "    time.sleep(0.01)"), "timeout",
+                      "at p1.after_model_call did not finish within 2 s: a loop or a wait in "
+                      "the store?", 9, {"run_timeout": 2.0, "workers": 1}),
     "SignalsAnother": (method("load", "os.kill(os.getppid(), signal.SIGWINCH)"), "refused",
                        "to signal process", 9, {}),
     "LoadReturnsNone": (method("load", "return None"), "returns",
@@ -173,6 +184,8 @@ FILES = {
                         "sys.exit(3), in importing exit3_import.py", 9),
     "hard_exit_import.py": ("import os\nos._exit(0)\n", "Good", "exit",
                             "os._exit(0), in importing hard_exit_import.py", 9),
+    "loops.py": ("while True:\n    pass\n", "Good", "timeout",
+                 "Importing loops.py did not return within 2 s", 9),
     "syntax.py": ("class Good:\n    def load(self) return 1\n", "Good", "load",
                   "syntax.py:2: expected ':'", 9),
     "missing.py": ("from good import Good\n", "Nope", "load", "missing.py has no class Nope", 9),
@@ -235,7 +248,7 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
         spec = f"{stores / 'bad.py'}:{name}"
     else:
         _, cls, kind, words, lesson = FILES[name]
-        spec, settings = f"{stores / name}:{cls}", {}
+        spec, settings = f"{stores / name}:{cls}", {"operation_timeout": 2.0}
     g = grader.grade(spec, **{**SMALL, **settings})
     said = str(g)
     assert [p.kind for p in g.problems][:1] == ([kind] if kind else []), said

@@ -365,11 +365,13 @@ class Boundary:
     directory (a run's --dir, a sweep's --work-dir). `paths`: more import paths (tests).
     `stdin`: a descriptor for the child's stdin (default: none). `stream`: forward the child's
     stdout and stderr to these descriptors as they come (the `run` command), as well as count them.
+    `cwd`: the child's working directory (default: an empty one of the boundary's).
     """
 
     def __init__(self, store: str | None = None, *, limits: Limits = Limits(), writable=(),
-                 paths=(), stdin: int | None = None, stream: tuple[int, int] | None = None):
-        self.store, self.limits = store, limits
+                 paths=(), stdin: int | None = None, stream: tuple[int, int] | None = None,
+                 cwd: str | None = None):
+        self.store, self.limits, self.cwd = store, limits, cwd
         file = store.rpartition(":")[0] if store and ":" in store else None
         self.store_dir = str(Path(file).resolve().parent) if file else None
         self.writable = [str(Path(w).resolve()) for w in writable]
@@ -442,7 +444,7 @@ class Boundary:
         err_r, err_w = os.pipe()
         passed = [theirs.fileno(), out_w, err_w] + ([self.stdin] if self.stdin is not None else [])
         config = {"argv": [sys.executable, "-m", "bughunt.boundary.child", str(theirs.fileno())],
-                  "env": self.env, "cwd": str(self.root / "cwd"), "grace": 0.3,
+                  "env": self.env, "cwd": self.cwd or str(self.root / "cwd"), "grace": 0.3,
                   "fds": {"stdout": out_w, "stderr": err_w, "pass": [theirs.fileno()],
                           "stdin": self.stdin}}
         with deferred():       # no interrupt between "it exists" and "we hold it"

@@ -108,14 +108,13 @@ def run(argv: list[str], config, run_dir: Path) -> int:
     from ..interrupts import Interrupted
 
     spec = absolute(config.store)
-    argv = _with(argv, {"--store": spec, "--dir": str(Path(run_dir).expanduser().resolve())})
     sys.stdout.flush()
     sys.stderr.flush()
     stdin = os.dup(0)
     try:
         with Boundary(spec, writable=[Path(run_dir).expanduser().resolve()],
                       limits=Limits(operation_s=RUN_TIMEOUT_S), stdin=stdin,
-                      stream=(1, 2)) as b:
+                      stream=(1, 2), cwd=os.getcwd()) as b:   # ARGV's paths, as given
             try:
                 ended = b.call("bughunt.boundary.jobs:run", {"argv": argv},
                                timeout=24 * 3600)
@@ -136,20 +135,3 @@ def run(argv: list[str], config, run_dir: Path) -> int:
         say("bughunt", config.store, p, Printed())
         return code_of(p)
     return int((ended.result or {}).get("code", EXIT_PROBLEM))
-
-
-def _with(argv: list[str], values: dict[str, str]) -> list[str]:
-    """`argv` with the values of these flags replaced (`--flag VALUE` or `--flag=VALUE`)."""
-    out, i = [], 0
-    while i < len(argv):
-        arg = argv[i]
-        flag, eq, _ = arg.partition("=")
-        if flag in values and eq:
-            out.append(f"{flag}={values[flag]}")
-        elif arg in values and i + 1 < len(argv):
-            out += [arg, values[arg]]
-            i += 1
-        else:
-            out.append(arg)
-        i += 1
-    return out

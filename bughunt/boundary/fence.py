@@ -415,7 +415,16 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 verb = "write" if event == "open" else verbs.get(event, event)
                 place = ("outside its run directory" if bracket and bracket[0] != default_
                          else "outside the boundary's temporary folder")
-                refuse(event, f"{verb} {real} ({place})", bracket, line)
+                if target_dir.startswith(real + "/"):
+                    what = f"the directory above its run directory ({place})"
+                elif base is None and not shown.startswith("/"):
+                    what = (f"{shown}, a path relative to the working directory ({place}: build "
+                            "paths from run_dir)")
+                elif real.rsplit("/", 1)[0] in learners:
+                    what = f"{real.rsplit('/', 1)[1]} beside the store's file ({place})"
+                else:
+                    what = f"{real} ({place})"
+                refuse(event, f"{verb} {what}", bracket, line)
         finally:
             busy.discard(me)
 

@@ -21,6 +21,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from ..stores import store_class
 from . import child, fence as _fence
 
 
@@ -29,7 +30,7 @@ def conform(ctx, *, spec: str, config: dict, pages: int) -> dict:
     from ..config import RunConfig
     from ..conformance import conform as suite
 
-    cls = child.load_store(spec)
+    cls = store_class(spec)
     config = RunConfig.from_json(config)
     child.set_state("while the suite records its run")
     report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"))
@@ -84,7 +85,7 @@ def sweep(ctx, *, spec: str, config: dict, points: list[str] | None = None, work
     from ..config import RunConfig
 
     config = RunConfig.from_json(config)
-    cls = child.load_store(spec)
+    cls = store_class(spec)
     child.set_state(PROBING)
     probe(cls, config)
     child.set_state(None)
