@@ -3,9 +3,10 @@
 The learner writes a store in a notebook cell (`%%writefile my_store.py`), against the store
 contract (`bughunt.stores.contract`). `grade("my_store.py:MyStore")` (the robust part lives in
 `bughunt.grader`) runs the conformance suite at every kill -9 and power-cut state, and a
-real-SIGKILL sweep at every named crash point; this module shows the grades beside the lab's own
-stores, as tables and a figure, and holds the skeleton, the reference solution, the panel and the
-exercises.
+real-SIGKILL sweep at every named crash point, both behind the lab's boundary
+(`bughunt.boundary`: a child process, a fence, limits); this module shows the grades beside the
+lab's own stores, as tables and a figure, and holds the skeleton, the reference solution, the
+panel and the exercises.
 """
 
 from __future__ import annotations
@@ -385,6 +386,8 @@ def explain(g: Grade) -> str:
     """The grade in words: the verdict, the hint, the first violation (crash state, file, what
     was on disk), and what one commit did on disk."""
     lines = [f"{g.name} ({g.store})", "", textwrap.fill(g.verdict, 100)]
+    if g.printed:                     # captured behind the boundary, shown under the verdict
+        lines += ["", *g.printed.lines()]
     if g.hint:
         lines += ["", textwrap.fill(str(g.hint), 100)]
     broken = g.broken()
