@@ -291,6 +291,8 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
                 f"refused: files appeared or vanished beside the store's file while it was "
                 f"graded: {', '.join(changed)} (past the fence: a thread, or a C extension?)")))
         printed = conformed.printed + (swept.printed if swept else Printed())
+        if conformed.store_name and not conformed.ok:
+            conformed = dataclasses.replace(conformed, result={"name": conformed.store_name})
         return _assemble(store, config, conformed.result or {},
                          (swept.result if swept and swept.ok else None) or {}, problems,
                          time.perf_counter() - t0, b.tidy, printed)

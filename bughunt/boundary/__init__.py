@@ -188,6 +188,7 @@ class Ended:
     events: tuple[dict, ...] = ()      # the fence's log of this job: refusals, stops, notes
     printed: Printed = Printed()
     dirs: dict = field(default_factory=dict)   # run directory -> crash point (sweeps)
+    store_name: str | None = None      # the store class's `name`, once it was loaded
 
     @property
     def ok(self) -> bool:
@@ -592,6 +593,8 @@ class Boundary:
                     open_calls.pop()
             elif "state" in message:
                 track["state"] = message["state"]
+            elif "store_name" in message:
+                track["store_name"] = message["store_name"]
             elif "point" in message:
                 if message.get("phase") == "begin":
                     track["points"][message["point"]] = time.monotonic()
@@ -662,7 +665,7 @@ class Boundary:
             points=tuple(sorted(track["points"], key=track["points"].get)),
             finished_points=track["done"], limit_s=extra.get("limit_s"),
             seconds=time.monotonic() - t0, events=tuple(self._new_events()), printed=printed,
-            dirs=dict(track["dirs"]))
+            dirs=dict(track["dirs"]), store_name=track.get("store_name"))
 
     def _drain_after_exit(self, captures, on_message) -> None:
         """The child has exited: read what it sent before it did."""

@@ -31,6 +31,7 @@ def conform(ctx, *, spec: str, config: dict, pages: int) -> dict:
     from ..conformance import conform as suite
 
     cls = store_class(spec)
+    ctx.status(store_name=str(cls.name))
     config = RunConfig.from_json(config)
     child.set_state("while the suite records its run")
     report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"))
