@@ -254,6 +254,61 @@ def reference(**settings) -> Grade:
     return _graded_source(REFERENCE, "MyStore", "reference_store.py", **settings)
 
 
+#: Section 2's two stores behind the boundary: one prints as it commits (its words are shown under
+#: the verdict, and change nothing), the other asks a shell to copy its file (the fence refuses).
+BEHIND_THE_BOUNDARY = '''\
+import json
+import os
+import subprocess
+
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class ChattyStore:
+    name = "chatty"
+
+    def __init__(self, run_dir, config, door):
+        self.path, self.files = run_dir / "state.json", door.files
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_bytes()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        print("committing event", event["seq"], event["t"])
+        tmp = self.path.with_name("state.json.tmp")
+        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, json.dumps(state).encode(), str(tmp))
+        self.files.fsync(fd, str(tmp))
+        self.files.close(fd)
+        mid()
+        self.files.rename(tmp, self.path)
+        self.files.fsync_dir(self.path.parent)
+
+    def close(self):
+        pass
+
+
+class BackupStore(ChattyStore):
+    name = "with a backup"
+
+    def commit(self, state, event, *, mid):
+        super().commit(state, event, mid=mid)
+        subprocess.run(["cp", str(self.path), "/tmp/backup.json"])
+'''
+
+
+def behind_the_boundary() -> dict[str, Grade]:
+    """Section 2's two stores, graded: what the store prints, and what the fence refuses."""
+    return {name: _graded_source(BEHIND_THE_BOUNDARY, name, "chatty_store.py")
+            for name in ("ChattyStore", "BackupStore")}
+
+
 def grade_skeleton() -> Grade:
     """The skeleton as it is, graded: what the grader says about a store that is not written
     yet (without touching a file of yours)."""
