@@ -504,6 +504,10 @@ def _hint_for_problem(p: Problem) -> Hint:
                            "a store that grows without end is stopped, not the machine.")
         return Hint(9, "build every path from run_dir, and write only through the door you are "
                        "given (self.door, self.door.files): the lab then sees every byte.")
+    if p.kind == "timeout" and re.search(r"; [1-9]\d* crash points? had", p.message):
+        return Hint(9, "the sweep ran out of time, not into a loop: every crash point starts two "
+                       "workers that import your store's file and run it, so a heavy import "
+                       "(numpy, pandas) or a slow write is paid at each one.")
     text = {
         "spec": "save the store with %%writefile and name it as FILE.py:ClassName (section 2).",
         "load": "the file must import without error and define the class with the contract's "

@@ -299,9 +299,9 @@ def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
             "stopped it"), _loading(where))
     if how == "timeout":
         if ended.points:
-            where_ = (f"the runs at {', '.join(ended.points)} had not finished "
-                      f"({ended.finished_points} crash point"
-                      f"{'' if ended.finished_points == 1 else 's'} had)")
+            where_ = (f"the runs at {', '.join(ended.points)} had not finished; "
+                      f"{ended.finished_points} crash point"
+                      f"{'' if ended.finished_points == 1 else 's'} had")
         else:
             where_ = f"it was {at}" if at else "it was in the lab's own code"
         return Problem("timeout", tidy(f"the {_job_words(ended.job)} did not finish within "

@@ -8,7 +8,8 @@ boundary's log, which the lab reads afterwards (a store that catches the refusal
 
 - starting a process: `subprocess`, `os.system`, `os.fork`, `os.forkpty`, `os.posix_spawn`,
   `os.exec*`, `os.spawn*`;
-- loading a C library or a C function through `ctypes` (`ctypes.dlopen`, `ctypes.dlsym`...);
+- loading a C library or a C function through `ctypes` (`ctypes.dlopen`, `ctypes.dlsym`...),
+  when the store's own code asks for it (a library it imports, numpy say, may use ctypes itself);
 - a signal to any process but the store's own (and its own process group, where it leads one);
 - changing a file outside the run directory of the store being called: opening it for writing,
   renaming, removing, truncating, linking, changing its times or mode, making or removing a
@@ -255,9 +256,9 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     learners = tuple(resolve(text(d)) for d in learner_dirs)
     paths = sysconfig.get_paths()
     std = tuple({resolve(p) for p in (paths.get("stdlib"), paths.get("platstdlib")) if p})
+    site = tuple({resolve(p) for p in (paths.get("purelib"), paths.get("platlib")) if p})
     others = tuple({resolve(p) for p in (
-        paths.get("purelib"), paths.get("platlib"), sys.prefix, sys.base_prefix,
-        sys.exec_prefix, sys.base_exec_prefix) if p})
+        sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p})
     lab = (resolve(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),)
     log_path = text(log)
     origins: dict[str, str] = {}
@@ -270,7 +271,9 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
         kind = origins.get(filename)
         if kind is None:
             real = resolve(filename) if filename.startswith("/") else ""
-            kind = ("other" if not real else "std" if inside(real, std) else
+            kind = ("std" if filename.startswith("<frozen ") else
+                    "other" if not real or inside(real, site) else
+                    "std" if inside(real, std) else
                     "lab" if inside(real, lab) else "other" if inside(real, others) else
                     "learner" if inside(real, learners) else "other")
             origins[filename] = kind
@@ -360,6 +363,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
             bracket, line, by_store = store_context()
             if bracket is None and not line:
                 return                            # the lab's own code: not fenced
+            if event.startswith("ctypes.") and not by_store:
+                return                # a library the store imports or calls uses ctypes itself
             if event in process_events or event.startswith("ctypes.") or event in limit_events:
                 detail = ""
                 if event == "subprocess.Popen" and len(args) > 1:
