@@ -3,7 +3,8 @@
     python -m bughunt.conformance [--store log|snapshot|FILE.py:Class] [design flags] [--json]
 
 One run of the real page loop (the worker's `Agent`, with the lab's world in a temp dir) drives
-the store in this process, through an I/O door that journals every disk operation
+the store in one process (a learner's store: behind the lab's boundary, `bughunt.boundary`, never
+in the caller's), through an I/O door that journals every disk operation
 (`bughunt.instruments.journal`). From the journal the suite builds every crash state of that run:
 
 - **kill -9** after each operation: every byte written so far is in the page cache and survives;

@@ -484,29 +484,34 @@ def wait_for(condition, timeout: float = 120.0) -> None:
         time.sleep(0.01)
 
 
-def suite_running(tmp: Path) -> bool:
-    """A conformance suite has started checking crash states under `tmp` (in the boundary's
-    folder, or in the command's own temp dir)."""
+def running(tmp: Path, pattern: str) -> bool:
+    """Something matching `pattern` exists under `tmp`: a conformance suite checking crash states
+    (`bughunt-conformance-*/s1`), a sweep's run directories (`sweep-*`)."""
     try:
-        return any(True for _ in tmp.glob("**/bughunt-conformance-*/s1"))
+        return any(True for _ in tmp.glob(f"**/{pattern}"))
     except OSError:                      # a folder removed while it was listed
         return False
 
 
-@pytest.mark.parametrize("command, signum, code", [
-    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], signal.SIGINT, 130),
-    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], signal.SIGTERM, 143),
-    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], signal.SIGINT, 130),
-    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], signal.SIGTERM, 143),
-    (["-m", "bughunt", "conformance", "--all"], signal.SIGINT, 130),
-    (["-m", "bughunt", "conformance", "--all"], signal.SIGTERM, 143),
-], ids=["grader-ctrl-c", "grader-sigterm", "conformance-ctrl-c", "conformance-sigterm",
-        "conformance-all-ctrl-c", "conformance-all-sigterm"])
+SUITE, SWEEP = "bughunt-conformance-*/s1", "sweep-*"
+
+
+@pytest.mark.parametrize("command, when, signum, code", [
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGINT, 130),
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGTERM, 143),
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], SWEEP, signal.SIGTERM, 143),
+    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGINT, 130),
+    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGTERM,
+     143),
+    (["-m", "bughunt", "conformance", "--all"], SUITE, signal.SIGINT, 130),
+    (["-m", "bughunt", "conformance", "--all"], SUITE, signal.SIGTERM, 143),
+], ids=["grader-ctrl-c", "grader-sigterm", "grader-sigterm-in-its-sweep", "conformance-ctrl-c",
+        "conformance-sigterm", "conformance-all-ctrl-c", "conformance-all-sigterm"])
 def test_an_interrupt_stops_the_grade_at_once_and_is_never_a_broken_rule(stores, sealed, command,
-                                                                         signum, code):
+                                                                         when, signum, code):
     proc = subprocess.Popen([sys.executable, *command], cwd=stores, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: suite_running(sealed["tmp"]) or proc.poll() is not None)
+    wait_for(lambda: running(sealed["tmp"], when) or proc.poll() is not None)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)

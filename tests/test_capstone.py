@@ -120,6 +120,25 @@ def test_the_reference_solution_passes_every_rule_and_every_crash_point():
     assert "rename snapshot.json.tmp -> snapshot.json" in g.profile.commit_ops
 
 
+def test_the_notebook_states_the_boundarys_limits_as_the_grader_sets_them():
+    from bughunt.boundary import Limits
+    text = " ".join(" ".join(line.lstrip("# ") for line in NOTEBOOK.read_text().splitlines())
+                    .split())
+    says = (f"Each call into your store gets {grader.OPERATION_TIMEOUT_S:g} s, the suite "
+            f"{grader.CONFORM_TIMEOUT_S:g} s, the sweep {grader.SWEEP_TIMEOUT_S:g} s (each worker "
+            f"{grader.RUN_TIMEOUT_S:g} s); each process gets "
+            f"{Limits().memory_bytes / (1 << 30):g} GiB of address space")
+    assert says in text
+
+
+def test_the_two_stores_behind_the_boundary_print_and_are_refused():
+    graded = cap.behind_the_boundary()
+    chatty, backup = graded["ChattyStore"], graded["BackupStore"]
+    assert chatty.passed and chatty.printed.stdout[0] == "committing event 1 page_done"
+    assert backup.problems[0].kind == "refused" and "subprocess.Popen: cp events.jsonl" in \
+        backup.verdict and not backup.passed
+
+
 def test_the_lab_stores_pass_the_same_grade():
     for store in ("log", "snapshot"):
         assert grader.grade(store).passed

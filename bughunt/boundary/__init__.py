@@ -469,6 +469,7 @@ class Boundary:
             os.set_blocking(fd, False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._channel.sock, selectors.EVENT_READ, "channel")
+        self._channel_open = True
         for fd in self._pipes:
             self._selector.register(fd, selectors.EVENT_READ, "pipe")
         self._selector.register(self._proc.stdout, selectors.EVENT_READ, "supervisor")
@@ -507,19 +508,23 @@ class Boundary:
             return
         captures[self._pipes[fd]].feed(data)
 
-    def _pump(self, timeout: float, captures: dict, on_message) -> None:
-        """Wait up to `timeout` s for anything from the child or the supervisor, and handle it."""
-        for key, _ in self._selector.select(max(0.0, timeout)):
+    def _pump(self, timeout: float, captures: dict, on_message) -> bool:
+        """Wait up to `timeout` s for anything from the child or the supervisor, and handle it;
+        False if nothing came."""
+        ready = self._selector.select(max(0.0, timeout))
+        for key, _ in ready:
             if key.data == "channel":
                 alive = self._channel.feed()
                 for message in self._channel.messages():
                     on_message(message)
                 if not alive:
                     self._selector.unregister(self._channel.sock)
+                    self._channel_open = False
             elif key.data == "pipe":
                 self._read_pipe(key.fd, captures)
             else:
                 self._supervisor_said()
+        return bool(ready)
 
     def _end(self, how: str, captures: dict | None = None) -> None:
         """Ask the supervisor to end the child ("stop": SIGTERM, a grace, SIGKILL; "kill" at
@@ -668,24 +673,11 @@ class Boundary:
             dirs=dict(track["dirs"]), store_name=track.get("store_name"))
 
     def _drain_after_exit(self, captures, on_message) -> None:
-        """The child has exited: read what it sent before it did."""
+        """The child has exited: read what it sent before it did (half a second at most)."""
         deadline = time.monotonic() + 0.5
-        while time.monotonic() < deadline:
-            ready = self._selector.select(0.02)
-            if not ready:
+        while self._channel_open and time.monotonic() < deadline:
+            if not self._pump(0.02, captures, on_message):
                 break
-            for key, _ in ready:
-                if key.data == "channel":
-                    alive = self._channel.feed()
-                    for m in self._channel.messages():
-                        on_message(m)
-                    if not alive:
-                        self._selector.unregister(self._channel.sock)
-                        return
-                elif key.data == "pipe":
-                    self._read_pipe(key.fd, captures)
-                else:
-                    self._supervisor_said()
 
     def _new_events(self) -> list[dict]:
         try:

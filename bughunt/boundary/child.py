@@ -68,9 +68,12 @@ def learner_line(tb) -> str:
     dirs = fence.learner_dirs if fence else ()
     for frame in traceback.extract_tb(tb):
         real = os.path.realpath(frame.filename)
-        if any(real.startswith(d + os.sep) for d in dirs) and "/bughunt/" not in real:
+        if any(real.startswith(d + os.sep) for d in dirs) and not real.startswith(_PACKAGE):
             found = f"{Path(frame.filename).name}, line {frame.lineno}, in {frame.name}"
     return found
+
+
+_PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1]) + os.sep   # bughunt/
 
 
 def load_store(spec: str):
