@@ -254,44 +254,17 @@ def reference(**settings) -> Grade:
     return _graded_source(REFERENCE, "MyStore", "reference_store.py", **settings)
 
 
-#: Section 2's two stores behind the boundary: one prints as it commits (its words are shown under
-#: the verdict, and change nothing), the other asks a shell to copy its file (the fence refuses).
-BEHIND_THE_BOUNDARY = '''\
-import json
-import os
-import subprocess
+#: Section 2's two stores behind the boundary, built on the reference solution (exercise 9.1):
+#: one prints as it commits (its words are shown under the verdict, and change nothing), the other
+#: asks a shell to copy its log (the fence refuses).
+BEHIND_THE_BOUNDARY = REFERENCE + '''
 
-from bughunt.events import initial_state
-from bughunt.stores import Recovered, Repairs
-
-
-class ChattyStore:
+class ChattyStore(MyStore):
     name = "chatty"
-
-    def __init__(self, run_dir, config, door):
-        self.path, self.files = run_dir / "state.json", door.files
-
-    def load(self):
-        if not self.path.exists():
-            return Recovered(initial_state())
-        return Recovered(json.loads(self.path.read_bytes()))
-
-    def open_for_append(self):
-        return Repairs()
 
     def commit(self, state, event, *, mid):
         print("committing event", event["seq"], event["t"])
-        tmp = self.path.with_name("state.json.tmp")
-        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        self.files.write(fd, json.dumps(state).encode(), str(tmp))
-        self.files.fsync(fd, str(tmp))
-        self.files.close(fd)
-        mid()
-        self.files.rename(tmp, self.path)
-        self.files.fsync_dir(self.path.parent)
-
-    def close(self):
-        pass
+        super().commit(state, event, mid=mid)
 
 
 class BackupStore(ChattyStore):
@@ -299,7 +272,8 @@ class BackupStore(ChattyStore):
 
     def commit(self, state, event, *, mid):
         super().commit(state, event, mid=mid)
-        subprocess.run(["cp", str(self.path), "/tmp/backup.json"])
+        import subprocess
+        subprocess.run(["cp", str(self.log), "/tmp/backup.jsonl"])
 '''
 
 
