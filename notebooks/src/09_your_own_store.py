@@ -132,8 +132,8 @@ print(cap.explain(cap.grade_skeleton()))
 # directory, a debugging `subprocess.run`); code written to get out can (a thread that calls
 # `os.system` later, with none of your store's frames on the stack; `_posixsubprocess` called
 # directly; the interpreter's frames walked to the hook's state). A grader of untrusted code would
-# use the operating system: a container, a seccomp filter, a separate user. Two stores, graded: one
-# prints as it commits, the other asks a shell to copy its file.
+# use the operating system: a container, a seccomp filter, a separate user. Two stores built on the
+# reference solution, graded: one prints as it commits, the other asks a shell to copy its log.
 
 # %%
 behind = cap.behind_the_boundary()
