@@ -10,9 +10,11 @@ never by process name) and nothing is left in the test's own temporary folder.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from bughunt import grader
-from bughunt.boundary import Boundary, Limits, Printed, problem
+from bughunt.boundary import Boundary, problem
 
 ROOT = Path(__file__).resolve().parent.parent
 LINUX = sys.platform.startswith("linux")
@@ -87,7 +89,7 @@ ROWS = {
     "PrintsStderr": (method("load", "print('a warning', file=sys.stderr)"), None,
                      "What the store printed on stderr", 10, {}),
     "SlowWrites": (method("commit", "time.sleep(0.1)"), None, "Passes.", 10,
-                   {"operation_timeout": 1.0}),
+                   {"operation_timeout": 2.0, "pages": 2}),
     **{f"Exit0{m.title().replace('_', '')}": (method(m, "sys.exit(0)"), "exit",
                                               f"sys.exit(0), in Exit0{m.title().replace('_', '')}"
                                               f".{m}", 9, {}) for m in SIGNATURES},
@@ -206,20 +208,28 @@ def stores(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def sealed(tmp_path, monkeypatch):
-    """A temporary folder and an environment marker of this test's own: afterwards, no process
-    carries the marker and the folder holds nothing the grade left."""
+    """Temporary folders (TMPDIR, and a folder of /dev/shm where the machine has one: where the
+    boundary puts its own) and an environment marker of this test's own: afterwards, no process
+    carries the marker and neither folder holds anything the grade left."""
     marker = uuid.uuid4().hex
     tmp = tmp_path / "tmp"
     outside = tmp_path / "outside"
     tmp.mkdir(), outside.mkdir()
+    ram = Path(tempfile.mkdtemp(prefix="bughunt-test-", dir="/dev/shm")) if os.access(
+        "/dev/shm", os.W_OK) else tmp
     monkeypatch.setenv("BUGHUNT_TEST_TAG", marker)
     monkeypatch.setenv("TMPDIR", str(tmp))
-    monkeypatch.setenv("BUGHUNT_RAM_DIR", str(tmp))
+    monkeypatch.setenv("BUGHUNT_RAM_DIR", str(ram))
     monkeypatch.setenv("BUGHUNT_TEST_OUTSIDE", str(outside))
-    yield {"marker": marker, "tmp": tmp, "outside": outside}
-    assert tagged(marker) == [], "a process the grade started is still running"
-    assert list(tmp.iterdir()) == [], "the grade left files in its temporary folder"
-    assert list(outside.iterdir()) == [], "the store wrote outside its run directory"
+    yield {"marker": marker, "tmp": tmp, "ram": ram, "outside": outside}
+    try:
+        assert tagged(marker) == [], "a process the grade started is still running"
+        assert list(tmp.iterdir()) == [], "the grade left files in TMPDIR"
+        assert list(ram.iterdir()) == [], "the grade left files in /dev/shm"
+        assert list(outside.iterdir()) == [], "the store wrote outside its run directory"
+    finally:
+        if ram != tmp:
+            shutil.rmtree(ram, ignore_errors=True)
 
 
 def tagged(marker: str) -> list[str]:
@@ -257,7 +267,7 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
     assert g.passed == (kind is None), said
     words_only = said.split(":", 1)[1]
     assert "Traceback" not in said and str(stores) not in words_only, said
-    assert str(sealed["tmp"]) not in said, said
+    assert str(sealed["tmp"]) not in said and str(sealed["ram"]) not in said, said
     if kind == "refused":
         assert g.verdict.startswith("Refused: the store tried to"), g.verdict
         assert "Passes" not in said
@@ -511,7 +521,8 @@ def test_an_interrupt_stops_the_grade_at_once_and_is_never_a_broken_rule(stores,
                                                                          when, signum, code):
     proc = subprocess.Popen([sys.executable, *command], cwd=stores, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: running(sealed["tmp"], when) or proc.poll() is not None)
+    wait_for(lambda: running(sealed["ram"], when) or running(sealed["tmp"], when)
+             or proc.poll() is not None)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)

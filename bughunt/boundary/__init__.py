@@ -51,9 +51,11 @@ from .channel import Channel, ChannelDamaged
 
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-SITECUSTOMIZE = ("# Written by bughunt.boundary: fence this process before any other code runs.\n"
+SITECUSTOMIZE = ("# Written by bughunt.boundary: fence this process before any other code runs\n"
+                 "# (and import the guard once, so that a fork server's workers inherit it).\n"
                  "import bughunt.boundary.fence as _fence\n"
-                 "_fence.install_from_env()\n")
+                 "if _fence.install_from_env():\n"
+                 "    import bughunt.boundary.child\n")
 
 
 @dataclass(frozen=True)

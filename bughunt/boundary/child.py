@@ -27,7 +27,6 @@ import hashlib
 import importlib
 import importlib.util
 import os
-import signal
 import socket
 import sys
 import traceback

@@ -256,7 +256,7 @@ def reference(**settings) -> Grade:
 
 #: Section 2's two stores behind the boundary, built on the reference solution (exercise 9.1):
 #: one prints as it commits (its words are shown under the verdict, and change nothing), the other
-#: asks a shell to copy its log (the fence refuses).
+#: asks a shell to copy its log, even within its run directory (the fence refuses the process).
 BEHIND_THE_BOUNDARY = REFERENCE + '''
 
 class ChattyStore(MyStore):
@@ -273,7 +273,7 @@ class BackupStore(ChattyStore):
     def commit(self, state, event, *, mid):
         super().commit(state, event, mid=mid)
         import subprocess
-        subprocess.run(["cp", str(self.log), "/tmp/backup.jsonl"])
+        subprocess.run(["cp", str(self.log), str(self.log) + ".bak"])
 '''
 
 

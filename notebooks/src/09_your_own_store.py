@@ -127,13 +127,20 @@ print(cap.explain(cap.grade_skeleton()))
 #   `posix_spawn`, `exec`), `ctypes`, a signal to any process but its own, and a write, rename or
 #   removal outside its run directory. Its state lives in the hook's closure, not in an attribute
 #   your code could flip. Such a store is graded "refused: the store tried to ...", never "Passes".
-#
+
+# %% [markdown]
 # What it is not: a security sandbox. It guards against accidents (a path built from the working
 # directory, a debugging `subprocess.run`); code written to get out can (a thread that calls
 # `os.system` later, with none of your store's frames on the stack; `_posixsubprocess` called
 # directly; the interpreter's frames walked to the hook's state). A grader of untrusted code would
 # use the operating system: a container, a seccomp filter, a separate user. Two stores built on the
-# reference solution, graded: one prints as it commits, the other asks a shell to copy its log.
+# reference solution, graded: one prints as it commits, the other asks a shell to copy its log
+# (within its own run directory: starting a process is refused wherever it would write).
+#
+# Sources: [PEP 578](https://peps.python.org/pep-0578/) (audit hooks),
+# [prctl(2)](https://man7.org/linux/man-pages/man2/prctl.2.html) (`PR_SET_CHILD_SUBREAPER`),
+# [setrlimit(2)](https://man7.org/linux/man-pages/man2/setrlimit.2.html) (`RLIMIT_AS`),
+# [seccomp(2)](https://man7.org/linux/man-pages/man2/seccomp.2.html) (what a sandbox is built on).
 
 # %%
 behind = cap.behind_the_boundary()
@@ -546,11 +553,7 @@ check("9.2", answer_9_2)
 # - [LazyFS](https://github.com/dsrhaslab/lazyfs), a file system that loses unsynced writes on
 #   purpose
 # - Dan Luu, ["Files are hard"](https://danluu.com/file-consistency/)
-# - [PEP 578](https://peps.python.org/pep-0578/), Python runtime audit hooks (the grader's fence);
-#   [prctl(2)](https://man7.org/linux/man-pages/man2/prctl.2.html) on `PR_SET_CHILD_SUBREAPER`,
-#   [setrlimit(2)](https://man7.org/linux/man-pages/man2/setrlimit.2.html) on `RLIMIT_AS` (the
-#   boundary); [seccomp(2)](https://man7.org/linux/man-pages/man2/seccomp.2.html), what a real
-#   sandbox for untrusted code is built on
+# - [PEP 578](https://peps.python.org/pep-0578/), Python runtime audit hooks (the grader's fence)
 # - Codex's newline repair, `ensure_rollout_is_newline_terminated`, in
 #   [openai/codex](https://github.com/openai/codex)
 #
