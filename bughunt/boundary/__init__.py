@@ -7,7 +7,7 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
     with Boundary("/abs/my_store.py:MyStore") as b:
         ended = b.call("bughunt.boundary.jobs:conform", {...}, timeout=30)
 
-- **A child process the lab controls.** `python -m bughunt.boundary.child`, started by a small
+- **A child process the lab controls.** `python -m bughunt.boundary` (`child.py`), started by a small
   supervisor (`supervisor.py`) in a session of its own, in a process group of its own.
 - **A private channel.** Jobs and their results, and where the store is ("begin
   MyStore.commit..."), travel over a socket pair the lab opened and passed by descriptor; never
@@ -446,7 +446,7 @@ class Boundary:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         passed = [theirs.fileno(), out_w, err_w] + ([self.stdin] if self.stdin is not None else [])
-        config = {"argv": [sys.executable, "-m", "bughunt.boundary.child", str(theirs.fileno())],
+        config = {"argv": [sys.executable, "-m", "bughunt.boundary", str(theirs.fileno())],
                   "env": self.env, "cwd": self.cwd or str(self.root / "cwd"), "grace": 0.3,
                   "fds": {"stdout": out_w, "stderr": err_w, "pass": [theirs.fileno()],
                           "stdin": self.stdin}}

@@ -1,6 +1,6 @@
 """Inside the boundary: the process that imports a learner's store and calls it.
 
-    python -m bughunt.boundary.child FD      (started by the supervisor, never by hand)
+    python -m bughunt.boundary FD      (started by the supervisor, never by hand)
 
 By the time this module runs, the `sitecustomize` the boundary wrote has fenced the process
 (`fence.install_from_env`) and set its resource limits. It reads jobs from the private channel on
@@ -379,16 +379,3 @@ def main(argv: list[str]) -> int:
             pass
         return e.code
     return 0
-
-
-if __name__ == "__main__":
-    # Run as `python -m`, this file is `__main__`; the store's guard and the jobs use the module
-    # `bughunt.boundary.child`, so that is the one whose channel is set.
-    from bughunt.boundary import child as _module
-    # No atexit handler, no finalizer of the store's runs after the lab is done with it.
-    code = _module.main(sys.argv[1:])
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
