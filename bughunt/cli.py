@@ -253,6 +253,11 @@ def cmd_kill_random(parser, args) -> int:
     from .experiment import kill_random, landing_order
 
     config = _config(parser, args)
+    from .config import is_store_file
+    if is_store_file(config.store):      # its kills are timed from outside a boundary
+        parser.error(f"--store {config.store}: kill-random takes the lab's stores only; a "
+                     "learner's store runs behind the lab's boundary: sweep it (sweep --store) "
+                     "or grade it (python -m bughunt.grader)")
     update, close = _progress("kill-random")
     try:
         result = kill_random(config, tries=args.tries, seed=args.seed, base_dir=args.work_dir,

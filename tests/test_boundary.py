@@ -530,3 +530,9 @@ def test_an_interrupt_stops_the_grade_at_once_and_is_never_a_broken_rule(stores,
     lines = err.strip().splitlines()
     assert len(lines) == 1 and ("interrupted" if code == 130 else "terminated") in lines[0], err
     assert "breaks" not in out + err and "Traceback" not in err
+
+
+def test_kill_random_refuses_a_learners_store_rather_than_run_it_outside_the_boundary(stores):
+    proc = bughunt("kill-random", "--store", "good.py:Good", "--tries", "2", cwd=stores)
+    assert proc.returncode == 2 and "kill-random takes the lab's stores only" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
