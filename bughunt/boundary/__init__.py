@@ -214,9 +214,6 @@ class Problem:
     loading: bool = False             # it happened while the store's file was imported
 
 
-_KNOWN_WORKER_EXITS = {0, 1, 2, 69, 74, 75, 130, 143, -signal.SIGKILL}
-
-
 def _in(where: str | None, at: str | None) -> str:
     """ "in MyStore.commit (event 3: ...), at the crash state ..." or a part of it, or "". """
     parts = [f"in {where}" if where else "", at or ""]
