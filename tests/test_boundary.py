@@ -450,7 +450,8 @@ def test_a_sweep_whose_resumes_fail_counts_nothing_negative(stores, sealed, tmp_
         "        if (self.path.parent / 'bill.jsonl').exists():\n"
         "            raise ValueError('cannot read my own file')\n"
         "        return super().load()\n")
-    env = {**os.environ, "PYTHONPATH": str(stores)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(stores), *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = bughunt("sweep", "--store", "fails.py:Fails", "--pages", "2", "--json", cwd=tmp_path,
                    env=env)
     assert proc.returncode == 0, proc.stderr
