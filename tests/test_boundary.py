@@ -537,3 +537,22 @@ def test_kill_random_refuses_a_learners_store_rather_than_run_it_outside_the_bou
     proc = bughunt("kill-random", "--store", "good.py:Good", "--tries", "2", cwd=stores)
     assert proc.returncode == 2 and "kill-random takes the lab's stores only" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_a_caller_killed_by_sigkill_leaves_nothing_behind(sealed):
+    """The notebook's kernel dies with a grade open (SIGKILL, nothing of its own runs): the
+    supervisor sees its end of the pipe close, ends the child and removes the boundary's folder."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(TESTS)!r})
+        from bughunt.boundary import Boundary
+        with Boundary(paths=[{str(TESTS)!r}]) as b:
+            print(b.root, flush=True)
+            b.call("boundary_jobs:sleeps", {{"seconds": 600}}, timeout=600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    root = Path(proc.stdout.readline().strip())
+    wait_for(lambda: len(tagged(sealed["marker"])) >= 3)      # caller, supervisor, child
+    proc.kill()
+    proc.wait()
+    wait_for(lambda: not root.exists() and tagged(sealed["marker"]) == [], timeout=30)

@@ -240,7 +240,7 @@ def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
     refusals = [e for e in ended.events if e.get("kind") == "refused"]
     if refusals:
         e = refusals[0]
-        return Problem("refused", tidy(f"refused: the store tried to {e['what']}, "
+        return Problem("refused", tidy(f"refused: the store tried to {_short(tidy(e['what']))}, "
                                        f"{_place(e, ended)}"), _loading(e.get("where")))
     notes = [e for e in ended.events if e.get("kind") == "note"]
     how = ended.how
@@ -316,6 +316,11 @@ def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
     return Problem("lab", f"the lab's job {ended.job} ended as {how}")
 
 
+def _short(what: str, limit: int = 240) -> str:
+    """What the store tried, cut (after the lab's paths are gone from it) to a sentence's length."""
+    return what if len(what) <= limit else what[:limit - 2] + "…)"
+
+
 def _signame(signum: int | None) -> str:
     try:
         return signal.Signals(signum).name
@@ -337,7 +342,8 @@ def _from_record(record: dict, ended: Ended, tidy) -> Problem:
     kind = record.get("kind")
     loading = _loading(record.get("where"))
     if kind == "refused":
-        return Problem("refused", tidy(f"refused: the store tried to {record['what']}, "
+        return Problem("refused", tidy(f"refused: the store tried to "
+                                       f"{_short(tidy(record['what']))}, "
                                        f"{_place(record, ended)}"), loading)
     if kind == "stopped":
         how = record.get("how")
@@ -445,6 +451,7 @@ class Boundary:
         passed = [theirs.fileno(), out_w, err_w] + ([self.stdin] if self.stdin is not None else [])
         config = {"argv": [sys.executable, "-m", "bughunt.boundary", str(theirs.fileno())],
                   "env": self.env, "cwd": self.cwd or str(self.root / "cwd"), "grace": 0.3,
+                  "remove": str(self.root),
                   "fds": {"stdout": out_w, "stderr": err_w, "pass": [theirs.fileno()],
                           "stdin": self.stdin}}
         with deferred():       # no interrupt between "it exists" and "we hold it"

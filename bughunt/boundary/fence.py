@@ -379,7 +379,7 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                     detail = f": {args[0]}" if isinstance_(args[0], (str_, bytes_)) else ""
                 what = (process_events.get(event) or limit_events.get(event) or
                         "load a C library or function through ctypes")
-                refuse(event, f"{what} ({event}{detail[:160]})", bracket, line)
+                refuse(event, f"{what} ({event}{detail[:2000]})", bracket, line)
             if event in signal_events:
                 target, signum = args[0], args[1]
                 if event == "signal.pthread_kill" or signum == 0:

@@ -5,8 +5,9 @@ Run as `python -I -S .../supervisor.py` (isolated, no site: it imports only the 
 and no learner code ever runs in it). The lab starts it in a session of its own and speaks to it
 through its stdin and stdout, one JSON object a line:
 
-    stdin   first line: {"argv": [...], "env": {...}, "cwd": DIR, "fds": {...}, "grace": S}
-            then "stop" (or end of file: the lab is gone)
+    stdin   first line: {"argv": [...], "env": {...}, "cwd": DIR, "fds": {...}, "grace": S,
+            "remove": DIR}, then "stop" or "kill" (or end of file: the lab is gone, and the
+            supervisor removes DIR, the boundary's folder, itself)
     stdout  {"t": "started", "pid": N}, {"t": "stopped", "signal": S} (the child stopped itself,
             SIGSTOP), {"t": "exit", "code": C} (negative: killed by signal -C),
             {"t": "gone", "left": K} (then it exits: K processes could not be ended)
@@ -184,7 +185,7 @@ class Supervisor:
 
     def run(self, pending: bytes = b"") -> int:
         grace = float(self.config.get("grace", 0.3))
-        command = None
+        command, orphaned = None, False
         while self.alive and command is None:
             if b"\n" not in pending:
                 ready, _, _ = select.select([0, self.wake_r], [], [], 0.25)
@@ -195,6 +196,7 @@ class Supervisor:
                     pending += chunk
                     if not chunk:
                         command = b"stop"           # end of file: the lab is gone
+                        orphaned = True
             self.reap()
             if b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
@@ -205,6 +207,11 @@ class Supervisor:
                 for pid in self.orphans():        # escaped while the child runs: end it now
                     self._kill(pid)
         left = self.end_all(0.0 if not self.alive else grace)
+        if orphaned and self.config.get("remove"):
+            # The lab died without closing its boundary (a kernel killed, say): nobody else will
+            # remove the boundary's folder.
+            import shutil
+            shutil.rmtree(self.config["remove"], ignore_errors=True)
         self.say({"t": "gone", "left": left})
         return 0
 
