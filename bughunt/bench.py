@@ -18,6 +18,10 @@ the absolute numbers beside it:
    one call of the in-process MockModel, and one crash+resume pair of the worker asking the
    server (`--model-url`) against the same pair with the in-process model, interleaved, on the
    same crash points: the ratios are why the other lessons' sweeps keep the in-process model.
+5. **The book.** `make book` from the stored notebooks, never executed (target: under 2 minutes
+   on 2 cores; tests/test_book.py builds it with every network connection refused).
+6. **The explorer.** The CPU a program's run takes under strace against the same run without (the trace
+   overhead, a ratio), and crash states checked per second (`python -m bughunt explore`, Linux).
 
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
 """
@@ -569,6 +573,85 @@ def random_kill_placement(tries: int = 40) -> None:
              f"{result['duplicates_hit']} duplicates; a run's life {result['run_life_ms']:.0f} ms")
 
 
+# --- 6. the explorer (python -m bughunt explore) --------------------------------------------------
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> None:
+    """What strace costs a program (its run under the explorer's strace against the same run
+    without, interleaved, medians), and how many crash states the explorer checks per second
+    (each check is one run of the workload's own reader on a copy of the state). Linux only."""
+    import shutil as _shutil
+
+    from .explore import trace as T
+    from .explore.workloads import explore_workload, workload_command
+
+    if not sys.platform.startswith("linux") or _shutil.which("strace") is None:
+        row("explore", "trace overhead", 0, "x", note="skipped: needs Linux and strace")
+        return
+    def worker(d):
+        return [sys.executable, "-m", "bughunt", "run", "--dir", str(d), "--store", "log",
+                "--pages", "5"]
+
+    programs = {name: (lambda d, name=name: workload_command(name, d)[0]) for name in workloads}
+    programs["the lab's worker, 5 pages"] = worker
+    for name, program_in in programs.items():
+        plain, traced = [], []
+        walls = []
+        for i in range(runs + 1):             # the first pair warms the caches, uncounted
+            with tempfile.TemporaryDirectory(prefix="bughunt-bench-explore-") as tmp:
+                c0, t0 = _children_cpu(), time.perf_counter()
+                subprocess.run(program_in(Path(tmp) / "a"), check=True,
+                               stdout=subprocess.DEVNULL)
+                c1, t1 = _children_cpu(), time.perf_counter()
+                (Path(tmp) / "w").mkdir()
+                T.run_traced(program_in(Path(tmp) / "b"), Path(tmp) / "w")
+                c2, t2 = _children_cpu(), time.perf_counter()
+                if i:
+                    plain.append(c1 - c0)
+                    traced.append(c2 - c1)
+                    walls.append((t1 - t0, t2 - t1))
+        p, t = statistics.median(plain), statistics.median(traced)
+        wall_p, wall_t = (statistics.median(w[k] for w in walls) for k in (0, 1))
+        # CPU seconds (the program's and strace's, user + system): less shaken than wall time
+        # by the other programs sharing a loaded machine.
+        row("explore", f"{name}: CPU of a run under strace vs without", t, "s", floor=p,
+            ratio=t / p, target="<= 12x", met=t / p <= 12,
+            note=f"wall {wall_t:.2f} s vs {wall_p:.2f} s; tracing slows most where a program "
+                 "makes many small system calls")
+        if name not in workloads:
+            continue
+        with tempfile.TemporaryDirectory(prefix="bughunt-bench-explore-") as tmp:
+            r = explore_workload(name, Path(tmp) / "d")
+        states = r.kill.states + sum(m.states for m in r.power.values())
+        row("explore", f"{name}: crash states checked per second", states / r.seconds, "1/s",
+            note=f"{states} states ({r.checks} distinct disks, each read by the workload's "
+                 f"checker) in {r.seconds:.1f} s, the trace included")
+
+def book_build() -> None:
+    """`make book`'s build, timed: Sphinx over every stored notebook, into a temp dir."""
+    try:
+        import myst_nb  # noqa: F401
+    except ImportError:
+        print("bench: the book's tools are not installed (make setup-book): book not measured",
+              file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(prefix="bughunt-bench-book-") as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", tmp,
+                               "--repository", ""], capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        pages = len(list(Path(tmp, "html").glob("*.html")))
+    row("book", f"make book: {pages} pages from the stored notebooks, {os.cpu_count()} cores",
+        seconds, "s", target="<= 120 s", met=proc.returncode == 0 and seconds <= 120,
+        note="" if proc.returncode == 0 else f"the build failed: {proc.stderr.strip()[-300:]}")
+
+
 def print_table(rows: list[dict]) -> None:
     cols = ["section", "case", "value", "unit", "reference", "ratio", "target", "met"]
     text = [[str("" if r[c] is None else r[c]) for c in cols] for r in rows]
@@ -581,7 +664,8 @@ def print_table(rows: list[dict]) -> None:
             print(f"  - {r['case']}: {r['note']}")
 
 
-SECTIONS = ["sweep", "conformance", "grade", "interrupt", "random", "write", "recovery", "model"]
+SECTIONS = ["sweep", "conformance", "grade", "interrupt", "random", "write", "recovery", "model",
+            "explore", "book"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,6 +697,10 @@ def main(argv: list[str] | None = None) -> int:
     if "model" in only:
         model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
         model_pair_cost(pairs=4 if args.quick else 24)
+    if "explore" in only:
+        explore_cost(runs=1, workloads=("json-dump",)) if args.quick else explore_cost()
+    if "book" in only:
+        book_build()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))

@@ -34,14 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import CONFIG_FILE, RunConfig
-from .crashpoints import PAUSE_BANNER, CrashPoint
+from .crashpoints import PAUSE_BANNER, RECOVERY_LABELS, CrashPoint
 from .experiment import (Outcome, PausedWorker, crash_and_resume, crash_points, forget, in_parallel,
                          outcome, run_crash_jobs, run_worker, spawn, work_dir, worker_command)
 from .instruments import mutants
 from .powerloss import crash_states, materialize, read_journal
 from .stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from .world import Tracker, read_reports
-from .worker import RECOVERY_POINTS
 
 #: The source text's safe configuration: event log, intents, idempotency key, atomic writes.
 SAFE = RunConfig(store="log", intent=True, idempotency_key=True)
@@ -72,9 +71,9 @@ def chain_pairs(config: RunConfig) -> list[tuple[CrashPoint, str]]:
         for second in points:
             if second.page >= resume_page:
                 pairs.append((first, second.name))
-        pairs.append((first, "after_repair"))
-        if config.intent and config.pending == "abort":
-            pairs.append((first, "after_abort"))
+        # recovery's own points: every resume repairs; only an at-most-once one aborts an intent
+        pairs += [(first, step) for step in RECOVERY_LABELS
+                  if step != "after_abort" or (config.intent and config.pending == "abort")]
     return pairs
 
 
@@ -83,27 +82,26 @@ def chain_record(config: RunConfig, first: CrashPoint, second: str, run_dir: Pat
     """Crash at `first`, crash the resume at `second`, resume again, then once more for nothing."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
-    flag = (["--crash-in-recovery", second] if second in RECOVERY_POINTS
-            else ["--crash-at", second])
     r1 = run_worker(run_dir, config, crash_at=first, code=code)
-    r2 = run_worker(run_dir, config, extra=tuple(flag), code=code)
+    r2 = run_worker(run_dir, config, crash_at=second, code=code)
     r3 = run_worker(run_dir, config, code=code)
     report = json.loads(r3.stdout) if r3.returncode == 0 else None
     before = checkpoint_digest(run_dir)
     r4 = run_worker(run_dir, config, code=code)          # resuming a finished run: a no-op
-    record = {"first": first.index, "first_point": first.name, "first_page": first.page,
-              "first_label": first.label,
-              "second": second, "second_killed": r2.returncode == -signal.SIGKILL,
-              "error": None if (r1.returncode == -signal.SIGKILL and r3.returncode == 0
-                                and r4.returncode == 0)
-              else f"exits {r1.returncode}, {r2.returncode}, {r3.returncode}, {r4.returncode}: "
-                   f"{(r3.stderr or r4.stderr).strip()[-200:]}",
-              "noop_resume_changed_files": checkpoint_digest(run_dir) != before,
-              **row(outcome(run_dir, config, report))}
-    return record
+    changed = checkpoint_digest(run_dir) != before
+    # Its `error` is the experiment's, given below.
+    return {**outcome_columns(outcome(run_dir, config, report)),
+            "first": first.index, "first_point": first.name, "first_page": first.page,
+            "first_label": first.label,
+            "second": second, "second_killed": r2.returncode == -signal.SIGKILL,
+            "error": None if (r1.returncode == -signal.SIGKILL and r3.returncode == 0
+                              and r4.returncode == 0)
+            else f"exits {r1.returncode}, {r2.returncode}, {r3.returncode}, {r4.returncode}: "
+                 f"{(r3.stderr or r4.stderr).strip()[-200:]}",
+            "noop_resume_changed_files": changed}
 
 
-def row(seen: Outcome) -> dict:
+def outcome_columns(seen: Outcome) -> dict:
     """An Outcome as columns of a record, with the lab's one verdict on it (`outcome_correct`)."""
     return {**dataclasses.asdict(seen), "outcome_correct": seen.correct}
 
@@ -146,7 +144,8 @@ def chain_summary(records: list[dict]) -> dict:
             "three-way failures": sum(not r["three_way_check"] for r in records),
             "differs from a single resume": sum(not r["same_as_single"] for r in records),
             "a no-op resume changed files": sum(r["noop_resume_changed_files"] for r in records),
-            "errors": sum(r["error"] is not None for r in records),
+            # a message is a str; a DataFrame row holds NaN, not None, where there is none
+            "errors": sum(isinstance(r["error"], str) for r in records),
             "correct": sum(r["correct"] for r in records)}
 
 
@@ -364,7 +363,7 @@ def fault_record(config: RunConfig, flag: tuple[str, ...], k: int, run_dir: Path
             "fsyncs_after_failure": sum(op["op"] in ("fsync", "fsync_dir") for op in journal),
             "acknowledged_before": acknowledged,
             "acknowledged_kept": set(acknowledged) <= tracker_after,
-            "resume_exit": resumed.returncode, **row(final),
+            "resume_exit": resumed.returncode, **outcome_columns(final),
             "correct_after_resume": resumed.returncode == 0 and final.correct}
 
 
@@ -441,7 +440,8 @@ def power_state_record(variant: Variant, state, run_dir: Path) -> dict:
     final = outcome(run_dir, variant.config, report)
     return {"cut": state.cut, "choice": state.choice, "committed_pages": committed,
             "recovered_pages": done, "committed_pages_lost": max(0, committed - done),
-            "refused": refused, "resume_exit": resumed.returncode, **row(final),
+            "refused": refused, "resume_exit": resumed.returncode,
+            **outcome_columns(final),
             "correct": resumed.returncode == 0 and final.correct and committed <= done}
 
 
@@ -463,7 +463,7 @@ def power_loss_sweep(variant: Variant, *, samples_per_cut: int = 3, seed: int = 
 
 def power_summary(records: list[dict]) -> dict:
     return {"states explored": len(records), "correct": sum(r["correct"] for r in records),
-            "refused": sum(r["refused"] is not None for r in records),
+            "refused": sum(isinstance(r["refused"], str) for r in records),
             "states losing committed pages": sum(r["committed_pages_lost"] > 0 for r in records),
             "most committed pages lost": max((r["committed_pages_lost"] for r in records),
                                              default=0),

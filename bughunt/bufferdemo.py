@@ -52,7 +52,7 @@ def write_then_die(path: str, how: str = "write", lines: int = 1) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def demo_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bughunt.bufferdemo",
         description="Write a 12-byte line, then die by SIGKILL; look at the file afterwards.")
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = demo_parser().parse_args(argv)
     if args.lines < 1:
         print("bufferdemo: --lines must be at least 1", file=sys.stderr)
         return 2

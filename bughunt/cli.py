@@ -7,6 +7,7 @@
 - `lesson`       the source text's experiments, its figures beside this machine's
 - `conformance`  a checkpoint store against every crash state, rule by rule
 - `frameworks`   the same sweep on LangGraph, DBOS, or your own adapter
+- `explore`      the kill -9 and power-cut states of any program, from its system calls (Linux)
 - `doctor`       check that this machine and folder can run the lab
 """
 
@@ -33,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
                    "(all flags: conformance --help)", add_help=False)
     sub.add_parser("frameworks", help="the same sweep on LangGraph, DBOS or your adapter "
                    "(all flags: frameworks --help)", add_help=False)
+    sub.add_parser("explore", help="the crash states of any program, from its system calls "
+                   "(Linux; all flags: explore --help)", add_help=False)
 
     p = sub.add_parser("points", help="list the crash points of a configuration")
     p.set_defaults(parser=p)
@@ -157,7 +160,8 @@ def _config(parser, args):
 def cmd_points(parser, args) -> int:
     from .experiment import crash_points
 
-    points = crash_points(_config(parser, args), args.model != "in-process")
+    config = _config(parser, args)
+    points = crash_points(config, args.model != "in-process")
     if args.json:
         json.dump([{"crash_point": p.name, "index": p.index, "page": p.page, "label": p.label}
                    for p in points], sys.stdout)
@@ -167,6 +171,8 @@ def cmd_points(parser, args) -> int:
                       for p in points], ["crash_point", "index", "page", "label"]))
         print(f"{len(points)} crash points (the name means the same moment in every "
               "configuration; the index is this configuration's count)")
+        print("inside recovery itself, before the first page of every resume (not counted): "
+              "after_repair" + (", after_abort (pending intent abort)" if config.intent else ""))
     return 0
 
 
@@ -367,6 +373,10 @@ def _main(argv: list[str] | None) -> int:
         from . import conformance
 
         return conformance.main(argv[1:])
+    if argv[:1] == ["explore"]:
+        from .explore import cli as explore
+
+        return explore.main(argv[1:], prog=f"{PROG} explore")
     if argv[:1] == ["frameworks"]:
         from .frameworks import cli as frameworks
 

@@ -39,10 +39,10 @@ from .config import RunConfig, add_config_arguments, config_from_args, ConfigErr
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
-from .instruments.journal import JournalingFiles
+from .instruments.journal import JournalingFiles, Op
 from .interrupts import Interrupted, interruptible
 from .powerloss import crash_states, kill_states
-from .stores import StoreDamage, StoreSpecError, store_class
+from .stores import StoreDamage, StoreSpecError, store_for
 from .stores.contract import RULES
 from .world import MockModel, Site, Tracker
 
@@ -65,7 +65,7 @@ class Violation:
 
 
 @dataclass
-class Report:
+class ConformanceReport:
     """What the suite found for one store and one configuration."""
 
     store: str
@@ -110,7 +110,7 @@ class _Recorder:
     """The store under test, watched from outside: each commit is marked in the journal when it
     begins and when it returns (acknowledged), its mid() hook counted, its state kept."""
 
-    def __init__(self, inner, door: Door, report: Report):
+    def __init__(self, inner, door: Door, report: ConformanceReport):
         self.inner, self.door, self.report = inner, door, report
         self.states = [initial_state()]
         self.events: list[dict] = []
@@ -138,7 +138,7 @@ class _Recorder:
         self.inner.close()
 
 
-def record(config: RunConfig, cls, run_dir: Path, report: Report):
+def record(config: RunConfig, cls, run_dir: Path, report: ConformanceReport):
     """Run the page loop once on `cls`; return the journal, the states and the events."""
     ops: list[dict] = []
     door = Door(config.fsync, files=JournalingFiles(ops.append))
@@ -161,7 +161,7 @@ def record(config: RunConfig, cls, run_dir: Path, report: Report):
     return ops, store.states, store.events
 
 
-def check_reads_back(config, cls, run_dir, state, report: Report, page: int) -> None:
+def check_reads_back(config, cls, run_dir, state, report: ConformanceReport, page: int) -> None:
     report.checked["commit-reads-back"] += 1
     try:
         got = cls(run_dir, config, Door(config.fsync)).load().state
@@ -170,12 +170,12 @@ def check_reads_back(config, cls, run_dir, state, report: Report, page: int) -> 
     if got != state:
         report.violations.append(Violation(
             "commit-reads-back", f"right after page {page}'s commit returned",
-            f"load() gave {describe(got)}, not the committed {describe(state)}"))
+            f"load() gave {describe_state(got)}, not the committed {describe_state(state)}"))
 
 
 # --- checking one crash state ------------------------------------------------------------------
 
-def describe(state) -> str:
+def describe_state(state) -> str:
     if not isinstance(state, dict):
         return str(state)
     return (f"next page {state.get('next_page')}, findings {state.get('findings')}, "
@@ -186,14 +186,18 @@ def describe_op(op: dict | None) -> str:
     if op is None:
         return "before any operation"
     kind = op["op"]
-    if kind == "write":
+    if kind == Op.WRITE:
         n = len(base64.b64decode(op["data"]))
         return f"write of {n} bytes to {op['path']} at offset {op['offset']}"
-    if kind == "rename":
+    if kind == Op.TRUNC and op.get("size"):
+        return f"truncate {op['path']} to {op['size']} bytes"
+    if kind == Op.RENAME:
         return f"rename {op['src']} -> {op['dst']}"
-    if kind == "fsync_dir":
-        return "directory fsync"
-    if kind == "mark":
+    if kind == Op.FSYNC_DIR:
+        return "directory fsync" + (f" of {op['path']}" if op.get("path") else "")
+    if kind == Op.UNRELIABLE:
+        return f"unreliable: {op.get('why')}"
+    if kind == Op.MARK:
         return {"commit-end": f"commit of event {op.get('seq')} returned",
                 "commit-begin": f"commit of event {op.get('seq')} began"}.get(
             op.get("what"), f"{op.get('what')} (page {op.get('page')})")
@@ -205,7 +209,7 @@ def _preview(files: dict[str, bytes]) -> dict[str, str]:
             for name, data in sorted(files.items())}
 
 
-def _read(directory: Path) -> dict[str, bytes]:
+def _files_in(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
@@ -217,7 +221,7 @@ def _write(directory: Path, files: dict[str, bytes]) -> None:
 
 def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: str,
                 where: str, acknowledged: int, states: list[dict], events: list[dict],
-                report: Report) -> None:
+                report: ConformanceReport) -> None:
     """Every rule at one crash state: `files` is what the disk holds after it."""
     real = {json.dumps(s, sort_keys=True): i for i, s in enumerate(states)}
     passed_rule = "crash-leaves-a-real-state" if kind == "kill" else "power-cut-leaves-a-real-state"
@@ -244,9 +248,9 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
             violation(keeps_rule, f"{acknowledged} commits had returned, but load() raised "
                                   f"{type(e).__name__}")
         return
-    if _read(directory) != files:
-        changed = sorted(n for n in set(files) | set(_read(directory))
-                         if files.get(n) != _read(directory).get(n))
+    if _files_in(directory) != files:
+        changed = sorted(n for n in set(files) | set(_files_in(directory))
+                         if files.get(n) != _files_in(directory).get(n))
         violation("load-reads-only", f"load() changed {', '.join(changed)}",
                   changed[0] if changed else None)
         _write_over(directory, files)
@@ -254,12 +258,12 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
     if recovered is not None:
         index = real.get(json.dumps(recovered.state, sort_keys=True))
         if index is None:
-            violation(passed_rule, f"load() gave {describe(recovered.state)}: a state this run "
-                                   "never was in")
+            violation(passed_rule, f"load() gave {describe_state(recovered.state)}: a state "
+                                   "this run never was in")
     if keeps_rule:
         report.checked[keeps_rule] += 1
         if index is None or index < acknowledged:
-            got = "a refusal" if recovered is None else describe(recovered.state)
+            got = "a refusal" if recovered is None else describe_state(recovered.state)
             violation(keeps_rule, f"{acknowledged} commits had returned, but load() gave {got}")
     if index is None:
         return
@@ -283,7 +287,7 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
         state = first.load().state
         first.open_for_append()
         first.close()
-        once = _read(directory)
+        once = _files_in(directory)
         second = cls(directory, config, Door(config.fsync))
         again = second.load().state
         second.open_for_append()
@@ -294,13 +298,13 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
     except Exception as e:
         violation("repair-is-idempotent", f"the repair raised {type(e).__name__}: {e}")
         return
-    if _read(directory) != once:
-        changed = sorted(n for n in once if _read(directory).get(n) != once[n])
+    if _files_in(directory) != once:
+        changed = sorted(n for n in once if _files_in(directory).get(n) != once[n])
         violation("repair-is-idempotent", "a second open_for_append() changed the files again",
                   changed[0] if changed else None)
     elif again != state:
-        violation("repair-is-idempotent", f"after the repair load() gave {describe(again)}, "
-                                          f"before it {describe(state)}")
+        violation("repair-is-idempotent", f"after the repair load() gave {describe_state(again)}, "
+                                          f"before it {describe_state(state)}")
     if index >= len(events):
         return                                  # the run was complete: nothing to resume
     report.checked["resume-appends-cleanly"] += 1
@@ -321,20 +325,21 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
         return
     if got != states[index + 1]:
         violation("resume-appends-cleanly",
-                  f"recovered {describe(states[index])}, committed event {events[index]['seq']} "
-                  f"({events[index]['t']}), then load() gave {describe(got)}")
+                  f"recovered {describe_state(states[index])}, committed event "
+                  f"{events[index]['seq']} ({events[index]['t']}), then load() gave "
+                  f"{describe_state(got)}")
 
 
 # --- the suite ---------------------------------------------------------------------------------
 
 def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 0,
-            pages: int = SUITE_PAGES, on_state=None) -> Report:
+            pages: int = SUITE_PAGES, on_state=None) -> ConformanceReport:
     """Check the store `cls` (default: the one `config.store` names) at every crash state of a
     `pages`-page run with this configuration. `on_state(where)` is told each crash state before
     it is checked (the boundary names it if the store hangs or exits there)."""
     config = config.replace(pages=pages) if pages else config
-    cls = cls or store_class(config.store)
-    report = Report(store=getattr(cls, "name", cls.__name__), config=config)
+    cls = cls or store_for(config)
+    report = ConformanceReport(store=getattr(cls, "name", cls.__name__), config=config)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bughunt-conformance-") as tmp:
         tmp = Path(tmp)
@@ -343,7 +348,7 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
         ops, states, events = record(config, cls, run_dir, report)
         acked = [0]
         for op in ops:
-            acked.append(acked[-1] + (op["op"] == "mark" and op.get("what") == "commit-end"))
+            acked.append(acked[-1] + (op["op"] == Op.MARK and op.get("what") == "commit-end"))
         seen: set[tuple[str, int]] = set()
         n = 0
         cases = [("kill", s) for s in kill_states(ops)]
@@ -430,7 +435,7 @@ def _learner(config: RunConfig, as_json: bool) -> int:
     commands.say(prog, config.store, problem, printed if not as_json else type(printed)())
     if problem is not None:
         return commands.code_of(problem)
-    r = Report(store=report["store"], config=config, states=report["states"],
+    r = ConformanceReport(store=report["store"], config=config, states=report["states"],
                checked=Counter(report["checked"]),
                violations=[Violation(**v) for v in report["violations"]],
                seconds=report["seconds"])
@@ -439,7 +444,7 @@ def _learner(config: RunConfig, as_json: bool) -> int:
     return 0 if r.ok else 1
 
 
-def _print(name: str, r: Report) -> None:
+def _print(name: str, r: ConformanceReport) -> None:
     verdict = "passes every rule" if r.ok else "breaks " + ", ".join(r.broken())
     print(f"{name}: {r.states} crash states, {verdict} ({r.seconds:.2f} s)")
     for rule in r.broken():

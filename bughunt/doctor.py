@@ -5,6 +5,11 @@ file and of a directory, rename over an existing file, and flock. Each check tri
 the lab's folder, says exactly what it tried, and says what to do when it fails. It also reports
 what the lab's fsync timings will be measured on (`storage`): the file system, the block device and
 whether that device reports a volatile write cache, and whether this machine runs under a hypervisor.
+
+Then the optional parts, which the core lab runs without: the frameworks of lessons 10 and 11 at the
+versions requirements.txt pins (those lessons measure their behaviour), the browser tests' Chromium,
+a font for the Chinese terms, and the book's tools. Each says what its absence disables; a missing
+optional part never fails the check (exit 0 as long as the core passes).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import fcntl
 import importlib.metadata as md
 import os
 import platform
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+REQUIREMENTS = ROOT / "requirements.txt"
 PROC_MOUNTS = Path("/proc/mounts")
 SYS_DEV_BLOCK = Path("/sys/dev/block")
 CPUINFO = Path("/proc/cpuinfo")
@@ -200,7 +209,7 @@ def file_system(path: Path, mounts: Path = PROC_MOUNTS) -> str:
     return best[1]
 
 
-def _read(path: Path) -> str | None:
+def _read_sys(path: Path) -> str | None:
     try:
         return path.read_text().strip()
     except OSError:
@@ -218,10 +227,10 @@ def storage(path: Path, sys_dev_block: Path = SYS_DEV_BLOCK, cpuinfo: Path = CPU
         # a partition's queue settings live on its parent disk
         disk = real if (real / "queue").is_dir() else real.parent
         device = disk.name
-        write_cache = _read(disk / "queue" / "write_cache")
+        write_cache = _read_sys(disk / "queue" / "write_cache")
         parts = set(str(real).split("/"))
         virtual = any(p.startswith(("virtio", "xen", "vmbus")) for p in parts)
-    flags = _read(Path(cpuinfo))
+    flags = _read_sys(Path(cpuinfo))
     hypervisor = None if flags is None else any(
         line.startswith("flags") and " hypervisor" in line for line in flags.splitlines())
     if hypervisor is None and platform.system() == "Darwin":
@@ -248,6 +257,149 @@ def run_checks(folder: Path | None = None) -> list[Check]:
             *check_folder(folder)]
 
 
+# --- optional parts: what each one enables, and what is lost without it ---------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """An optional part of the lab: the distributions and modules it needs, and what it enables."""
+
+    name: str
+    dists: tuple[str, ...]        # as pip names them, checked against requirements.txt's pins
+    modules: tuple[str, ...]      # imported, in a fresh interpreter, to prove they load
+    disables: str                 # what is lost without it
+
+
+@dataclass
+class PartCheck:
+    """What was found for one optional part."""
+
+    name: str
+    ok: bool
+    detail: str
+    disables: str
+    fix: str = ""
+
+
+PARTS = [
+    Part("lesson 10: LangGraph", ("langgraph", "langgraph-checkpoint-sqlite"),
+         ("langgraph", "langgraph.checkpoint.sqlite"),
+         "lesson 10's LangGraph sweeps (`bughunt frameworks --framework langgraph`)"),
+    Part("lesson 10: DBOS", ("dbos",), ("dbos",),
+         "lesson 10's DBOS sweeps (`bughunt frameworks --framework dbos`)"),
+    Part("lesson 11: the openai SDK", ("openai",), ("openai",),
+         "lesson 11's calls through the real SDK, and `--model local-server` runs"),
+    Part("make book: Sphinx, myst-nb, sphinx-book-theme",
+         ("sphinx", "myst-nb", "sphinx-book-theme"), ("sphinx", "myst_nb", "sphinx_book_theme"),
+         "`make book` (the static site); install with `make setup-book`"),
+]
+
+
+def pins(requirements: Path = REQUIREMENTS) -> dict[str, str]:
+    """The exact pins (`name==version`) in requirements.txt, by normalized name."""
+    try:
+        text = Path(requirements).read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    found = re.findall(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)", text, re.MULTILINE)
+    return {_normal(name): version for name, version in found}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def check_part(part: Part, pinned: dict[str, str]) -> PartCheck:
+    """Installed at the pinned version (where requirements.txt pins one), and importable."""
+    fix = "run `make setup` (or `pip install -r requirements.txt`)"
+    if part.name.startswith("make book"):
+        fix = "run `make setup-book` (or `pip install -r requirements-book.txt`)"
+    found, wrong = [], []
+    for dist in part.dists:
+        try:
+            have = md.version(dist)
+        except md.PackageNotFoundError:
+            return PartCheck(part.name, False, f"{dist} is not installed", part.disables, fix)
+        want = pinned.get(_normal(dist))
+        found.append(f"{dist} {have}")
+        if want is not None and have != want:
+            wrong.append(f"{dist} is {have}, requirements.txt pins {want}")
+    if wrong:
+        return PartCheck(part.name, False, "; ".join(wrong), part.disables, fix)
+    code = "; ".join(f"import {m}" for m in part.modules)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+        error = proc.stderr.strip().splitlines()[-1] if proc.returncode else ""
+    except subprocess.TimeoutExpired:
+        error = "importing it did not finish within 120 s"
+    if error:
+        return PartCheck(part.name, False, f"installed ({', '.join(found)}) but `{code}` fails: "
+                         f"{error}", part.disables, fix)
+    return PartCheck(part.name, True, f"{', '.join(found)}, imported", part.disables)
+
+
+def chromium_path() -> str:
+    """Where the browser tests look for Chromium (tests/test_browser.py uses the same order)."""
+    return os.environ.get("BUGHUNT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def check_chromium() -> PartCheck:
+    disables = ("the browser tests (JupyterLab, the app, the book in a real browser): "
+                "`make test` skips them and says so")
+    fix = "install Debian's Chromium (`apt-get install chromium`) or set BUGHUNT_CHROMIUM"
+    path = chromium_path()
+    if not Path(path).exists():
+        return PartCheck("browser tests: Chromium", False, f"no Chromium at {path}", disables,
+                         fix)
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                 timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return PartCheck("browser tests: Chromium", False, f"{path} does not run: {e}",
+                         disables, fix)
+    try:
+        playwright = f", playwright {md.version('playwright')}"
+    except md.PackageNotFoundError:
+        return PartCheck("browser tests: Chromium", False, f"{version} at {path}, but the "
+                         "playwright package is missing", disables,
+                         "run `make setup` (or `pip install -r requirements.txt`)")
+    return PartCheck("browser tests: Chromium", True, f"{version or path}{playwright}", disables)
+
+
+def check_cjk_font() -> PartCheck:
+    """The lessons give each term in Chinese too; without a font that has Chinese glyphs a browser
+    draws them as empty boxes. fontconfig (Linux) is asked; macOS ships such fonts."""
+    name = "a font for the Chinese terms"
+    disables = "the Chinese terms (术语) show as empty boxes in JupyterLab, the app and the book"
+    fix = "install one, e.g. Debian's fonts-noto-cjk (`apt-get install fonts-noto-cjk`)"
+    if platform.system() == "Darwin":
+        return PartCheck(name, True, "macOS ships fonts with Chinese glyphs", disables)
+    try:
+        out = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return PartCheck(name, False, "cannot tell: fc-list (fontconfig) is not available",
+                         disables, fix)
+    families = sorted({f.strip() for line in out.splitlines() for f in line.split(",")
+                       if f.strip()})
+    if not families:
+        return PartCheck(name, False, "fontconfig knows no font with Chinese glyphs", disables,
+                         fix)
+    first = min(families, key=lambda f: ("SC" not in f, f))      # simplified Chinese first
+    more = f" and {len(families) - 1} more" if len(families) > 1 else ""
+    return PartCheck(name, True, f"{first}{more}", disables)
+
+
+def optional_checks(requirements: Path = REQUIREMENTS) -> list[PartCheck]:
+    """Every optional part, the imports tried side by side (each in its own interpreter)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pinned = pins(requirements)
+    with ThreadPoolExecutor(max_workers=len(PARTS)) as pool:
+        parts = list(pool.map(lambda p: check_part(p, pinned), PARTS))
+    return [*parts, check_chromium(), check_cjk_font()]
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -258,12 +410,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dir.is_dir():
         parser.error(f"--dir {args.dir}: not a directory")
     checks = run_checks(args.dir)
-    width = max(len(c.name) for c in checks)
+    extras = optional_checks()
+    width = max(len(c.name) for c in [*checks, *extras])
     for c in checks:
         print(f"{'ok ' if c.ok else 'BAD'}  {c.name:<{width}}  {c.detail}")
         if not c.ok and c.fix:
             print(f"{'':5}{'':<{width}}  what to do: {c.fix}")
     bad = [c for c in checks if not c.ok]
     print(f"\nfsync timings in this folder are measured on: {describe_storage(args.dir)}")
-    print(f"\n{len(checks) - len(bad)} of {len(checks)} checks passed")
+    print("\noptional parts (the core lab runs without them):")
+    for c in extras:
+        print(f"{'ok ' if c.ok else '---'}  {c.name:<{width}}  {c.detail}")
+        if not c.ok:
+            print(f"{'':5}{'':<{width}}  without it: {c.disables}")
+            print(f"{'':5}{'':<{width}}  what to do: {c.fix}")
+    missing = sum(not c.ok for c in extras)
+    print(f"\n{len(checks) - len(bad)} of {len(checks)} checks passed"
+          + (f"; {missing} optional part{'s' * (missing != 1)} missing (above)" if missing else
+             "; every optional part is here"))
     return 1 if bad else 0

@@ -9,7 +9,12 @@ point, the second resumes to the end. Then the outside world is read:
   rebuild from disk by code that did not run the worker. The last witness catches the bugs that are
   right now and wrong at the next recovery, like the no-newline trap.
 
-Results are plain dicts (one per crash point); `sweep` and friends also give pandas DataFrames.
+Results are typed records, one per crash point: an `Outcome` (what the witnesses say, and the
+lab's one verdict on it) extended by each kind of run (`CrashRun`; `CallCrashRun` below;
+`bughunt.frameworks.sweep.FrameworkRun` for a framework). `frame` turns any of them into a pandas
+DataFrame and `summarize` sums a sweep up; `sweep` gives the DataFrame at once. Random kills
+(`kill_random`), which fall at moments rather than at points, come back as one summary with a
+row per try.
 
 The model is the in-process mock in every lesson's sweep. Lesson 11's worker mode asks a model
 server over HTTP instead (`model=ServedModel(url, bill)`, from `bughunt.llm`): the call then has
@@ -284,64 +289,101 @@ def lesson_reader(run_dir: Path) -> dict:
     return state
 
 
-def three_way_check(run_dir: Path, config: RunConfig, memory_state: dict | None) -> dict:
-    """Tracker == the resumed worker's in-memory result == a fresh rebuild from disk."""
-    tracker_pages = sorted(r["page"] for r in read_reports(run_dir))
-    result = {"tracker_pages": tracker_pages,
-              "memory_findings": None if memory_state is None else memory_state["findings"],
-              "disk_findings": None, "disk_error": None, "disk_matches_memory": None}
-    if config.store != "none":     # with no store there is no third witness
-        try:
-            disk_state = rebuild_from_disk(run_dir, config).state
-        except StoreDamage as e:
-            result["disk_error"] = str(e)
-        except Exception as e:         # a learner's store may raise anything: that is a verdict
-            result["disk_error"] = f"load() raised {type(e).__name__}: {e}"
-        else:
-            result["disk_findings"] = disk_state["findings"]
-            result["disk_matches_memory"] = disk_state == memory_state
-    result["agree"] = (memory_state is not None
-                              and tracker_pages == sorted(memory_state["findings"])
-                              and result["disk_matches_memory"] is not False
-                              and result["disk_error"] is None)
-    return result
+#: The verdict words, best first (figures colour them; `Outcome.verdict` gives one per run). The
+#: lab's own sweeps give all but "not reached" and "wrong state", which only a framework's can.
+VERDICTS = ("correct", "not reached", "tracker disagrees", "rebuild fails", "wrong state", "lost",
+            "duplicate", "error")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """What the witnesses say after the last process of a run."""
+    """What the witnesses say after the last process of a run, and its verdict.
+
+    Every kind of crash run extends it (`CrashRun` for the lab's worker, `FrameworkRun` for a
+    framework), so that "correct" and the verdict words are defined here once."""
 
     duplicate_reports: int               # reports the tracker holds twice (or more)
     lost_reports: int                    # bug pages with no report in the tracker
     three_way_check: bool                # tracker == the agent's memory == a rebuild from disk
     rebuild_ok: bool | None              # the rebuild equals the memory (None: no third witness)
     disk_error: str | None               # the rebuild refused (or a learner's store raised)
-    tracker_pages: list[int]
+    tracker_pages: list[int] | None
     memory_findings: list[int] | None
-    final_state: dict | None
+    final_state: dict | None             # the agent's memory: the resumed process's final state
+    memory_ok: bool | None = None        # memory == a clean run's final state (None: not compared)
+    disk_ok: bool | None = None          # the rebuild == a clean run's final state (ditto)
+    error: str | None = None             # the experiment itself went wrong (no kill, no resume)
+
+    @property
+    def reached(self) -> bool:
+        """The planned crash point was reached. The lab's worker reaches every point of its
+        scheme (or the run is an error); a framework's background writer may not write the same
+        way twice, so a point of its clean run can be missed (`FrameworkRun`)."""
+        return True
+
+    @property
+    def verdict(self) -> str:
+        """One word, worst first: error, not reached, duplicate, lost, wrong state (the agent's
+        memory differs from a clean run's), rebuild fails, tracker disagrees (the agent's result
+        and the tracker differ), correct."""
+        if self.error is not None:
+            return "error"
+        if not self.reached:
+            return "not reached"
+        if self.duplicate_reports:
+            return "duplicate"
+        if self.lost_reports:
+            return "lost"
+        if self.memory_ok is False:
+            return "wrong state"
+        if self.rebuild_ok is False or self.disk_ok is False or self.disk_error is not None:
+            return "rebuild fails"
+        if not self.three_way_check:
+            return "tracker disagrees"
+        return "correct"
 
     @property
     def correct(self) -> bool:
-        """The lab's one definition of a correct recovery: no report twice, none lost, and the
-        three witnesses agree."""
-        return self.duplicate_reports == 0 and self.lost_reports == 0 and self.three_way_check
+        """The lab's one definition of a correct recovery: the experiment ran, no report twice,
+        none lost, the agent's state right, and the three witnesses agree."""
+        return self.verdict == "correct"
+
+    @property
+    def resumed_right(self) -> bool:
+        """The resumed run itself is right: nothing twice, nothing lost, and the tracker agrees
+        with the agent's memory. The rebuild from disk is not asked (the no-newline trap)."""
+        return (self.error is None and self.duplicate_reports == 0 and self.lost_reports == 0
+                and self.tracker_pages == sorted(self.memory_findings or []))
 
 
 def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> Outcome:
-    """After the last process of a run: duplicate and lost reports (the tracker against the site's
-    bugs) and the three-way check. `report` is the last worker's JSON report, or None if it failed."""
-    check = three_way_check(run_dir, config, report["state"] if report else None)
-    tracker = check["tracker_pages"]
+    """What the witnesses say after the last process of a run: the tracker (duplicate and lost
+    reports, against the site's bugs), the resumed worker's memory (`report`: its JSON report, or
+    None if it failed), and a fresh rebuild from disk by code that did not run the worker."""
+    memory = report["state"] if report else None
+    tracker = sorted(r["page"] for r in read_reports(run_dir))
+    rebuild_ok, disk_error = None, None
+    if config.store != "none":     # with no store there is no third witness
+        try:
+            rebuild_ok = rebuild_from_disk(run_dir, config).state == memory
+        except StoreDamage as e:
+            disk_error = str(e)
+        except Exception as e:         # a learner's store may raise anything: that is a verdict
+            disk_error = f"load() raised {type(e).__name__}: {e}"
     return Outcome(duplicate_reports=len(tracker) - len(set(tracker)),
                    lost_reports=len(set(Site.load(config.pages).bug_pages) - set(tracker)),
-                   three_way_check=check["agree"],
-                   rebuild_ok=check["disk_matches_memory"], disk_error=check["disk_error"],
-                   tracker_pages=tracker, memory_findings=check["memory_findings"],
-                   final_state=report["state"] if report else None)
+                   three_way_check=witnesses_agree(tracker, memory, rebuild_ok, disk_error),
+                   rebuild_ok=rebuild_ok, disk_error=disk_error, tracker_pages=tracker,
+                   memory_findings=None if memory is None else memory["findings"],
+                   final_state=memory)
 
 
-#: Verdicts of a crash run, best first (figures colour them; `CrashRun.verdict` gives one).
-VERDICTS = ("correct", "rebuild fails", "tracker disagrees", "lost", "duplicate", "error")
+def witnesses_agree(tracker_pages: list[int], memory: dict | None, rebuild_ok: bool | None,
+                    disk_error: str | None) -> bool:
+    """The three-way check: the tracker holds exactly the findings the agent remembers, and the
+    rebuild from disk (where there is one) gives the agent's memory back."""
+    return (memory is not None and tracker_pages == sorted(memory["findings"])
+            and rebuild_ok is not False and disk_error is None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,7 +396,6 @@ class CrashRun(Outcome):
     index: int                           # its number in this configuration
     page: int
     label: str                           # the step
-    error: str | None                    # the experiment itself went wrong (no kill, no resume)
     redone_model_calls: int | None       # calls on the bill beyond a clean run's (None: the
                                          # resume did not finish, so there is nothing to compare)
     replayed_events: int | None          # log events applied at recovery
@@ -365,33 +406,6 @@ class CrashRun(Outcome):
     snapshot_fallback: str | None = None
     resume_exit: int | None = None
     lesson_reader_ok: bool | None = None   # the source text's reader (log store only)
-
-    @property
-    def correct(self) -> bool:
-        return self.error is None and Outcome.correct.fget(self)
-
-    @property
-    def resumed_right(self) -> bool:
-        """The resumed run itself is right: nothing twice, nothing lost, and the tracker agrees
-        with the agent's memory. The rebuild from disk is not asked (the no-newline trap)."""
-        return (self.error is None and self.duplicate_reports == 0 and self.lost_reports == 0
-                and self.tracker_pages == sorted(self.memory_findings or []))
-
-    @property
-    def verdict(self) -> str:
-        """One word, worst first: error, duplicate, lost, rebuild fails, tracker disagrees (the
-        agent's result and the tracker differ), correct."""
-        if self.error is not None:
-            return "error"
-        if self.duplicate_reports:
-            return "duplicate"
-        if self.lost_reports:
-            return "lost"
-        if self.rebuild_ok is False or self.disk_error is not None:
-            return "rebuild fails"
-        if not self.three_way_check:
-            return "tracker disagrees"
-        return "correct"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -421,13 +435,14 @@ class ReplayCount:
 
 
 def frame(records):
-    """Records (CrashRun, ReplayCount, ...) as a DataFrame, one row each, with a `verdict` column
-    for crash runs: the one way the lab turns its results into a table."""
+    """Records (CrashRun, FrameworkRun, ReplayCount, ...) as a DataFrame, one row each, with the
+    `verdict` and `resumed_right` columns for crash runs: the one way the lab turns its results
+    into a table."""
     import pandas as pd
 
     rows = [{**dataclasses.asdict(r),
              **({"verdict": r.verdict, "resumed_right": r.resumed_right}
-                if isinstance(r, CrashRun) else {})}
+                if isinstance(r, Outcome) else {})}
             for r in records]
     return pd.DataFrame(rows)
 
@@ -469,17 +484,17 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
         report = json.loads(resume.stdout)
     elif error is None:
         error = f"resume exited {resume.returncode}: {resume.stderr.strip()[-300:]}"
-    seen = dataclasses.asdict(outcome(run_dir, config, report))
+    seen = {**dataclasses.asdict(outcome(run_dir, config, report)), "error": error}
     get = (lambda key: report[key]) if report else (lambda key: None)
     bill = read_bill(run_dir) if model is None else model.calls_of(run_dir)
     measured = dict(
-        crash_point=point.name, index=point.index, page=point.page, label=point.label,
-        error=error, redone_model_calls=(len(bill) - config.pages
-                                         if report and len(bill) >= config.pages else None),
-        replayed_events=get("replayed_events"), **seen, aborted_pages=get("aborted"),
-        torn_lines_skipped=get("torn_lines_skipped"), tails_repaired=get("tails_repaired"),
-        temp_files_removed=get("temp_files_removed"), snapshot_fallback=get("snapshot_fallback"),
-        resume_exit=resume.returncode,
+        **seen, crash_point=point.name, index=point.index, page=point.page, label=point.label,
+        redone_model_calls=(len(bill) - config.pages
+                            if report and len(bill) >= config.pages else None),
+        replayed_events=get("replayed_events"),
+        aborted_pages=get("aborted"), torn_lines_skipped=get("torn_lines_skipped"),
+        tails_repaired=get("tails_repaired"), temp_files_removed=get("temp_files_removed"),
+        snapshot_fallback=get("snapshot_fallback"), resume_exit=resume.returncode,
         lesson_reader_ok=(lesson_reader(run_dir) == report["state"]
                           if config.store == "log" and report else None))
     if model is None:
@@ -569,8 +584,8 @@ def ram_dir(room: int = 256 << 20) -> str | None:
 
 def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
                    workers: int | None = None, progress: Progress | None = None,
-                   measure: Callable[[RunConfig, CrashPoint, Path], dict] | None = None
-                   ) -> list[dict]:
+                   measure: Callable[[RunConfig, CrashPoint, Path], CrashRun] | None = None
+                   ) -> list[CrashRun]:
     """Run (tag, config, point) jobs in parallel: `measure` (default: `crash_and_resume`) each.
 
     Threads only wait on child processes, so one thread per core keeps every core busy.
@@ -582,7 +597,7 @@ def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
             for (tag, _, _), r in zip(jobs, in_parallel(calls, workers, progress))]
 
 
-def in_parallel(calls: list[Callable[[], dict]], workers: int | None = None,
+def in_parallel(calls: list[Callable[[], object]], workers: int | None = None,
                 progress: Progress | None = None) -> list:
     """Run the calls in a thread pool, results in order. Threads only wait on child processes,
     so one thread per core keeps every core busy.
@@ -630,7 +645,7 @@ def stopping_workers_on_interrupt():
 def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = None,
                   workers: int | None = None, progress: Progress | None = None,
                   base_dir: Path | None = None, tag: str = "sweep",
-                  model: ServedModel | None = None) -> list[dict]:
+                  model: ServedModel | None = None) -> list[CrashRun]:
     """Crash at every point of `config` (or the given names or numbers), resume, measure: one
     record each. Raises NoSuchPoint for a point this configuration does not have.
 
@@ -655,32 +670,48 @@ def sweep(config: RunConfig, **kwargs):
 
 
 def summarize(records) -> dict:
-    """The sweep's summary: averages and maxima over crash points, counts of bad outcomes.
-    `records`: crash runs, or their DataFrame (`frame`)."""
+    """The sweep's summary: costs averaged over the crash runs that reached their point, and each
+    way of being wrong counted over every run. `records`: crash runs (the lab's worker's or a
+    framework's), or their DataFrame (`frame`). What the records do not measure is None: replayed
+    events for a framework, a state compared with a clean run's (`wrong_memory`, `wrong_disk`) for
+    the lab's worker, whose three witnesses judge it instead."""
     import pandas as pd
 
     df = records if isinstance(records, pd.DataFrame) else frame(records)
+    if df.empty:
+        df = pd.DataFrame(columns=[f.name for f in dataclasses.fields(Outcome)] + ["verdict"])
+    reached = df[df["verdict"] != "not reached"]
 
     def avg(key):
-        values = df[key].dropna() if key in df else []
+        values = reached[key].dropna() if key in reached else []
         return round(float(values.mean()), 4) if len(values) else None
 
     def top(key):
-        values = df[key].dropna() if key in df else []
+        values = reached[key].dropna() if key in reached else []
         return int(values.max()) if len(values) else None
 
+    def count(condition) -> int:
+        return int(condition.sum())
+
+    def wrong(key) -> int | None:      # None: no run was compared with a clean run's state
+        return count(df[key] == False) if df[key].notna().any() else None  # noqa: E712
+
     return {
-        "crash_points": len(df),
+        "crash_points": len(reached),
+        "not_reached": len(df) - len(reached),
         "avg_redone_model_calls": avg("redone_model_calls"),
         "max_redone_model_calls": top("redone_model_calls"),
         "avg_replayed_events": avg("replayed_events"),
         "max_replayed_events": top("replayed_events"),
-        "duplicate_points": int((df["duplicate_reports"] > 0).sum()),
-        "lost_points": int((df["lost_reports"] > 0).sum()),
-        "three_way_failures": int((~df["three_way_check"].astype(bool)).sum()),
-        "rebuild_failures": int(((df["rebuild_ok"] == False) | df["disk_error"].notna()).sum()),  # noqa: E712
-        "errors": int(df["error"].notna().sum()),
-        "correct_runs": int((df["verdict"] == "correct").sum()),
+        "duplicate_points": count(df["duplicate_reports"] > 0),
+        "lost_points": count(df["lost_reports"] > 0),
+        "wrong_memory": wrong("memory_ok"),
+        "wrong_disk": wrong("disk_ok"),
+        "three_way_failures": count(~df["three_way_check"].astype(bool)),
+        "rebuild_failures": count((df["rebuild_ok"] == False)                   # noqa: E712
+                                  | df["disk_error"].notna()),
+        "errors": count(df["error"].notna()),
+        "correct_runs": count(df["verdict"] == "correct"),
     }
 
 

@@ -52,7 +52,7 @@ def _entry(name: str):
     return getattr(importlib.import_module(module), function)
 
 
-def serve(preload: tuple[str, ...] = ()) -> None:
+def serve_forks(preload: tuple[str, ...] = ()) -> None:
     """The server loop: fork one worker per request, report its pid and its exit status."""
     from . import worker          # imported once, here, before any fork
     for name in preload:          # "module", or "module:function" to also call it once
@@ -124,13 +124,17 @@ class ForkServer:
         # group instead, so that ending that group ends the server and its workers too. `env`
         # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
         extra = ["--preload", ",".join(preload)] if preload else []
+        self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
+        self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
+        # The server's temp files (its warm-up run, Python's first probe of the temp dir) go in
+        # this directory, which `close` and `kill` remove: a server killed while it warms up
+        # leaves nothing in the caller's TMPDIR.
+        env = {**(os.environ if env is None else env), "TMPDIR": self.tmp.name}
         self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                      start_new_session=BOUNDARY_ENV not in os.environ, env=env)
         self.own_group = BOUNDARY_ENV not in os.environ
         self.worker: int | None = None      # the pid of the worker running now
-        self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
-        self.out, self.err = Path(self.tmp.name) / "out", Path(self.tmp.name) / "err"
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -251,4 +255,4 @@ def enabled() -> bool:
 
 if __name__ == "__main__":
     modules = sys.argv[2].split(",") if sys.argv[1:2] == ["--preload"] else []
-    serve(tuple(m for m in modules if m))
+    serve_forks(tuple(m for m in modules if m))

@@ -361,7 +361,7 @@ def _conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     import tempfile
 
     from .boundary import child, jobs
-    from .conformance import Report, record
+    from .conformance import ConformanceReport, record
     from .stores import store_class
 
     result = jobs.conform(ctx, spec=spec, config=config, pages=pages)
@@ -372,7 +372,7 @@ def _conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
         run_dir.mkdir()
         try:
             ops, _states, events = record(run_config, _marking_mid(store_class(spec)), run_dir,
-                                          Report(store="", config=run_config))
+                                          ConformanceReport(store="", config=run_config))
         except Exception:
             return result       # the suite ran the same calls: its report has the story
     result["profile"] = dataclasses.asdict(disk_profile(ops, events))
@@ -383,68 +383,48 @@ def disk_profile(ops: list[dict], events: list[dict]) -> DiskProfile:
     """Read the journal of a clean run: what one page's commit does, and whether each commit
     returned with its bytes and its names fsynced."""
     from .conformance import describe_op
+    from .instruments.journal import Op
+    from .powerloss import Disk
+
+    def mark(op, what):
+        return op["op"] == Op.MARK and op.get("what") == what
 
     page_done = {e["seq"]: e.get("page") for e in events if e.get("t") == "page_done"}
     length: dict = {}
     current = None
     for op in ops:                  # the page commit that does the most (a snapshot's page)
-        if op["op"] == "mark" and op.get("what") in ("commit-begin", "commit-end"):
-            current = op.get("seq") if op["what"] == "commit-begin" else None
+        if mark(op, "commit-begin") or mark(op, "commit-end"):
+            current = op.get("seq") if mark(op, "commit-begin") else None
         elif current in page_done:
             length[current] = length.get(current, 0) + 1
     later = {seq: n for seq, n in length.items() if seq != min(length)} or length
     chosen = max(later, key=lambda seq: (later[seq], -seq)) if later else None
-    sizes: dict[str, int] = {}
-    dirty: set[str] = set()
-    dir_dirty = False
+    disk = Disk()                   # the journal's one interpreter: what is durable, what is not
     in_commit = None
     shown: list[str] = []
     flags = dict(in_place=False, appends=False, renamed_unsynced=False, data_unsynced=False,
                  dir_unsynced=False)
     for op in ops:
         kind = op["op"]
-        if kind == "mark" and op.get("what") == "commit-begin":
+        if mark(op, "commit-begin"):
             in_commit = op.get("seq")
             continue
-        if kind == "mark" and op.get("what") == "commit-end":
-            flags["data_unsynced"] |= bool(dirty)
-            flags["dir_unsynced"] |= dir_dirty
+        if mark(op, "commit-end"):
+            flags["data_unsynced"] |= any(disk.unsynced(path) for path in disk.names())
+            flags["dir_unsynced"] |= disk.names_unsynced()
             in_commit = None
             continue
         if in_commit is not None and in_commit == chosen:
-            shown.append("mid() (the crash point mid_commit)" if kind == "mark" and
-                         op.get("what") == "mid" else describe_op(op).replace(
-                             "fsync_dir", "directory fsync"))
-        if kind == "create":
-            sizes[op["path"]] = 0
-            dirty.add(op["path"])
-            dir_dirty = True
-        elif kind == "trunc":
+            shown.append("mid() (the crash point mid_commit)" if mark(op, "mid")
+                         else describe_op(op))
+        if kind == Op.TRUNC:
             flags["in_place"] |= in_commit is not None
-            sizes[op["path"]] = 0
-            dirty.add(op["path"])
-        elif kind == "write":
-            import base64
-            n = len(base64.b64decode(op["data"]))
-            if in_commit is not None and op["offset"] and op["offset"] == sizes.get(op["path"]):
+        elif kind == Op.WRITE:
+            if in_commit is not None and op["offset"] and op["offset"] == disk.size(op["path"]):
                 flags["appends"] = True
-            sizes[op["path"]] = max(sizes.get(op["path"], 0), op["offset"] + n)
-            dirty.add(op["path"])
-        elif kind == "fsync":
-            dirty.discard(op["path"])
-        elif kind == "rename":
-            if op["src"] in dirty:
-                flags["renamed_unsynced"] = True
-                dirty.discard(op["src"])
-                dirty.add(op["dst"])
-            sizes[op["dst"]] = sizes.pop(op["src"], 0)
-            dir_dirty = True
-        elif kind == "unlink":
-            sizes.pop(op["path"], None)
-            dirty.discard(op["path"])
-            dir_dirty = True
-        elif kind == "fsync_dir":
-            dir_dirty = False
+        elif kind == Op.RENAME:
+            flags["renamed_unsynced"] |= disk.unsynced(op["src"])
+        disk.apply(op)
     return DiskProfile(commit_ops=tuple(shown), commit_page=page_done.get(chosen), **flags)
 
 

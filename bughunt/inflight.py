@@ -58,7 +58,7 @@ from pathlib import Path
 
 from .diskio import Door
 from .llm import DEFAULT_API_KEY, DEFAULT_MODEL, OpenAIModel, Received, page_messages
-from .modelserver import FAULT_HEADER, Fault, FaultSpecError, prompt_hash, read_bill
+from .modelserver import FAULT_HEADER, Fault, fault_flag, prompt_hash, read_server_bill
 from .world import Site, SiteError
 
 PROG = "python -m bughunt.inflight"
@@ -77,7 +77,7 @@ def call_points(chunks: int) -> list[str]:
 
 # --- the journal: what the client held ------------------------------------------------------------
 
-def read_journal(path: Path) -> list[dict]:
+def read_client_journal(path: Path) -> list[dict]:
     """The journal's records, in order. Each was one `os.write`, so a SIGKILL leaves whole lines."""
     path = Path(path)
     if not path.exists():
@@ -107,7 +107,7 @@ def run_call(*, base_url: str, journal: Path, page: int = 3, crash_at: str | Non
     """Make (or resume) the call for `page`, journaling every moment of it; die by SIGKILL at
     `crash_at`."""
     door = Door("never")
-    records = read_journal(journal)
+    records = read_client_journal(journal)
     fd = door.open_append(Path(journal))
 
     def write(record: dict) -> None:
@@ -215,7 +215,7 @@ def kill_in_call(crash_point: str, *, base_url: str, bill: Path, run_dir: Path,
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = run_dir / "call-journal.jsonl"
-    start = len(read_bill(bill))
+    start = len(read_server_bill(bill))
     killed = runner(call_args(base_url, journal, page=page, crash_at=crash_point, stream=stream,
                               model=model, fault=fault))
     if killed.returncode == 0:
@@ -223,14 +223,14 @@ def kill_in_call(crash_point: str, *, base_url: str, bill: Path, run_dir: Path,
     if killed.returncode > 0:
         raise RuntimeError(f"the call process failed ({killed.returncode}) before "
                            f"{crash_point}: {killed.stderr.strip()}")
-    held = pending_call(read_journal(journal), page) or {}
+    held = pending_call(read_client_journal(journal), page) or {}
     resumed = runner(call_args(base_url, journal, page=page, pending=pending, stream=stream,
                                model=model, fault=fault))
     if resumed.returncode != 0:
         raise RuntimeError(f"the resume failed ({resumed.returncode}): {resumed.stderr.strip()}")
     result = json.loads(resumed.stdout)
     key = prompt_hash(model, page_messages(Site.load(), page))
-    lines = [b for b in read_bill(bill)[start:] if b["prompt_hash"] == key]
+    lines = [b for b in read_server_bill(bill)[start:] if b["prompt_hash"] == key]
     clean = _clean_reply(model, page)
     return CallKilled(
         crash_point=crash_point, pending=pending, stream=stream,
@@ -313,7 +313,7 @@ def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream
         elapsed = time.perf_counter() - t0
         client.close()
     key = prompt_hash(model, messages)
-    billed = sum(1 for b in read_bill(bill) if b["prompt_hash"] == key)
+    billed = sum(1 for b in read_server_bill(bill) if b["prompt_hash"] == key)
     prefix = "".join(parts)
     return SdkBehaviour(
         case=case, fault=fault.spec(), stream=stream, max_retries=max_retries, timeout_s=timeout,
@@ -390,15 +390,13 @@ def _point(text: str) -> str:
     return text
 
 
-def _fault(text: str) -> str:
-    try:
-        Fault.parse(text)
-    except FaultSpecError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _fault_spec(text: str) -> str:
+    """`--fault SPEC`, checked here and sent as written."""
+    fault_flag(text)
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
+def call_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="One model call through the openai "
                                      "SDK, journaled, maybe killed inside it (lesson 11).")
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:PORT/v1")
@@ -410,12 +408,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="what a resume does with a call in flight at the crash")
     parser.add_argument("--no-stream", dest="stream", action="store_false")
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--fault", type=_fault, metavar="SPEC", help="sent as X-Bughunt-Fault")
+    parser.add_argument("--fault", type=_fault_spec, metavar="SPEC", help="sent as X-Bughunt-Fault")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = call_parser()
     args = parser.parse_args(argv)
     if args.page < 1:
         parser.error(f"--page {args.page}: pages are numbered from 1")

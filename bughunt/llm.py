@@ -256,13 +256,13 @@ class ServedModel:
 
     def calls_of(self, run_dir: Path) -> list[dict]:
         """Every call the server billed for this run (its project), in order."""
-        from .modelserver import read_bill
+        from .modelserver import read_server_bill
 
         if self.bill is None:
             raise ValueError(f"the model at {self.url} has no bill to read: a real server keeps "
                              "none, so redone calls cannot be counted there")
         project = run_project(run_dir)
-        return [b for b in read_bill(self.bill) if b.get("project") == project]
+        return [b for b in read_server_bill(self.bill) if b.get("project") == project]
 
 
 def call_failure(e: BaseException) -> str | None:

@@ -326,7 +326,7 @@ class Bill:
                 self._fd = None
 
 
-def read_bill(path: Path) -> list[dict]:
+def read_server_bill(path: Path) -> list[dict]:
     """Every request the server billed, in order (an empty list if nothing was billed yet)."""
     path = Path(path)
     if not path.exists():
@@ -651,7 +651,7 @@ class ModelServer:
         self._bill.close()
 
     def read_bill(self) -> list[dict]:
-        return read_bill(self.bill_path)
+        return read_server_bill(self.bill_path)
 
     def __enter__(self) -> "ModelServer":
         return self if self._thread is not None else self.start()
@@ -705,7 +705,7 @@ class ServerProcess:
         return self.proc.pid
 
     def read_bill(self) -> list[dict]:
-        return read_bill(self.bill_path)
+        return read_server_bill(self.bill_path)
 
     def stop(self, timeout: float = 10) -> int:
         """SIGTERM, then wait; the server's exit status (0 when it stopped cleanly)."""
@@ -768,14 +768,15 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _fault(text: str) -> Fault:
+def fault_flag(text: str) -> Fault:
+    """`--fault SPEC`, parsed; a bad spec is argparse's one-sentence error."""
     try:
         return Fault.parse(text)
     except FaultSpecError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def server_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="A local OpenAI-compatible model server with a server-side bill "
         "and injected faults (lesson 11).")
@@ -783,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--bill", type=Path, required=True, metavar="FILE",
                         help="the append-only bill, one JSON line per billed request")
-    parser.add_argument("--fault", type=_fault, default=Fault(), metavar="SPEC",
+    parser.add_argument("--fault", type=fault_flag, default=Fault(), metavar="SPEC",
                         help="server-wide faults, e.g. 'cut=3' or 'delay=0.05,ttfb=1' "
                              "(per request: the X-Bughunt-Fault header)")
     return parser
@@ -806,7 +807,7 @@ def _stop(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = server_parser()
     args = parser.parse_args(argv)
     try:
         server = ModelServer(args.bill, args.fault, port=args.port, host=args.host)

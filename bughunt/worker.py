@@ -39,7 +39,8 @@ from .instruments.faults import Faults, FaultyFiles
 from .instruments.journal import JournalingFiles
 from .events import apply_event
 from .interrupts import Interrupted, interruptible
-from .stores import StoreDamage, StoreSpecError, make_store, store_class
+from .stores import Recovered, Repairs, StoreDamage, StoreSpecError, make_store, store_class
+from .stores.contract import CheckpointStore
 from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
                     TrackerError, check_tracker, report_key)
 
@@ -53,8 +54,6 @@ DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 LOCK_FILE = "run.lock"
 JOURNAL_FILE = "io.jsonl"
 
-RECOVERY_POINTS = ("after_repair", "after_abort")
-
 
 @dataclass(frozen=True)
 class LabOptions:
@@ -62,7 +61,6 @@ class LabOptions:
 
     io_trace: journal every disk operation to io.jsonl (for the power-loss simulation);
     faults: make the k-th write or fsync fail (lesson 8's full disk and failed fsync);
-    crash_in_recovery: SIGKILL at a step of recovery itself (after_repair, after_abort);
     model_latency_ms: how long each model answer takes after the call is billed (a real model
     takes seconds; the lab's runs take none, random kills use a few milliseconds);
     model_url, model_name: ask an OpenAI-compatible server through the `openai` SDK instead of the
@@ -72,7 +70,6 @@ class LabOptions:
 
     io_trace: bool = False
     faults: Faults | None = None
-    crash_in_recovery: str | None = None
     model_latency_ms: float = 0.0
     model_url: str | None = None
     model_name: str | None = None
@@ -214,19 +211,9 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
 
 def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
          pause_at: int | str | None, trace: bool, ready: bool, lab: LabOptions) -> dict:
-    try:                                     # checked before anything touches the disk
-        site = Site.load(config.pages)
-        in_call = lab.model_url is not None          # the call has insides only over HTTP
-        points = scheme(config.pages, site.bug_pages, config.intent, in_call) if (
-            crash_at is not None or pause_at is not None) else []
-        where = dict(pages=config.pages, bug_pages=site.bug_pages, intent=config.intent,
-                     call_in_flight=in_call)
-        crash = find(points, crash_at, what="--crash-at", **where) if crash_at is not None else None
-        pause = find(points, pause_at, what="--pause-at", **where) if pause_at is not None else None
-        plan = CrashPlan(points, crash, pause)
-        store_class(config.store)          # a learner's store file: loads, has the methods
-    except (SiteError, NoSuchPoint, StoreSpecError) as e:
-        raise Refused(str(e)) from None
+    """One worker process, as the lesson tells it: claim the run directory, recover, run the page
+    loop, report. What can be refused before anything touches the disk is refused first."""
+    site, plan = plan_crashes(config, crash_at, pause_at, lab)
     check_run_dir(run_dir)                 # read-only: a refusal here leaves nothing behind
     ready_t = time.time()
     if ready:
@@ -234,6 +221,47 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         # (wall) clock as the trace, so a delay means the same moment of the run in every try.
         sys.stderr.write(f"{READY_BANNER} {ready_t:.6f}\n")
         sys.stderr.flush()
+    door = claim_run_dir(run_dir, config, lab)
+    recovery = recover(run_dir, config, door, plan)
+    agent = Agent(config, site, recovery.store, door, world_model(run_dir, site, lab, plan),
+                  Tracker(run_dir), plan, recovery.state)
+    if trace:
+        plan.trace_to(run_dir / TRACE_FILE)
+        plan.mark(agent.state["next_page"], "ready", t=ready_t)
+        plan.mark(agent.state["next_page"], "start")
+    page_loop(agent)
+    plan.mark(config.pages, "end")
+    agent.close()
+    return final_report(agent, recovery)
+
+
+def plan_crashes(config: RunConfig, crash_at: int | str | None, pause_at: int | str | None,
+                 lab: LabOptions) -> tuple[Site, CrashPlan]:
+    """The site, and where this process dies or pauses (`--crash-at`, `--pause-at`: any point of
+    the scheme, recovery's included). A point this configuration lacks, a damaged site file or a
+    learner's store that does not load is refused here, before anything touches the disk."""
+    try:
+        site = Site.load(config.pages)
+        in_call = lab.model_url is not None          # the call has insides only over HTTP
+        points = scheme(config.pages, site.bug_pages, config.intent, in_call,
+                        in_recovery=True) if (crash_at is not None or pause_at is not None) else []
+        where = dict(pages=config.pages, bug_pages=site.bug_pages, intent=config.intent,
+                     call_in_flight=in_call)
+        crash = find(points, crash_at, what="--crash-at", **where) if crash_at is not None else None
+        pause = find(points, pause_at, what="--pause-at", **where) if pause_at is not None else None
+        for flag, target in (("--crash-at", crash), ("--pause-at", pause)):
+            if target is not None and target.label == "after_abort" and config.pending != "abort":
+                raise NoSuchPoint(f"{flag} after_abort: no such crash point here: a pending "
+                                  f"intent is redone, never aborted (--pending {config.pending})")
+        store_class(config.store)          # a learner's store file: loads, has the methods
+    except (SiteError, NoSuchPoint, StoreSpecError) as e:
+        raise Refused(str(e)) from None
+    return site, CrashPlan(points, crash, pause)
+
+
+def claim_run_dir(run_dir: Path, config: RunConfig, lab: LabOptions) -> Door:
+    """Make the run directory this process's own: created if new, locked, its configuration
+    written (a new run) or checked (a resume). Returns the door every later write goes through."""
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -242,72 +270,84 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
     door = Door(config.fsync, files=lab_files(run_dir, lab))
     prepare_run_dir(run_dir, config, door)
     door.latencies_ns.clear()              # report checkpoint writes only
+    return door
 
+
+@dataclass
+class Recovery:
+    """What recovery found and did before the first page: the store it opened, what `load`
+    recovered (the state, replayed events, torn lines skipped), the repairs, how long it took."""
+
+    store: CheckpointStore
+    found: Recovered
+    repairs: Repairs
+    ns: int                                # load + repairs, before the first page
+
+    @property
+    def state(self) -> dict:
+        return self.found.state
+
+
+def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Recovery:
+    """Recovery is the normal start-up path, the same for a new run and a resume: read the
+    checkpoint (read-only, so a refusal leaves every byte as it was), check the tracker, then let
+    the store repair its files for appending. A kill here (`after_repair`) is lesson 8's crash
+    during recovery: the next resume simply recovers again."""
     store = make_store(run_dir, config, door)
-    t_recovery = time.perf_counter_ns()
+    t0 = time.perf_counter_ns()
     try:
-        recovered = store.load()           # read-only: a refusal leaves every byte as it was
+        found = store.load()
     except StoreDamage as e:
         raise Refused(f"{e}; nothing was changed") from None
-    for flag, target in (("--crash-at", crash), ("--pause-at", pause)):
-        if target is not None and target.page < recovered.state["next_page"]:
-            raise Refused(f"{flag} {target.name}: this run already passed that point (it resumes "
-                          f"at page {recovered.state['next_page']}); nothing was changed")
+    refuse_points_passed(plan, found.state["next_page"])
     try:
         check_tracker(run_dir)             # read-only, before the first write of this resume
     except TrackerError as e:
         raise Refused(f"{e}; nothing was changed", EXIT_BUSY if e.busy else EXIT_REFUSED) \
             from None
-    for note in recovered.notes:
+    for note in found.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     repairs = store.open_for_append()
-    recovery_ns = time.perf_counter_ns() - t_recovery
-    if lab.crash_in_recovery == "after_repair":
-        plan.die()
-    model = world_model(run_dir, site, lab, plan)
-    tracker = Tracker(run_dir)
-    if trace:
-        plan.trace_to(run_dir / TRACE_FILE)
-        plan.mark(recovered.state["next_page"], "ready", t=ready_t)
-        plan.mark(recovered.state["next_page"], "start")
+    recovery = Recovery(store, found, repairs, time.perf_counter_ns() - t0)
+    plan.reach(found.state["next_page"], "after_repair")
+    return recovery
 
-    agent = Agent(config, site, store, door, model, tracker, plan, recovered.state)
-    pending_at_start = agent.state["pending"]
-    if pending_at_start and config.pending == "abort":
+
+def refuse_points_passed(plan: CrashPlan, next_page: int) -> None:
+    """A page's crash point this run already passed can never be reached: refuse it, unchanged."""
+    for flag, target in (("--crash-at", plan.crash_at), ("--pause-at", plan.pause_at)):
+        if target is not None and not target.in_recovery and target.page < next_page:
+            raise Refused(f"{flag} {target.name}: this run already passed that point (it resumes "
+                          f"at page {next_page}); nothing was changed")
+
+
+def page_loop(agent: Agent) -> None:
+    """The page loop, from the recovered state's `next_page`: resuming is running it again. First,
+    at most once (pending intent `abort`, as Codex does), a pending intent found at start is
+    given up; then every page not done, each committed before the next."""
+    if agent.state["pending"] and agent.config.pending == "abort":
         agent.abort_pending()
-        if lab.crash_in_recovery == "after_abort":
-            plan.die()
-    for page in range(agent.state["next_page"], config.pages + 1):
+    for page in range(agent.state["next_page"], agent.config.pages + 1):
         agent.run_page(page)
-    plan.mark(config.pages, "end")
-    store.close()
-    model.close()
-    tracker.close()
-    state = agent.state
+
+
+def final_report(agent: Agent, recovery: Recovery) -> dict:
+    """The report of a run that reached its end (`--json` prints it): the state, what this
+    process paid for and filed, what its recovery found and repaired, and its checkpoint writes
+    (disk writes count the config's too: lesson 8's full disk)."""
+    state, door, found = agent.state, agent.door, recovery.found
     return {
-        "status": "done",
-        "config": config.to_json(),
-        "state": state,
-        "findings": state["findings"],
-        "aborted": state["aborted"],
-        "tokens": state["tokens"],
-        "model_calls": model.calls,
-        "reports_filed": agent.reports_filed,
-        "replayed_events": recovered.replayed_events,
-        "torn_lines_skipped": recovered.torn_lines_skipped,
-        "tails_repaired": repairs.tails_repaired,
-        "temp_files_removed": repairs.temp_files_removed,
-        "snapshot_used": recovered.snapshot_used,
-        "snapshot_fallback": recovered.snapshot_fallback,
-        "notes": recovered.notes,
-        "pending_at_start": pending_at_start,
-        "checkpoint_writes": {
-            "count": sum(len(v) for v in door.latencies_ns.values()),
-            "latencies_ns": dict(door.latencies_ns),
-        },
-        "disk_writes": door.writes,      # write() calls, config included (lesson 8's disk full)
-        "fsyncs": door.fsyncs,
-        "recovery_ns": recovery_ns,      # load + repairs, before the first page
+        "status": "done", "config": agent.config.to_json(), "state": state,
+        "findings": state["findings"], "aborted": state["aborted"], "tokens": state["tokens"],
+        "model_calls": agent.model.calls, "reports_filed": agent.reports_filed,
+        "replayed_events": found.replayed_events, "torn_lines_skipped": found.torn_lines_skipped,
+        "tails_repaired": recovery.repairs.tails_repaired,
+        "temp_files_removed": recovery.repairs.temp_files_removed,
+        "snapshot_used": found.snapshot_used, "snapshot_fallback": found.snapshot_fallback,
+        "notes": found.notes, "pending_at_start": found.state["pending"],
+        "checkpoint_writes": {"count": sum(len(v) for v in door.latencies_ns.values()),
+                              "latencies_ns": dict(door.latencies_ns)},
+        "disk_writes": door.writes, "fsyncs": door.fsyncs, "recovery_ns": recovery.ns,
         "peak_rss_kb": peak_rss_kb(),
     }
 
@@ -424,10 +464,17 @@ class Agent:
         """At most once, as Codex does: a pending intent means we cannot know whether its report
         was filed, so the page is given up (an `aborted` event) rather than risk filing twice."""
         self.commit({"t": "aborted", "page": self.state["pending"]["page"]})
+        self.plan.reach(self.state["next_page"], "after_abort")
+
+    def close(self) -> None:
+        """The run's end: the store, the model's connection and the tracker, closed."""
+        self.store.close()
+        self.model.close()
+        self.tracker.close()
 
 
 @functools.lru_cache(maxsize=4)
-def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser:
+def worker_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Run or resume the BugHunt agent in RUN_DIR (POSIX only).")
     parser.add_argument("--dir", required=True, type=Path, metavar="RUN_DIR",
@@ -435,7 +482,8 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     add_config_arguments(parser)
     parser.add_argument("--crash-at", metavar="POINT",
                         help="die by SIGKILL at this crash point: a name like p3.after_submit, or "
-                             "its number (see `python -m bughunt points`)")
+                             "its number (see `python -m bughunt points`); inside recovery "
+                             "itself: after_repair, after_abort")
     parser.add_argument("--pause-at", metavar="POINT",
                         help="stop at this crash point and wait until stdin closes (or a kill)")
     parser.add_argument("--trace", action="store_true",
@@ -457,13 +505,10 @@ def build_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser
     lab = parser.add_argument_group("lesson 8 instruments (never part of the run's configuration)")
     lab.add_argument("--io-trace", action="store_true",
                      help=f"journal every disk operation to {JOURNAL_FILE} (power-loss simulation)")
-    lab.add_argument("--fail-write", type=_fault, metavar="K[:ENOSPC|EFBIG|EIO]",
+    lab.add_argument("--fail-write", type=_write_fault, metavar="K[:ENOSPC|EFBIG|EIO]",
                      help="make the K-th write fail after writing half its bytes (disk full)")
     lab.add_argument("--fail-fsync", type=_positive, metavar="K",
                      help="make the K-th fsync fail with EIO")
-    lab.add_argument("--crash-in-recovery", choices=RECOVERY_POINTS,
-                     help="die by SIGKILL inside recovery: after the tail repair, or after "
-                          "recording an aborted intent")
     return parser
 
 
@@ -475,7 +520,7 @@ def _model_url(value: str) -> str:
     return value
 
 
-def _fault(value: str) -> tuple[int, int]:
+def _write_fault(value: str) -> tuple[int, int]:
     k, _, name = value.partition(":")
     code = getattr(errno, name or "ENOSPC", None)
     if name and (code is None or name not in ("ENOSPC", "EFBIG", "EIO")):
@@ -501,7 +546,7 @@ def print_report(report: dict) -> None:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> int:
-    parser = build_parser(prog)
+    parser = worker_parser(prog)
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
@@ -526,8 +571,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
                          fail_fsync=args.fail_fsync)
                   if args.fail_write or args.fail_fsync else None)
         lab = LabOptions(io_trace=args.io_trace, model_latency_ms=args.latency_ms,
-                         crash_in_recovery=args.crash_in_recovery, faults=faults,
-                         model_url=args.model_url, model_name=args.model_name)
+                         faults=faults, model_url=args.model_url, model_name=args.model_name)
         with interruptible():
             report = run(args.dir, config, crash_at=args.crash_at, pause_at=args.pause_at,
                          trace=args.trace, ready=args.ready, lab=lab)
@@ -558,7 +602,7 @@ def warm_up() -> None:
     import shutil
     import tempfile
 
-    build_parser("python -m bughunt.worker")
+    worker_parser("python -m bughunt.worker")
     tmp = tempfile.mkdtemp(prefix="bughunt-warm-")
     try:
         run(Path(tmp) / "run", RunConfig(pages=4))

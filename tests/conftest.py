@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,46 @@ def report(proc: subprocess.CompletedProcess) -> dict:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
+
+
+# --- the book, built once per test session -------------------------------------------------------
+
+BOOK_REPOSITORY = "example-org/bughunt-lab"     # for the Binder links; no request is ever made
+OFFLINE = '''"""Loaded first by every Python process of the build: no socket connects anywhere."""
+import socket
+
+
+def _refuse(*args, **kwargs):
+    raise OSError("the network is switched off for this build (tests/conftest.py)")
+
+
+socket.socket.connect = _refuse
+socket.socket.connect_ex = _refuse
+socket.create_connection = _refuse
+socket.getaddrinfo = _refuse
+'''
+
+
+def build_book(out: Path, *args: str, offline: Path | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m bughunt.lab.book --out OUT ARGS`, as `make book` runs it; with `offline`, a
+    folder for a sitecustomize that refuses every network connection of the build's processes."""
+    env = dict(os.environ)
+    if offline is not None:
+        offline.mkdir(parents=True, exist_ok=True)
+        (offline / "sitecustomize.py").write_text(OFFLINE)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(offline),
+                                                          env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", str(out), *args],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory) -> Path:
+    """The whole book, built offline from the committed notebooks; returns its html folder."""
+    pytest.importorskip("myst_nb", reason="the book's tools are missing: make setup-book")
+    tmp = tmp_path_factory.mktemp("book")
+    proc = build_book(tmp / "build", "--repository", BOOK_REPOSITORY, "--branch", "main",
+                      offline=tmp / "offline")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return tmp / "build" / "html"

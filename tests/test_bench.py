@@ -40,3 +40,28 @@ def test_bench_grades_lesson_9s_reference_solution_behind_the_boundary(tmp_path)
     rows = [r for r in csv.DictReader(out.open()) if r["section"] == "grade"]
     assert len(rows) == 1 and rows[0]["case"].startswith("lesson 9's reference solution")
     assert float(rows[0]["value"]) > 0 and "passed: True" in rows[0]["note"]
+
+
+def test_bench_reports_the_explorers_trace_overhead_as_a_ratio_and_states_checked_per_second(tmp_path):
+    import shutil
+    import sys
+
+    import pytest
+
+    if not sys.platform.startswith("linux") or shutil.which("strace") is None:
+        pytest.skip("the explorer needs Linux and strace")
+    out = tmp_path / "bench.csv"
+    bench.ROWS.clear()
+    assert bench.main(["--quick", "--only", "explore", "--csv", str(out)]) == 0
+    rows = [r for r in csv.DictReader(out.open()) if r["section"] == "explore"]
+    overhead = [r for r in rows if "a run under strace vs without" in r["case"]]
+    assert len(overhead) == 2 and all(float(r["ratio"]) > 0 and r["target"] for r in overhead)
+    assert any(r["case"].endswith("checked per second") and float(r["value"]) > 0 for r in rows)
+
+
+def test_bench_times_the_book_build(tmp_path):
+    out = tmp_path / "bench.csv"
+    assert bench.main(["--only", "book", "--csv", str(out)]) == 0
+    rows = [r for r in csv.DictReader(out.open()) if r["section"] == "book"]
+    assert len(rows) == 1 and rows[0]["unit"] == "s" and float(rows[0]["value"]) > 0
+    assert rows[0]["note"] == "" and rows[0]["met"] in ("yes", "NO")    # built; the time is noted

@@ -124,3 +124,16 @@ def test_every_planted_bug_is_caught_by_its_sweep_and_the_correct_worker_passes(
     assert suite["repair-not-idempotent"] == "repair-is-idempotent"
     assert suite["no-key"] == suite["no-lock"] == "no store rule broken"
     assert B.suite_verdict(None) == "no store rule broken"      # no false alarm on real code
+
+
+def test_power_summary_of_dataframe_rows_counts_only_real_refusals():
+    # pandas 3 stores a missing message as NaN, not None, in a column that also holds a string:
+    # a summary of DataFrame rows must not count it (lesson 8's table once said "32 explored,
+    # 32 correct, 32 refused").
+    import pandas as pd
+
+    row = {"correct": True, "refused": None, "committed_pages_lost": 0, "duplicate_reports": 0}
+    records = [row, row, {**row, "correct": False, "refused": "events.jsonl: line 2 is torn"}]
+    s = B.power_summary(pd.DataFrame(records).to_dict("records"))
+    assert s == B.power_summary(records)
+    assert (s["states explored"], s["correct"], s["refused"]) == (3, 2, 1)

@@ -1,16 +1,21 @@
-"""The lab as a learner meets it: JupyterLab and the Voila app in a real (headless) Chromium.
+"""The lab as a learner meets it: JupyterLab, the Voila app and the book in a real (headless)
+Chromium.
 
 nbval proves that cells run; only a browser shows whether the widgets render (a kernel/front-end
 mismatch shows "Error displaying widget" while every other test stays green) and whether moving a
 slider and pressing Run redraws the plot. Playwright drives Debian's Chromium (`/usr/bin/chromium`,
 or $BUGHUNT_CHROMIUM); no browser is ever downloaded.
 
-Without Chromium these tests are skipped with the reason shown in the summary; with
-BUGHUNT_REQUIRE_BROWSER=1 (as `.ci/run` sets after installing Chromium) they fail instead.
+Without Chromium (or, for the Chinese terms, without a CJK font) these tests are skipped with the
+reason shown in the summary; with BUGHUNT_REQUIRE_BROWSER=1 (as `.ci/run` sets after installing
+Chromium and a font) they fail instead.
 """
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
 import os
 import re
 import shutil
@@ -18,7 +23,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -35,14 +42,17 @@ SCREENSHOT = ROOT / "docs" / "lesson2-panel.png"
 TIMEOUT_MS = 180_000
 
 
-def _need_browser() -> None:
-    if Path(CHROMIUM).exists():
-        return
-    message = (f"Chromium not found at {CHROMIUM}: install it (Debian: apt-get install chromium) "
-               "or set BUGHUNT_CHROMIUM")
+def _missing(message: str) -> None:
+    """Skip, or fail where the browser tests are required (BUGHUNT_REQUIRE_BROWSER=1)."""
     if os.environ.get("BUGHUNT_REQUIRE_BROWSER") == "1":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def _need_browser() -> None:
+    if not Path(CHROMIUM).exists():
+        _missing(f"Chromium not found at {CHROMIUM}: install it (Debian: apt-get install chromium) "
+                 "or set BUGHUNT_CHROMIUM")
 
 
 def _free_port() -> int:
@@ -117,14 +127,51 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def voila(tmp_path_factory):
+    """The app exactly as `make app` serves it (its template, its extension list)."""
     _need_browser()
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
     root = tmp_path_factory.mktemp("voila")
     port = _free_port()
-    proc = _serve([str(VENV_BIN / "voila"), str(ROOT / "notebooks" / "app" / "bughunt_app.ipynb"),
-                   "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"],
+    proc = _serve(["make", "-C", str(ROOT), "--no-print-directory", "app",
+                   f"APP_ARGS=--no-browser --port={port}"],
                   f"http://127.0.0.1:{port}/", root / "voila.log")
     yield f"http://127.0.0.1:{port}"
     _stop(proc)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def book_site(book):
+    """The built book (conftest's `book`), served over HTTP as a static host serves it."""
+    _need_browser()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(book)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+class Console:
+    """Everything a page reports going wrong: console errors, uncaught exceptions, failed
+    requests, and every request for anything not served by `origin` (the machine is offline)."""
+
+    def __init__(self, page, origin: str):
+        self.problems: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.problems.append(
+            f"console error: {m.text} ({m.location.get('url')})"))
+        page.on("pageerror", lambda e: self.problems.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: self.problems.append(
+            f"request failed: {r.url} ({r.failure})"))
+        page.on("request", lambda r: r.url.startswith((origin, "data:", "blob:"))
+                or self.problems.append(f"request to the internet: {r.url}"))
 
 
 # --- driving a panel -----------------------------------------------------------------------------
@@ -265,8 +312,9 @@ def test_lesson_5_in_jupyterlab_write_mode_changes_the_verdicts(browser, lab):
         page.close()
 
 
-def test_voila_app_serves_the_panels_without_code(browser, voila):
+def test_voila_app_serves_the_panels_without_code_or_console_errors(browser, voila):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    console = Console(page, voila)
     try:
         page.goto(voila)
         panel = Panel(page)
@@ -287,5 +335,130 @@ def test_voila_app_serves_the_panels_without_code(browser, voila):
         page.wait_for_function("() => document.body.innerText.includes('Torn writes')",
                                timeout=TIMEOUT_MS)
         assert "Error displaying widget" not in page.locator("body").inner_text()
+        # Loaded, ran a panel, opened another: nothing failed to load, nothing asked the internet
+        # (Voila's CDN stylesheets, jupytext's lab extension: see notebooks/app/jupyter).
+        assert console.problems == []
+    finally:
+        page.close()
+
+
+# --- the book -------------------------------------------------------------------------------------
+
+def _panel_cells(notebook: Path) -> int:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum("panel" in c.get("metadata", {}).get("tags", []) for c in cells)
+
+
+def test_book_every_page_opens_without_console_error_and_every_internal_link_resolves(
+        browser, book_site, book):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    console = Console(page, book_site)
+    ids, links = {}, {}
+    try:
+        for html in sorted(book.glob("*.html")):
+            # Until nothing is loading: a request still pending (the icon) would be cut by the
+            # next page and show as aborted.
+            page.goto(f"{book_site}/{html.name}", wait_until="networkidle")
+            seen = page.evaluate("""() => ({
+                ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+                links: [...document.querySelectorAll('a[href]')].map(a => a.href)})""")
+            ids[html.name], links[html.name] = set(seen["ids"]), seen["links"]
+    finally:
+        page.close()
+    assert console.problems == []
+    assert {"index.html", "glossary.html", "search.html", "04_danger_window.html"} <= set(ids)
+    checked = 0
+    for name, hrefs in links.items():
+        for href in hrefs:
+            if not href.startswith(book_site + "/"):
+                continue                                   # outside the book (Binder, papers)
+            url = urllib.parse.urlsplit(href)
+            path = urllib.parse.unquote(url.path.lstrip("/")) or "index.html"
+            assert (book / path).is_file(), f"{name} links {href}: no such file in the book"
+            if url.fragment and path.endswith(".html"):
+                assert urllib.parse.unquote(url.fragment) in ids[path], \
+                    f"{name} links {href}: {path} has no such anchor"
+            checked += 1
+    assert checked > 500
+
+
+def test_book_every_panel_cell_shows_its_picture(browser, book_site, book):
+    from bughunt.lab.book import toc
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    shown = 0
+    try:
+        for p in toc():
+            want = _panel_cells(ROOT / "notebooks" / p.notebook)
+            page.goto(f"{book_site}/{p.docname}.html", wait_until="load")
+            cells = page.evaluate("""() => [...document.querySelectorAll('.cell.tag_panel')]
+                .map(c => [...c.querySelectorAll('img')].map(i => ({
+                    loaded: i.complete && i.naturalWidth > 0,
+                    width: i.getBoundingClientRect().width})))""")
+            assert len(cells) == want, p.notebook
+            for pictures in cells:
+                assert pictures, f"a panel of {p.notebook} shows no picture"
+                assert all(i["loaded"] and i["width"] > 200 for i in pictures), (p.notebook,
+                                                                               pictures)
+            shown += len(cells)
+    finally:
+        page.close()
+    assert shown >= 10
+
+
+def test_book_search_finds_the_danger_window(browser, book_site):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    console = Console(page, book_site)
+    try:
+        page.goto(f"{book_site}/search.html?q=danger+window")
+        page.wait_for_selector("#search-results ul.search li a", timeout=60_000)
+        found = page.eval_on_selector_all("#search-results ul.search li a",
+                                          "els => els.map(a => a.getAttribute('href'))")
+    finally:
+        page.close()
+    assert any(h.startswith("04_danger_window.html") for h in found), found
+    assert console.problems == []
+
+
+def _cjk_font_families() -> set[str]:
+    """The families of the fonts that fontconfig (which Chromium uses on Linux) says cover
+    Chinese; empty where there is none, or no fontconfig."""
+    try:
+        out = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except OSError:
+        return set()
+    return {name.strip() for line in out.splitlines() for name in line.split(",") if name.strip()}
+
+
+def test_book_chinese_terms_are_drawn_with_a_font_that_has_them(browser, book_site):
+    """Without a CJK font Chromium draws the glossary's Chinese terms as empty boxes: every
+    pure-Chinese cell must be drawn with a font that covers Chinese (asked of Chromium itself,
+    through the DevTools protocol's CSS.getPlatformFontsForNode)."""
+    families = _cjk_font_families()
+    if not families:
+        _missing("no font with Chinese glyphs (fc-list :lang=zh finds none): the glossary's "
+                 "Chinese terms would be boxes; install one, e.g. Debian's fonts-noto-cjk")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(f"{book_site}/glossary.html", wait_until="load")
+        marked = page.evaluate("""() => {
+            let n = 0;
+            for (const td of document.querySelectorAll('td')) {
+                if (/^[\u4e00-\u9fff]+$/.test(td.textContent.trim())) {
+                    td.setAttribute('data-cjk', String(n++));
+                }
+            }
+            return n; }""")
+        assert marked >= 20
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("DOM.enable")
+        cdp.send("CSS.enable")
+        root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+        cells = cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": "td[data-cjk]"})
+        for node in cells["nodeIds"]:
+            fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+            used = {f["familyName"] for f in fonts}
+            assert used and used <= families, f"drawn with {used}, none of them a CJK font"
     finally:
         page.close()

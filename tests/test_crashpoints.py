@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bughunt.crashpoints import LABELS, NoSuchPoint, find, scheme
+from bughunt.crashpoints import LABELS, RECOVERY_LABELS, NoSuchPoint, find, scheme
 
 from conftest import bughunt
 
@@ -80,3 +80,70 @@ def test_worker_crashes_at_a_named_point_and_refuses_one_already_passed(tmp_path
     assert proc.returncode == 2
     assert "p3.after_submit" in proc.stderr and "already passed" in proc.stderr
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+# --- recovery's own points (lesson 8) -------------------------------------------------------------
+
+def test_recovery_points_join_the_scheme_uncounted_so_every_number_stays():
+    lesson = scheme(12, [3, 7, 10], intent=True)
+    with_recovery = scheme(12, [3, 7, 10], intent=True, in_recovery=True)
+    assert [p.name for p in with_recovery[:2]] == list(RECOVERY_LABELS)
+    assert with_recovery[2:] == lesson and all(p.index == 0 for p in with_recovery[:2])
+    assert find(with_recovery, 12, **WHERE) == find(lesson, 12, **WHERE)
+    assert find(with_recovery, "after_repair", **WHERE).in_recovery
+    without_intents = scheme(12, [3, 7, 10], intent=False, in_recovery=True)
+    assert [p.name for p in without_intents if p.in_recovery] == ["after_repair"]
+    with pytest.raises(NoSuchPoint, match="no intent is ever pending"):
+        find(without_intents, "after_abort", pages=12, bug_pages=[3, 7, 10], intent=False)
+    with pytest.raises(NoSuchPoint, match="name it after_repair"):
+        find(with_recovery, "p3.after_repair", **WHERE)
+
+
+def _events(run_dir):
+    from bughunt.stores import LOG_FILE
+    return (run_dir / LOG_FILE).read_bytes()
+
+
+def test_the_plan_fires_after_repair_once_recovery_repaired_and_before_the_resume_writes(
+        tmp_path):
+    run_dir = tmp_path / "r"
+    torn = ("--store", "log", "--write-mode", "torn")
+    assert bughunt("run", "--dir", str(run_dir), *torn, "--crash-at", "p3.mid_commit",
+                   cwd=tmp_path).returncode == -9
+    fragment = _events(run_dir)
+    assert not fragment.endswith(b"\n")
+    # A resume may crash at a point of recovery although page 3 was never committed: recovery
+    # is reached by every resume, whatever page it starts at.
+    proc = bughunt("run", "--dir", str(run_dir), *torn, "--crash-at", "after_repair",
+                   cwd=tmp_path)
+    assert proc.returncode == -9, proc.stderr
+    assert _events(run_dir) == fragment + b"\n"       # repaired, nothing of the resume written
+    bill = (run_dir / "bill.jsonl").read_text().splitlines()
+    assert len(bill) == 3                               # no model call by the killed resume
+    done = bughunt("run", "--dir", str(run_dir), *torn, "--json", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["findings"] == [3, 7, 10]
+
+
+def test_the_plan_fires_after_abort_right_after_the_pending_intent_is_given_up(tmp_path):
+    run_dir = tmp_path / "r"
+    abort = ("--store", "log", "--intent", "on", "--pending", "abort")
+    assert bughunt("run", "--dir", str(run_dir), *abort, "--crash-at", "p3.after_submit",
+                   cwd=tmp_path).returncode == -9
+    proc = bughunt("run", "--dir", str(run_dir), *abort, "--crash-at", "after_abort",
+                   cwd=tmp_path)
+    assert proc.returncode == -9, proc.stderr
+    last = json.loads(_events(run_dir).splitlines()[-1])
+    assert (last["t"], last["page"]) == ("aborted", 3)
+    done = json.loads(bughunt("run", "--dir", str(run_dir), *abort, "--json",
+                              cwd=tmp_path).stdout)
+    assert done["aborted"] == [3] and done["findings"] == [7, 10]
+    # Without intents there is no such point, and the refusal says why before anything is run.
+    refused = bughunt("run", "--dir", str(tmp_path / "n"), "--intent", "off", "--crash-at",
+                      "after_abort", cwd=tmp_path)
+    assert refused.returncode == 2 and "no intent is ever pending" in refused.stderr
+    assert not (tmp_path / "n").exists()
+    # A pending intent that is redone is never aborted: that point cannot be reached either.
+    refused = bughunt("run", "--dir", str(tmp_path / "m"), "--pending", "redo", "--crash-at",
+                      "after_abort", cwd=tmp_path)
+    assert refused.returncode == 2 and "--pending redo" in refused.stderr
+    assert not (tmp_path / "m").exists()

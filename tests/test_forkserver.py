@@ -4,6 +4,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from bughunt import experiment as ex
 from bughunt.config import RunConfig
 from bughunt.forkserver import ForkServer
@@ -48,3 +50,19 @@ def test_a_worker_that_ends_at_once_does_not_stall_the_server(tmp_path):
     finally:
         server.close()
     assert not os.path.exists(server.tmp.name)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="reads /proc (Linux)")
+def test_a_server_keeps_its_temp_files_where_its_kill_removes_them(tmp_path):
+    # A server killed while it warms up (an interrupted sweep) dies before it can clean up: its
+    # warm-up run and Python's probe of the temp dir must be in the directory `kill` removes.
+    server = ForkServer(env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        # After a first run the server has surely finished starting (its exec, then its warm-up).
+        assert server.run(ex.worker_args(tmp_path / "r", SMALL)).returncode == 0
+        environ = open(f"/proc/{server.proc.pid}/environ", "rb").read().split(b"\0")
+        assert f"TMPDIR={server.tmp.name}".encode() in environ
+    finally:
+        server.kill()
+    assert not os.path.exists(server.tmp.name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]       # nothing but the run

@@ -14,9 +14,10 @@ import pytest
 
 from bughunt.forkserver import ForkServer
 from bughunt.frameworks import cli
+from bughunt.experiment import frame, summarize
 from bughunt.frameworks.sweep import (Point, SweepSettings, crash_run, discover, preload_for,
-                                      select_points, shared_children, summarize, sweep, to_frame,
-                                      varying_points)
+                                      select_points, shared_children, varying_points)
+from bughunt.frameworks.sweep import sweep_framework as sweep
 from bughunt.world import read_bill
 
 
@@ -94,7 +95,7 @@ def test_repeat_reports_the_points_whose_verdict_varies_between_sweeps():
     steady = sweep(SweepSettings("fake", "page", idempotency_key=False),
                    points="ask_model.after#*", repeat=2)
     assert varying_points(steady.records) == []
-    df = to_frame(flaky.records)
+    df = frame(flaky.records)
     assert len(df) == 36 and set(df["repeat"]) == {0, 1, 2} and "verdict" in df
 
 
@@ -110,7 +111,8 @@ def test_a_hung_resume_is_killed_at_its_timeout_and_named_in_the_record():
 def test_the_lab_worker_fits_the_contract_and_reproduces_the_lesson():
     res = sweep(SweepSettings("lab", "snapshot", idempotency_key=False))
     s = summarize(res.records)
-    assert (s["crash_points"], s["avg_redone_model_calls"], s["duplicate_points"]) == (51, 0.76, 6)
+    assert (s["crash_points"], round(s["avg_redone_model_calls"], 2),
+            s["duplicate_points"]) == (51, 0.76, 6)
     assert s["wrong_memory"] == s["wrong_disk"] == s["errors"] == 0
 
 
@@ -152,7 +154,7 @@ def test_langgraph_resume_mistakes_lose_reports_or_double_count(tmp_path):
                           lambda pts: ["ask_model.after#4"])
     rec = again["ask_model.after#4"]
     # a new run from START on top of the saved state: page 3's finding is added again
-    assert rec.verdict == "wrong state" and rec.memory_state["findings"] == [3, 3, 7, 10]
+    assert rec.verdict == "wrong state" and rec.final_state["findings"] == [3, 3, 7, 10]
     assert rec.redone_model_calls == 4 and rec.duplicate_reports == 0     # the key held
 
 

@@ -10,7 +10,7 @@ import pytest
 from bughunt import inflight
 from bughunt.experiment import frame
 from bughunt.llm import page_messages
-from bughunt.modelserver import ModelServer, ServerProcess, answer_words, read_bill
+from bughunt.modelserver import ModelServer, ServerProcess, answer_words, read_server_bill
 from bughunt.world import Site
 
 
@@ -58,7 +58,7 @@ def test_a_resume_after_a_recorded_answer_calls_nothing(tmp_path):
         first = inflight.run_call(base_url=server.base_url, journal=tmp_path / "j.jsonl", page=5)
         again = inflight.run_call(base_url=server.base_url, journal=tmp_path / "j.jsonl", page=5)
     assert (first["action"], again["action"]) == ("call", "done")
-    assert again["reply"] == first["reply"] and len(read_bill(tmp_path / "bill.jsonl")) == 1
+    assert again["reply"] == first["reply"] and len(read_server_bill(tmp_path / "bill.jsonl")) == 1
 
 
 def test_a_crash_point_the_call_never_reaches_is_refused(tmp_path):

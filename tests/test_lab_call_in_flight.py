@@ -13,7 +13,7 @@ from bughunt import inflight
 from bughunt.inflight import SdkBehaviour
 from bughunt.lab import call_in_flight as cif
 from bughunt.lab.exercises import judge
-from bughunt.modelserver import read_bill
+from bughunt.modelserver import read_server_bill
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_a_call_process_forked_from_the_parent_dies_by_a_real_sigkill(lab, tmp_p
     journal = tmp_path / "j.jsonl"
     killed = lab.forks.run(inflight.call_args(lab.base_url, journal, page=5, crash_at="chunk#2"))
     assert killed.returncode == -signal.SIGKILL
-    held = inflight.pending_call(inflight.read_journal(journal), 5)
+    held = inflight.pending_call(inflight.read_client_journal(journal), 5)
     assert held["chunks"] == 2 and held["prefix"] == cif.answer_of(5)[0]
 
 
@@ -80,9 +80,9 @@ def test_points_of_a_streamed_call_are_every_chunk_and_a_whole_answer_has_one():
 
 
 def test_a_clean_call_is_billed_once_with_its_words_as_completion_tokens(lab):
-    start = len(read_bill(lab.bill))
+    start = len(read_server_bill(lab.bill))
     clean = cif.clean_call()
-    assert len(read_bill(lab.bill)) == start + 1
+    assert len(read_server_bill(lab.bill)) == start + 1
     assert clean["reply"] == " ".join(cif.answer_of())
     assert clean["bill"]["completion_tokens"] == len(cif.answer_of())
     assert clean["bill"]["retry"] == 0 and clean["bill"]["stream"] is True

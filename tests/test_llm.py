@@ -8,7 +8,8 @@ import pytest
 
 from bughunt.inflight import call_points
 from bughunt.llm import ForkedClientError, OpenAIModel, page_messages, warm_sdk
-from bughunt.modelserver import ModelServer, ServerProcess, answer_text, answer_words, read_bill
+from bughunt.modelserver import (ModelServer, ServerProcess, answer_text, answer_words,
+                                 read_server_bill)
 from bughunt.world import Site
 
 
@@ -82,7 +83,7 @@ def test_a_forked_child_refuses_the_parents_connection_pool(tmp_path, site):
         model.ask(3)
         model.close()
     assert child_model_in_child == 0
-    assert len(read_bill(tmp_path / "bill.jsonl")) == 3       # the refused call never left
+    assert len(read_server_bill(tmp_path / "bill.jsonl")) == 3       # the refused call never left
 
 
 def test_a_model_created_but_never_used_before_a_fork_works_in_the_child(tmp_path, site):
@@ -90,7 +91,7 @@ def test_a_model_created_but_never_used_before_a_fork_works_in_the_child(tmp_pat
     with ServerProcess(tmp_path / "bill.jsonl") as server:
         model = OpenAIModel(site, base_url=server.base_url)
         assert _in_child(lambda: model.ask(4)) == 0
-    assert len(read_bill(tmp_path / "bill.jsonl")) == 1
+    assert len(read_server_bill(tmp_path / "bill.jsonl")) == 1
 
 
 def test_why_it_matters_an_unguarded_fork_shares_the_parents_tcp_connection(tmp_path):
@@ -105,7 +106,7 @@ def test_why_it_matters_an_unguarded_fork_shares_the_parents_tcp_connection(tmp_
         guarded = OpenAIModel(Site.load(), base_url=server.base_url)
         assert _in_child(lambda: guarded.ask(1)) == 0
         raw.close()
-    bill = read_bill(tmp_path / "bill.jsonl")
+    bill = read_server_bill(tmp_path / "bill.jsonl")
     parent, child, parent_again, own = bill
     assert parent["peer"] == child["peer"] == parent_again["peer"]   # one connection, two processes
     assert own["peer"] != parent["peer"]          # a model made in the child: its own connection

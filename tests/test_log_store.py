@@ -1,6 +1,8 @@
 """The log store: newline repair, torn fragments skipped and counted, damage refused unchanged."""
 
 import hashlib
+import importlib
+import inspect
 
 import pytest
 
@@ -72,6 +74,46 @@ def test_no_newline_mode_glues_the_next_record_onto_the_fragment(run_dir):
     assert r["tails_repaired"] == 0 and r["state"]["next_page"] == 13
     with pytest.raises(StoreDamage, match=r"events\.jsonl:3: expected event seq 2, found 3"):
         make_store(run_dir, config).load()
+
+
+def test_no_newline_is_an_instrument_the_configuration_chooses_not_a_switch_in_the_store(
+        tmp_path):
+    from bughunt.instruments.no_newline import NoNewlineLogStore
+    from bughunt.stores import store_for
+    from bughunt.stores.log import LogStore
+
+    assert store_for(LOG.replace(write_mode="no-newline")) is NoNewlineLogStore
+    assert store_for(LOG.replace(write_mode="torn")) is LogStore is store_for(LOG)
+    assert issubclass(NoNewlineLogStore, LogStore)
+    assert [m for m in vars(NoNewlineLogStore) if not m.startswith("__")] == ["repair_tail"]
+    source = inspect.getsource(importlib.import_module("bughunt.stores.log"))
+    assert '"no-newline"' not in source          # no write mode compared with the bug's name
+    # The same fragment on disk: the store repairs it before appending, the instrument does not.
+    for cls, repaired in ((LogStore, 1), (NoNewlineLogStore, 0)):
+        run_dir = tmp_path / cls.__name__
+        run_dir.mkdir()
+        (run_dir / LOG_FILE).write_bytes(b'{"seq":1,"t":"page_do')
+        store = cls(run_dir, LOG.replace(write_mode="torn"), Door())
+        store.load()
+        assert store.open_for_append().tails_repaired == repaired
+        store.close()
+        assert (run_dir / LOG_FILE).read_bytes().endswith(b"\n") == bool(repaired)
+
+
+def test_the_no_newline_trap_is_right_now_and_caught_only_by_a_rebuild_from_disk(tmp_path):
+    from bughunt.experiment import crash_and_resume, crash_point
+
+    runs = {}
+    for mode in ("no-newline", "torn"):
+        config = LOG.replace(write_mode=mode)
+        runs[mode] = crash_and_resume(config, crash_point(config, "p2.mid_commit"), tmp_path / mode)
+    trap, repaired = runs["no-newline"], runs["torn"]
+    # The resumed run is right: nothing twice, nothing lost, the tracker agrees with its memory.
+    assert trap.resumed_right and trap.duplicate_reports == trap.lost_reports == 0
+    # Only the third witness sees the record glued onto the fragment and lost with it.
+    assert trap.verdict == "rebuild fails" and "a record is missing" in trap.disk_error
+    assert trap.tails_repaired == 0 and repaired.tails_repaired == 1
+    assert repaired.verdict == "correct" and repaired.resumed_right
 
 
 def _clean_log(run_dir):

@@ -16,7 +16,7 @@ import pytest
 
 from bughunt import inflight
 from bughunt.modelserver import (FAULT_HEADER, Fault, FaultSpecError, ModelServer, ServerProcess,
-                                 answer_text, answer_words, prompt_hash, read_bill, serve)
+                                 answer_text, answer_words, prompt_hash, read_server_bill, serve)
 
 MESSAGES = [{"role": "system", "content": "You are a test."},
             {"role": "user", "content": "What next on page 3?"}]
@@ -67,7 +67,7 @@ def test_server_process_announces_its_address_serves_and_stops_cleanly_on_sigter
         code = server.stop()
     assert code == 0
     assert "Traceback" not in server.stderr() and "stopped" in server.stderr()
-    assert [b["request_id"] for b in read_bill(bill)] == [r.id]
+    assert [b["request_id"] for b in read_server_bill(bill)] == [r.id]
 
 
 def test_ctrl_c_stops_the_server_without_a_traceback(tmp_path):
@@ -233,7 +233,7 @@ def test_serve_gives_a_running_server_in_a_thread_or_a_process(tmp_path):
         with serve(tmp_path / f"bill-{in_thread}.jsonl", in_thread=in_thread) as server:
             openai.OpenAI(base_url=server.base_url, api_key="x").chat.completions.create(
                 model="m", messages=MESSAGES)
-        assert len(read_bill(tmp_path / f"bill-{in_thread}.jsonl")) == 1
+        assert len(read_server_bill(tmp_path / f"bill-{in_thread}.jsonl")) == 1
 
 
 def test_the_sdk_raises_bad_request_and_does_not_retry_it(server):
@@ -291,9 +291,9 @@ def test_the_bill_is_exact_when_clients_are_killed_mid_stream(tmp_path):
         alive = openai.OpenAI(base_url=server.base_url, api_key="x").chat.completions.create(
             model="m", messages=MESSAGES)
     assert codes == [-signal.SIGKILL] * len(points)
-    journaled = [inflight.pending_call(inflight.read_journal(tmp_path / f"journal{i}.jsonl"),
+    journaled = [inflight.pending_call(inflight.read_client_journal(tmp_path / f"journal{i}.jsonl"),
                                        i + 1)["request_id"] for i in range(len(points))]
-    bill = read_bill(tmp_path / "bill.jsonl")
+    bill = read_server_bill(tmp_path / "bill.jsonl")
     assert sorted(b["request_id"] for b in bill) == sorted(journaled + [alive.id])
 
 

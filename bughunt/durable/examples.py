@@ -35,7 +35,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..crashpoints import pause as wait_for_stdin
+from ..crashpoints import announce_and_wait
 from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Kind, Report, Retry, Runtime, Step, Tool)
 from .store import DurableStore, InvalidValue, StoreBusy, StoreRefused, read_tasks
 
@@ -54,7 +54,7 @@ def die() -> None:
 
 def pause(where: str) -> None:
     """Announce the pause on stderr, then wait until stdin is closed (a handshake for tests)."""
-    wait_for_stdin(f"{PAUSE_BANNER} {where}")
+    announce_and_wait(f"{PAUSE_BANNER} {where}")
 
 
 class Out:
@@ -216,7 +216,7 @@ def cmd_tool_probe(args, out: Out) -> int:
 ANSWER = ["Page 3 ", "has a bug: ", "the login form ", "drops the password."]
 
 
-class MockModel:
+class StreamingModel:
     """A deterministic streaming model. Each request is billed (appended and fsynced to the bill)
     when it is sent, before any answer: the provider charges what it received."""
 
@@ -244,7 +244,7 @@ class MockModel:
 
 def cmd_generate(args, out: Out) -> int:
     bill = args.db.with_name("bill.jsonl")
-    model = MockModel(bill, args.crash_mid_stream, args.close_mid_stream)
+    model = StreamingModel(bill, args.crash_mid_stream, args.close_mid_stream)
 
     def before_request(step: Step, messages: list) -> list:
         if args.crash_before_send:
@@ -347,7 +347,7 @@ def cmd_tasks(args, out: Out) -> int:
 
 # --- flags ---------------------------------------------------------------------------------------
 
-def _whole(lo: int, hi: int, what: str = "a whole number"):
+def _whole_in(lo: int, hi: int, what: str = "a whole number"):
     def parse(value: str) -> int:
         try:
             n = int(value)
@@ -390,7 +390,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_REFUSED, f"{self.prog}: {message} (see --help)\n")
 
 
-def build_parser() -> Parser:
+def examples_parser() -> Parser:
     parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0],
                     epilog=__doc__.split("\n\n", 1)[1],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -411,10 +411,10 @@ def build_parser() -> Parser:
             p.add_argument("--synchronous", default="FULL", choices=["NORMAL", "FULL"],
                            help="SQLite synchronous setting (default FULL: survives power loss)")
 
-    tick = _whole(1, 10_000, "a tick number")
+    tick = _whole_in(1, 10_000, "a tick number")
     p = sub.add_parser("count", help="count to N, one durable tick at a time")
     common(p)
-    p.add_argument("--to", type=_whole(1, 10_000), default=5, help="count to this (default 5)")
+    p.add_argument("--to", type=_whole_in(1, 10_000), default=5, help="count to this (default 5)")
     p.add_argument("--sleep-ms", type=_milliseconds, default=10,
                    help="sleep between ticks, 0 to 60000 ms (default 10)")
     when = p.add_mutually_exclusive_group()
@@ -446,7 +446,7 @@ def build_parser() -> Parser:
                      help="close cleanly after two pieces of the answer")
     how.add_argument("--crash-before-send", action="store_true",
                      help="SIGKILL while preparing the request, before it is recorded")
-    p.add_argument("--retries", type=_whole(0, 10), default=2,
+    p.add_argument("--retries", type=_whole_in(0, 10), default=2,
                    help="attempts after the first, for a request cut off by a crash (default 2)")
     p.add_argument("--backoff-ms", type=_milliseconds, default=20,
                    help="backoff before retry n: this x 2^(n-1) ms (default 20)")
@@ -458,9 +458,9 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("flaky", help="steps that die until restarted often enough")
     common(p)
-    p.add_argument("--dies", type=_whole(0, 10), default=2,
+    p.add_argument("--dies", type=_whole_in(0, 10), default=2,
                    help="each step dies while its restart count is below this (default 2)")
-    p.add_argument("--steps", type=_whole(1, 10), default=3, help="how many steps (default 3)")
+    p.add_argument("--steps", type=_whole_in(1, 10), default=3, help="how many steps (default 3)")
 
     p = sub.add_parser("crash-loop", help="a step that always dies")
     common(p)
@@ -504,7 +504,7 @@ def _on_sigterm(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     """The CLI. Every failure is one sentence on stderr and an exit code (see the module doc)."""
-    parser = build_parser()
+    parser = examples_parser()
     args = parser.parse_args(argv)
     _check_args(parser, args)
     out = Out(args.json)

@@ -184,7 +184,7 @@ def record_crc(tid: int, kind: str, status: str, text: str) -> int:
     return zlib.crc32(f"{tid}\x00{kind}\x00{status}\x00{text}".encode())
 
 
-def encode(rec: Record) -> tuple[str, str, str, int]:
+def encode_row(rec: Record) -> tuple[str, str, str, int]:
     """(kind, status, record text, crc) of a valid record, or InvalidValue."""
     check_record(rec)
     text = to_json(rec, f"task {rec['id']}")
@@ -192,7 +192,7 @@ def encode(rec: Record) -> tuple[str, str, str, int]:
     return rec["kind"], status, text, record_crc(rec["id"], rec["kind"], status, text)
 
 
-def decode(row: tuple) -> Record:
+def decode_row(row: tuple) -> Record:
     """A stored row back into its record, or InvalidValue saying what does not add up."""
     tid, kind, status, text, crc = row
     if not _is_int(tid) or not isinstance(kind, str) or not isinstance(status, str) \
@@ -348,7 +348,7 @@ def check_contents(db: sqlite3.Connection, path: Path) -> list[Record]:
     records = []
     for row in rows:
         try:
-            records.append(decode(row))
+            records.append(decode_row(row))
         except InvalidValue as e:
             raise StoreRefused(path, f"damaged: {e}; the runtime refuses it rather than "
                                      "guess") from None
@@ -475,12 +475,12 @@ class Transaction:
 
     def all(self) -> list[Record]:
         """Every task's record as of this transaction, by id."""
-        return [decode(row) for row in
+        return [decode_row(row) for row in
                 self._db.execute("SELECT id, kind, status, record, crc FROM tasks ORDER BY id")]
 
     def put(self, rec: Record) -> None:
         """Replace the task's whole record (checked first; InvalidValue writes nothing)."""
-        kind, status, text, crc = encode(rec)
+        kind, status, text, crc = encode_row(rec)
         cur = self._db.execute("UPDATE tasks SET kind=?, status=?, record=?, crc=? WHERE id=?",
                                (kind, status, text, crc, rec["id"]))
         if cur.rowcount != 1:
@@ -498,7 +498,7 @@ class Transaction:
         row = self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()
         rec = {"id": row[0], "kind": kind, "input": input,
                "state": {"status": "pending", "checkpoint": checkpoint}, "memos": {}}
-        kind, status, text, crc = encode(rec)
+        kind, status, text, crc = encode_row(rec)
         self._db.execute("INSERT INTO tasks (id, kind, status, record, crc) VALUES (?, ?, ?, ?, ?)",
                          (rec["id"], kind, status, text, crc))
         return rec["id"]
@@ -618,7 +618,7 @@ class DurableStore:
                          (task_id,)).fetchone()
         if row is None:
             raise KeyError(f"no task {task_id}")
-        return decode(row)
+        return decode_row(row)
 
     def get(self, task_id: int) -> Record:
         """The task's record; KeyError if there is no such task."""
@@ -626,7 +626,7 @@ class DurableStore:
 
     def all(self) -> list[Record]:
         """Every task's record, by id."""
-        return [decode(row) for row in
+        return [decode_row(row) for row in
                 self.db.execute("SELECT id, kind, status, record, crc FROM tasks ORDER BY id")]
 
     def put(self, rec: Record) -> None:

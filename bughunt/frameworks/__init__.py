@@ -3,7 +3,8 @@
 - `contract`  what an adapter promises (`run`, `rebuild`, optional `instrument`) and the world
               the lab gives it (billed model, site, tracker; each call a crash point)
 - `sweep`     point discovery from a traced clean run, one crash run per point (SIGKILL, resume,
-              rebuild), the three witnesses, repeats; typed records and a DataFrame
+              rebuild), the three witnesses, repeats; its records extend the lab's `Outcome`
+              (`bughunt.experiment`: the same verdict, `summarize` and `frame`)
 - `child`     one process of a sweep (forked from a pre-importing fork server)
 - `langgraph_agent`, `dbos_agent`   the BugHunt agent on LangGraph and on DBOS Transact
 - `fake`      a tiny fake framework, for the contract's tests
@@ -13,9 +14,9 @@
 """
 
 from .contract import ADAPTERS, Adapter, AdapterError, World, WorldSettings, final_state
-from .sweep import (CleanRun, CrashRun, SweepSettings, summarize, sweep_many, to_frame,
-                    varying_points)
+from .sweep import (CleanRun, FrameworkRun, SweepSettings, sweep_framework, sweep_many,
+                    sweep_timing, varying_points)
 
 __all__ = ["ADAPTERS", "Adapter", "AdapterError", "World", "WorldSettings", "final_state",
-           "CleanRun", "CrashRun", "SweepSettings", "summarize", "sweep_many",
-           "to_frame", "varying_points"]
+           "CleanRun", "FrameworkRun", "SweepSettings", "sweep_framework", "sweep_many",
+           "sweep_timing", "varying_points"]

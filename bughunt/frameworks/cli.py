@@ -22,7 +22,8 @@ from dataclasses import asdict
 from .contract import ADAPTERS, AdapterError, adapter_class
 from ..config import _positive
 from ..interrupts import Interrupted, interruptible
-from .sweep import (DEFAULT_TIMEOUT, SweepError, SweepSettings, summarize, sweep_many,
+from ..experiment import summarize
+from .sweep import (DEFAULT_TIMEOUT, SweepError, SweepSettings, sweep_many, sweep_timing,
                     varying_points)
 
 PROG = "python -m bughunt.frameworks"
@@ -30,7 +31,7 @@ PROG = "python -m bughunt.frameworks"
 ALL = ("langgraph", "dbos", "lab")
 
 
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+def frameworks_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                 epilog="Ctrl-C stops at once, removing every process and temp "
                                        "dir (exit 130).")
@@ -122,7 +123,7 @@ def plan(args) -> list[SweepSettings]:
 COLUMNS = [("kind", "kind"), ("crash_points", "points"), ("not_reached", "not reached"),
            ("avg_redone_model_calls", "avg redone"), ("max_redone_model_calls", "max redone"),
            ("duplicate_points", "dup"), ("lost_points", "lost"), ("wrong_memory", "wrong mem"),
-           ("wrong_disk", "wrong disk"), ("correct", "correct"), ("errors", "errors"),
+           ("wrong_disk", "wrong disk"), ("correct_runs", "correct"), ("errors", "errors"),
            ("pair_ms", "pair ms"), ("write_us", "write us")]
 
 
@@ -133,18 +134,29 @@ def rows(results) -> list[dict]:
             recs = [r for r in res.records if r.kind == kind]
             if recs:
                 out.append({"sweep": res.settings.label(), "kind": kind,
-                            **summarize(recs, res.clean)})
+                            **kind_summary(recs, res.clean)})
     return out
 
 
-def print_table(results) -> None:
+def kind_summary(records, clean) -> dict:
+    """The lab's summary of these crash runs (one kind of point), with what they cost in time."""
+    return {**summarize(records), **sweep_timing(records, clean)}
+
+
+def shown(key: str, value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if key.startswith("avg_") else str(value)
+
+
+def print_sweeps(results) -> None:
     last = None
     for row in rows(results):
         if row["sweep"] != last:
             print(f"\n{row['sweep']}")
             print("  " + "  ".join(f"{title:>11}" for _, title in COLUMNS))
             last = row["sweep"]
-        print("  " + "  ".join(f"{'-' if row[k] is None else row[k]!s:>11}" for k, _ in COLUMNS))
+        print("  " + "  ".join(f"{shown(k, row[k]):>11}" for k, _ in COLUMNS))
     for res in results:
         varying = varying_points(res.records)
         if varying:
@@ -160,7 +172,7 @@ def as_json(results) -> dict:
     return {"sweeps": [{"settings": asdict(res.settings), "clean": {
         "final": res.clean.final, "model_calls": res.clean.model_calls,
         "points": len(res.clean.points), "seconds": res.clean.seconds},
-        "summary": {kind: summarize([r for r in res.records if r.kind == kind], res.clean)
+        "summary": {kind: kind_summary([r for r in res.records if r.kind == kind], res.clean)
                     for kind in ("user", "framework")},
         "varying_points": varying_points(res.records),
         "records": [{**asdict(r), "verdict": r.verdict} for r in res.records]}
@@ -168,7 +180,7 @@ def as_json(results) -> dict:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    parser = build_parser(prog)
+    parser = frameworks_parser(prog)
     args = parser.parse_args(argv)
     try:
         settings = plan(args)
@@ -204,7 +216,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         json.dump(as_json(results), sys.stdout)
         print()
     else:
-        print_table(results)
+        print_sweeps(results)
     return 0
 
 

@@ -122,7 +122,7 @@ RESUMES = {"documented": resume_documented, "next_empty_is_done": resume_next_em
            "reinvoke_input": resume_reinvoke_input}
 
 
-def as_final_state(values: dict) -> dict:
+def langgraph_final_state(values: dict) -> dict:
     """LangGraph's state values in the contract's shape."""
     if not values:
         return final_state([], 0, 0)
@@ -219,7 +219,7 @@ class LangGraphAgent:
         graph = build_graph(world, saver)
         values = RESUMES[self.resume](graph, world.pages, self.mode)
         saver.conn.close()
-        return as_final_state(values)
+        return langgraph_final_state(values)
 
     def rebuild(self, run_dir: Path) -> dict | None:
         """LangGraph's own reader, `get_state`, on a read-only connection: the state the thread's
@@ -234,4 +234,4 @@ class LangGraphAgent:
             snapshot = graph.get_state(CONFIG)
         finally:
             conn.close()
-        return None if snapshot.created_at is None else as_final_state(snapshot.values)
+        return None if snapshot.created_at is None else langgraph_final_state(snapshot.values)

@@ -35,12 +35,12 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 from .. import forkserver
-from ..experiment import default_workers
+from ..experiment import Outcome, default_workers, frame, witnesses_agree
 from ..world import TRACKER_FILE, Site, Tracker, read_bill, read_reports
 from .contract import AdapterError, WorldSettings, adapter_class
 
@@ -121,9 +121,11 @@ class CleanRun:
     write_ns: dict = field(default_factory=dict)    # write point name -> durations (ns)
 
 
-@dataclass
-class CrashRun:
-    """One crash run: killed at `point`, resumed, witnessed. One definition of correct: `verdict`."""
+@dataclass(frozen=True, kw_only=True)
+class FrameworkRun(Outcome):
+    """One crash run of a framework: killed at `point`, resumed, its store read back, witnessed.
+    The verdict and "correct" are the lab's (`Outcome`); a framework's run adds where its point
+    is, whether the kill happened, the bill per page, and a comparison with the clean run."""
 
     framework: str
     mode: str
@@ -140,53 +142,13 @@ class CrashRun:
     killed: bool = False               # died by SIGKILL at the point (else: never reached it)
     redone_model_calls: int | None = None   # calls paid for a page the bill already had
     skipped_pages: int | None = None        # pages the model was never asked about
-    duplicate_reports: int | None = None
-    lost_reports: int | None = None
-    tracker_pages: list | None = None
-    memory_state: dict | None = None   # the resumed process's final state
     disk_state: dict | None = None     # rebuild(): the framework's store read back
-    memory_ok: bool | None = None      # memory == the clean run's final state
-    disk_ok: bool | None = None        # rebuild == the clean run's final state (None: no store)
-    three_way_check: bool | None = None   # tracker == memory's findings, and rebuild == memory
     crash_s: float | None = None       # wall time of the killed process
     resume_s: float | None = None      # wall time of the resuming process
-    error: str | None = None
 
     @property
-    def verdict(self) -> str:
-        return verdict(self)
-
-
-VERDICTS = ("correct", "not reached", "tracker disagrees", "rebuild fails", "wrong state", "lost",
-            "duplicate", "error")
-
-
-def verdict(r) -> str:
-    """One word for a crash run, worst first (a record or its dict)."""
-    get = r.get if isinstance(r, dict) else (lambda k: getattr(r, k))
-    if get("error") is not None:
-        return "error"
-    if not get("killed"):
-        return "not reached"
-    if get("duplicate_reports"):
-        return "duplicate"
-    if get("lost_reports"):
-        return "lost"
-    if get("memory_ok") is False:
-        return "wrong state"
-    if get("disk_ok") is False:
-        return "rebuild fails"
-    if not get("three_way_check"):
-        return "tracker disagrees"
-    return "correct"
-
-
-def to_frame(records: Iterable[CrashRun]):
-    """Crash runs as a pandas DataFrame, one row each, with the verdict."""
-    import pandas as pd
-
-    rows = [{**asdict(r), "verdict": r.verdict} for r in records]
-    return pd.DataFrame(rows, columns=[f.name for f in fields(CrashRun)] + ["verdict"])
+    def reached(self) -> bool:
+        return self.killed
 
 
 # --- child processes -----------------------------------------------------------------------------
@@ -453,40 +415,45 @@ def select_for_all(cleans: list[CleanRun], patterns) -> list[list[Point]]:
 # --- one crash run -------------------------------------------------------------------------------
 
 def crash_run(settings: SweepSettings, clean: CleanRun, point: Point, run_dir: Path,
-              children: Children, repeat: int = 0, timeout: float = DEFAULT_TIMEOUT) -> CrashRun:
+              children: Children, repeat: int = 0,
+              timeout: float = DEFAULT_TIMEOUT) -> FrameworkRun:
     """Kill a fresh run at `point`, resume it, rebuild from the store, and read the witnesses.
 
     Whatever goes wrong in one crash run (a child that fails or hangs, a fork server that dies)
     is written into its record as `error`; only Ctrl-C stops the sweep."""
     run_dir.mkdir(parents=True)
-    rec = CrashRun(settings.framework, settings.mode, settings.resume, settings.idempotency_key,
-                   settings.latency_ms, repeat, point.point, point.name, point.occurrence,
-                   point.order, point.page, point.kind)
+    where = dict(framework=settings.framework, mode=settings.mode, resume=settings.resume,
+                 idempotency_key=settings.idempotency_key, latency_ms=settings.latency_ms,
+                 repeat=repeat, point=point.point, name=point.name, occurrence=point.occurrence,
+                 order=point.order, page=point.page, kind=point.kind)
+    ran: dict = {"killed": False, "crash_s": None, "resume_s": None}
+    memory = disk = error = None
     try:
         first = children.run(job(settings, run_dir, "crash", point.point), timeout)
-        rec.crash_s = first.seconds
+        ran["crash_s"] = first.seconds
         if first.status == -signal.SIGKILL:
-            rec.killed = True
+            ran["killed"] = True
         elif first.status != 0 or first.out is None:
-            rec.error = _child_error("the crash run", settings, first, timeout)
-            return rec
+            error = _child_error("the crash run", settings, first, timeout)
+            return FrameworkRun(**where, **ran, **unwitnessed(), error=error)
         resumed = children.run(job(settings, run_dir, "resume"), timeout)
-        rec.resume_s = resumed.seconds
+        ran["resume_s"] = resumed.seconds
         if resumed.status != 0 or resumed.out is None:
-            rec.error = _child_error("the resume", settings, resumed, timeout)
+            error = _child_error("the resume", settings, resumed, timeout)
         else:
-            rec.memory_state = resumed.out["final"]
+            memory = resumed.out["final"]
         rebuilt = children.run(job(settings, run_dir, "rebuild"), timeout)
         if rebuilt.status != 0 or rebuilt.out is None:
-            rec.error = rec.error or _child_error("the rebuild", settings, rebuilt, timeout)
+            error = error or _child_error("the rebuild", settings, rebuilt, timeout)
         else:
-            rec.disk_state = rebuilt.out["rebuilt"]
-        witness(rec, clean, run_dir, settings.pages)
+            disk = rebuilt.out["rebuilt"]
+        return FrameworkRun(**where, **ran, **witness(clean, run_dir, settings.pages, memory, disk),
+                            error=error)
     except Cancelled:
         raise
     except Exception as e:
-        rec.error = rec.error or f"crash run at {point.point} of {settings.label()} failed: {e}"
-    return rec
+        error = error or f"crash run at {point.point} of {settings.label()} failed: {e}"
+        return FrameworkRun(**where, **ran, **unwitnessed(memory, disk), error=error)
 
 
 def tracker_pages(run_dir: Path) -> list[int]:
@@ -502,24 +469,36 @@ def tracker_pages(run_dir: Path) -> list[int]:
     return sorted(r["page"] for r in read_reports(run_dir))
 
 
-def witness(rec: CrashRun, clean: CleanRun, run_dir: Path, pages: int) -> None:
-    """The three witnesses after the last process: the bill, the tracker, memory vs disk."""
+def witness(clean: CleanRun, run_dir: Path, pages: int, memory: dict | None,
+            disk: dict | None) -> dict:
+    """The three witnesses after the last process, as the fields of the lab's `Outcome`: the bill,
+    the tracker, and the resumed process's memory and the store's rebuild, each compared with the
+    other and with the clean run."""
     tracker = tracker_pages(run_dir)
-    rec.tracker_pages = tracker
     # Redone calls are calls paid beyond what a clean run pays for the same page. For a run that
     # did every page this is the lab's "billed minus a clean run's calls"; a resume that wrongly
     # stops early (a mistake swept here) pays for fewer pages: those show as skipped pages, not as
     # a negative redo.
     billed = Counter(c["page"] for c in read_bill(run_dir))
-    rec.redone_model_calls = sum((billed - clean.calls_per_page).values())
-    rec.skipped_pages = sum((clean.calls_per_page - billed).values())
-    rec.duplicate_reports = len(tracker) - len(set(tracker))
-    rec.lost_reports = len(set(Site.load(pages).bug_pages) - set(tracker))
-    memory, disk = rec.memory_state, rec.disk_state
-    rec.memory_ok = None if memory is None else memory == clean.final
-    rec.disk_ok = None if disk is None else disk == clean.final
-    rec.three_way_check = (memory is not None and sorted(memory["findings"]) == tracker
-                        and (disk is None or disk == memory))
+    rebuild_ok = None if memory is None or disk is None else disk == memory
+    return dict(
+        redone_model_calls=sum((billed - clean.calls_per_page).values()),
+        skipped_pages=sum((clean.calls_per_page - billed).values()),
+        duplicate_reports=len(tracker) - len(set(tracker)),
+        lost_reports=len(set(Site.load(pages).bug_pages) - set(tracker)),
+        three_way_check=witnesses_agree(tracker, memory, rebuild_ok, None),
+        rebuild_ok=rebuild_ok, disk_error=None, tracker_pages=tracker,
+        memory_findings=None if memory is None else memory["findings"], final_state=memory,
+        disk_state=disk, memory_ok=None if memory is None else memory == clean.final,
+        disk_ok=None if disk is None else disk == clean.final)
+
+
+def unwitnessed(memory: dict | None = None, disk: dict | None = None) -> dict:
+    """The witness fields of a crash run whose experiment failed before they could be read."""
+    return dict(duplicate_reports=None, lost_reports=None, three_way_check=False,
+                rebuild_ok=None, disk_error=None, tracker_pages=None,
+                memory_findings=None if memory is None else memory["findings"],
+                final_state=memory, disk_state=disk)
 
 
 # --- sweeps --------------------------------------------------------------------------------------
@@ -528,11 +507,11 @@ def witness(rec: CrashRun, clean: CleanRun, run_dir: Path, pages: int) -> None:
 class SweepResult:
     settings: SweepSettings
     clean: CleanRun
-    records: list[CrashRun]
+    records: list[FrameworkRun]
     seconds: float
 
     def frame(self):
-        return to_frame(self.records)
+        return frame(self.records)
 
 
 def sweep_many(all_settings: list[SweepSettings], *, points=None, repeat: int = 1,
@@ -589,40 +568,26 @@ def _wait_all(pool, futures, progress: Progress | None = None):
     return [f.result() for f in futures]
 
 
-def sweep(settings: SweepSettings, **kwargs) -> SweepResult:
+def sweep_framework(settings: SweepSettings, **kwargs) -> SweepResult:
     """One sweep (see `sweep_many`)."""
     return sweep_many([settings], **kwargs)[0]
 
 
 # --- what a sweep found --------------------------------------------------------------------------
 
-def summarize(records: list[CrashRun], clean: CleanRun | None = None) -> dict:
-    """Per sweep (and per kind of point, if you pass only those): counts and averages."""
-    killed = [r for r in records if r.killed and r.error is None]
-    redone = [r.redone_model_calls for r in killed]
-    pairs = [r.crash_s + r.resume_s for r in killed if r.resume_s is not None]
-    out = {
-        "crash_points": len(killed),
-        "not_reached": sum(not r.killed and r.error is None for r in records),
-        "errors": sum(r.error is not None for r in records),
-        "avg_redone_model_calls": round(sum(redone) / len(redone), 2) if redone else None,
-        "max_redone_model_calls": max(redone) if redone else None,
-        "duplicate_points": sum(bool(r.duplicate_reports) for r in killed),
-        "lost_points": sum(bool(r.lost_reports) for r in killed),
-        "wrong_memory": sum(r.memory_ok is False for r in killed),
-        "wrong_disk": sum(r.disk_ok is False for r in killed),
-        "correct": sum(r.verdict == "correct" for r in killed),
-        "pair_ms": round(statistics.median(pairs) * 1000, 1) if pairs else None,
-    }
-    if clean is not None:
-        writes = [ns for v in clean.write_ns.values() for ns in v]
-        out["write_us"] = round(statistics.median(writes) / 1000, 1) if writes else None
-    return out
+def sweep_timing(records: list[FrameworkRun], clean: CleanRun) -> dict:
+    """What a sweep costs in time, beside its summary (`bughunt.experiment.summarize`): the median
+    wall time of a killed process plus its resume, and of one durable write in the clean run."""
+    pairs = [r.crash_s + r.resume_s for r in records
+             if r.killed and r.error is None and r.resume_s is not None]
+    writes = [ns for v in clean.write_ns.values() for ns in v]
+    return {"pair_ms": round(statistics.median(pairs) * 1000, 1) if pairs else None,
+            "write_us": round(statistics.median(writes) / 1000, 1) if writes else None}
 
 
-def varying_points(records: list[CrashRun]) -> list[dict]:
+def varying_points(records: list[FrameworkRun]) -> list[dict]:
     """Points whose verdict (or redone model calls) differed between repeats of the same sweep."""
-    by: dict[tuple, list[CrashRun]] = {}
+    by: dict[tuple, list[FrameworkRun]] = {}
     for r in records:
         key = (r.framework, r.mode, r.resume, r.idempotency_key, r.latency_ms, r.point)
         by.setdefault(key, []).append(r)

@@ -18,7 +18,7 @@ from IPython.display import HTML, Image
 
 from .. import beyond as B
 from ..config import RunConfig
-from ..conformance import Report, conform
+from ..conformance import ConformanceReport, conform
 from ..experiment import crash_point, crash_points, run_worker, work_dir
 from ..instruments import mutants
 from ..stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
@@ -64,7 +64,7 @@ def plot_chain(df, config: RunConfig = CHAIN):
     points = crash_points(config)
     labels = [p.name for p in points]
     # the points a resume can reach, then the steps of recovery itself that this sweep crashed in
-    seconds = [p.name for p in points] + [r for r in B.RECOVERY_POINTS if r in set(df["second"])]
+    seconds = [p.name for p in points] + [r for r in B.RECOVERY_LABELS if r in set(df["second"])]
     fig, ax = new_figure(10, 6)
     for _, r in df.iterrows():
         x = seconds.index(r["second"])
@@ -400,12 +400,12 @@ def contract_rules():
 
 
 @results.memoized
-def conformance(config: RunConfig) -> Report:
+def conformance(config: RunConfig) -> ConformanceReport:
     """The conformance suite on the lab's store `config` names: every crash state of a run."""
     return conform(config)
 
 
-def conformance_table(report: Report):
+def conformance_table(report: ConformanceReport):
     """One row per rule: how many crash states checked it, violations, the first one in words."""
     table = report.table()
     table.columns.name = f"{report.store}: {report.states} crash states"
@@ -734,7 +734,7 @@ def _q8_1():
 def _q8_2():
     df = chain()
     s = B.chain_summary(df.to_dict("records"))
-    in_recovery = int(df["second"].isin(B.RECOVERY_POINTS).sum())
+    in_recovery = int(df["second"].isin(B.RECOVERY_LABELS).sum())
     return Measured(s["correct"] < s["pairs"],
                     f"Measured in section 1's sweep ({describe(CHAIN)}): {s['correct']} of "
                     f"{s['pairs']} (first crash, second crash) pairs correct, {in_recovery} of "

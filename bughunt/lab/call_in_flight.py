@@ -41,7 +41,7 @@ from ..experiment import CallCrashRun, CrashRun, crash_points, frame, sweep_reco
 from ..inflight import CallKilled, SdkBehaviour
 from ..llm import DEFAULT_API_KEY, DEFAULT_MODEL, ServedModel, page_messages
 from ..modelserver import (FAULT_HEADER, Fault, ServerProcess, answer_words, prompt_hash,
-                           prompt_tokens, read_bill)
+                           prompt_tokens, read_server_bill)
 from ..world import Site
 from . import results
 from .exercises import exercise
@@ -155,13 +155,13 @@ def points_of(page: int = PAGE, stream: bool = True) -> list[str]:
 def clean_call(page: int = PAGE) -> dict:
     """One call that nobody kills, and the line the server wrote on its bill for it."""
     lab_ = lab()
-    start = len(read_bill(lab_.bill))
+    start = len(read_server_bill(lab_.bill))
     result = lab_.forks.run(inflight.call_args(lab_.base_url, lab_.run_dir() / "j.jsonl",
                                                page=page))
     if result.returncode != 0:
         raise RuntimeError(f"the clean call failed: {result.stderr.strip()}")
     answer = json.loads(result.stdout)
-    line = read_bill(lab_.bill)[start:][-1]
+    line = read_server_bill(lab_.bill)[start:][-1]
     return {"reply": answer["reply"], "tokens": answer["tokens"],
             "bill": {k: line[k] for k in ("model", "prompt_tokens", "completion_tokens",
                                           "total_tokens", "stream", "retry")}}
@@ -373,7 +373,7 @@ def attempts_of_a_timed_out_call(timeout: float = 0.2, ttfb: float = 0.6,
     finally:
         client.close()
     key = prompt_hash(DEFAULT_MODEL, messages)
-    retries_billed = {b["retry"] for b in read_bill(lab_.bill) if b["prompt_hash"] == key}
+    retries_billed = {b["retry"] for b in read_server_bill(lab_.bill) if b["prompt_hash"] == key}
     out = []
     for i, (headers, body) in enumerate(seen, start=1):
         count = headers.get("x-stainless-retry-count", "")

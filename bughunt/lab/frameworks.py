@@ -27,11 +27,11 @@ from matplotlib.patches import Patch
 
 from ..config import RunConfig
 from ..experiment import CrashRun as LabRun
-from ..experiment import clean_run, crash_and_resume, crash_points, run_crash_jobs
-from ..experiment import summarize as lab_summarize
+from ..experiment import (clean_run, crash_and_resume, crash_points, frame, run_crash_jobs,
+                          summarize)
 from ..frameworks.contract import adapter_class
 from ..frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
-                                summarize, sweep_many, to_frame, varying_points)
+                                sweep_many, sweep_timing, varying_points)
 from . import results
 from .exercises import exercise
 from .style import COLORS, SERIES, VERDICT_STYLE, new_figure, png
@@ -205,7 +205,7 @@ def _lab_rows(name: str, records: list, clean: dict) -> list[dict]:
     rows = []
     for kind in ("user", "framework"):
         recs = [r for r in records if LAB_KIND.get(r.label) == kind]
-        s = lab_summarize(recs)
+        s = summarize(recs)
         rows.append({
             "design": name, "kind": kind, "crash points": s["crash_points"],
             "avg redone calls": round(s["avg_redone_model_calls"], 2),
@@ -225,9 +225,9 @@ def _framework_rows(name: str, res: SweepResult) -> list[dict]:
         recs = [r for r in res.records if r.kind == kind]
         if not recs:
             continue
-        s = summarize(recs, res.clean)
+        s = {**summarize(recs), **sweep_timing(recs, res.clean)}
         rows.append({"design": name, "kind": kind, "crash points": s["crash_points"],
-                     "avg redone calls": s["avg_redone_model_calls"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
                      "max redone calls": s["max_redone_model_calls"],
                      "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
                      "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
@@ -440,11 +440,11 @@ def resume_table(results: dict[str, SweepResult]):
     for name, res in results.items():
         s = summarize(res.records)
         rows.append({"resume": name, "crash points": s["crash_points"],
-                     "avg redone calls": s["avg_redone_model_calls"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
                      "max redone calls": s["max_redone_model_calls"],
                      "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
                      "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
-                     "correct": s["correct"]})
+                     "correct": s["correct_runs"]})
     return pd.DataFrame(rows).set_index("resume")
 
 
@@ -524,7 +524,7 @@ def async_table(results: dict[float, SweepResult]):
         s = summarize(res.records)
         v = varying_points(res.records)
         rows.append({"latency per call (ms)": lat, "crash runs": s["crash_points"],
-                     "avg redone calls": s["avg_redone_model_calls"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
                      "max redone calls": s["max_redone_model_calls"],
                      "points whose outcome varied": len(v),
                      "of which the verdict": sum(x["verdict_varies"] for x in v)})
@@ -543,7 +543,7 @@ def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = Non
             reference = statistics.mean(at[p] for p in points)
     markers = ["o", "x", "s", "^"]
     for ax, (lat, res) in zip(axes[0], results.items()):
-        df = to_frame(res.records).sort_values("order")
+        df = frame(res.records).sort_values("order")
         names = list(dict.fromkeys(df["point"]))
         for r, d in df.groupby("repeat"):
             xs = [names.index(p) for p in d["point"]]
@@ -606,7 +606,7 @@ POINT_CHOICES = [("user points + first four committed writes of each kind",
 
 
 def _frame_for(res: SweepResult):
-    df = to_frame(res.records)
+    df = frame(res.records)
     return df.sort_values(["repeat", "order"])
 
 
@@ -639,7 +639,7 @@ def sweep_summary(res: SweepResult):
     for kind in ("user", "framework"):
         recs = [r for r in res.records if r.kind == kind]
         if recs:
-            rows.append({"kind": kind, **summarize(recs, res.clean)})
+            rows.append({"kind": kind, **summarize(recs), **sweep_timing(recs, res.clean)})
     df = pd.DataFrame(rows).set_index("kind")
     df["varying points"] = len(varying_points(res.records))
     return df
@@ -703,7 +703,7 @@ class FrameworkPanel:
             self.progress.value = self.progress.max
             self.draw()
             s = summarize(self.result.records)
-            self.status.value = (f"{s['crash_points']} crash runs: {s['correct']} correct, "
+            self.status.value = (f"{s['crash_points']} crash runs: {s['correct_runs']} correct, "
                                  f"{s['duplicate_points']} with a duplicate, {s['lost_points']} "
                                  f"with a lost report, {s['wrong_memory']} with a wrong state, "
                                  f"{s['not_reached']} not reached, {s['errors']} errors")
@@ -730,7 +730,7 @@ class FrameworkPanel:
         rows = "".join(
             f"<tr><td>sweep {r.repeat + 1}</td><td><b>{html.escape(r.verdict)}</b></td>"
             f"<td>redone {r.redone_model_calls}</td><td>tracker {r.tracker_pages}</td>"
-            f"<td>memory {html.escape(str(r.memory_state))}</td>"
+            f"<td>memory {html.escape(str(r.final_state))}</td>"
             f"<td>disk {html.escape(str(r.disk_state))}</td>"
             f"<td>{html.escape(r.error or '')}</td></tr>" for r in runs)
         self.point_info.value = f"<table>{rows}</table>"

@@ -7,6 +7,8 @@ Each one becomes `notebooks/NN_name.ipynb`, executed top to bottom in a fresh ke
 PYTHONHASHSEED=0, then normalized so that strict nbval can compare its stored outputs:
 
 - per-cell execution timestamps and saved widget state are removed;
+- each cell's id is made from its source (not drawn at random), so a rebuild that changes no
+  cell changes no id, and two branches that rebuild the same notebook do not conflict over ids;
 - a cell tagged `panel` keeps, instead of its live widget (which GitHub, nbviewer and a notebook
   not yet run cannot show), a picture of the panel as it was when the notebook was built: its
   settings, what it said, and the figures it drew. Running the cell replaces it with the live
@@ -16,6 +18,7 @@ PYTHONHASHSEED=0, then normalized so that strict nbval can compare its stored ou
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -48,9 +51,18 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
+def cell_id(source: str, seen: dict[str, int]) -> str:
+    """A stable id for a cell: a hash of its source, numbered when the same source repeats."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:8]
+    seen[digest] = seen.get(digest, 0) + 1
+    return digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
+
+
 def normalize(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     state = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    seen: dict[str, int] = {}
     for cell in nb.cells:
+        cell.id = cell_id(cell.source, seen)
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code" and "panel" in cell.metadata.get("tags", []):
             cell.outputs = static_panel(cell.outputs, state)

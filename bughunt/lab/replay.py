@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from ..config import RunConfig
 from ..experiment import crash_point as find_point
 from ..experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_points, crash_worker,
-                          frame, replay_after_crash, run_crash_jobs, run_worker, three_way_check,
+                          frame, outcome, replay_after_crash, run_crash_jobs, run_worker,
                           work_dir)
 from ..stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
 from . import results
@@ -338,12 +338,12 @@ def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"],
             if proc.returncode != 0:
                 raise RuntimeError(f"resume failed: {proc.stderr.strip()[-300:]}")
             report = json.loads(proc.stdout)
-            check = three_way_check(run_dir, config, report["state"])
+            check = outcome(run_dir, config, report)
         rows.append({"snapshot": name, "snapshot used": report["snapshot_used"],
                      "snapshot_fallback": report["snapshot_fallback"] or "-",
                      "replayed events": report["replayed_events"],
                      "findings": report["findings"],
-                     "three-way check": "ok" if check["agree"] else "FAILS"})
+                     "three-way check": "ok" if check.three_way_check else "FAILS"})
     return pd.DataFrame(rows).set_index("snapshot")
 
 

@@ -76,8 +76,18 @@ def store_class(spec: str):
     return load_store(spec)
 
 
+def store_for(config: RunConfig):
+    """The class that runs `config`: the one its `store` setting names, except in write mode
+    `no-newline`, where the lab's event log runs without its newline repair: the lesson's bug, an
+    instrument kept outside the store (`bughunt.instruments.no_newline`)."""
+    if config.store == "log" and config.write_mode == "no-newline":
+        from ..instruments.no_newline import NoNewlineLogStore
+        return NoNewlineLogStore
+    return store_class(config.store)
+
+
 def make_store(run_dir: Path, config: RunConfig, door: Door | None = None):
-    return store_class(config.store)(Path(run_dir), config, door or Door(config.fsync))
+    return store_for(config)(Path(run_dir), config, door or Door(config.fsync))
 
 
 def rebuild_from_disk(run_dir: Path, config: RunConfig | None = None) -> Recovered:

@@ -164,20 +164,25 @@ class LogStore:
         return offset
 
     def open_for_append(self) -> Repairs:
+        """Before the first new write: repair the log's tail, remove a snapshot's stale temp file,
+        and open the log for appending."""
         if self._lines is None:
             raise RuntimeError("LogStore.open_for_append() before load(): the store contract "
                                "reads first, then prepares the files for writing")
-        repairs = Repairs()
+        repairs = Repairs(tails_repaired=int(self.repair_tail()))
         lines = self._lines
-        # The no-newline mode is the lesson's bug: it skips this repair on purpose.
-        if self.config.write_mode != "no-newline":
-            repairs.tails_repaired = int(ensure_newline_terminated(self.path, self.door))
         if self.config.snapshot_every:
             repairs.temp_files_removed = remove_stale_temp(self.door, self.snapshot_path)
         self.fd = self.door.open_append(self.path)
         self.size = os.fstat(self.fd).st_size
         self.lines = lines + repairs.tails_repaired if self.size else 0
         return repairs
+
+    def repair_tail(self) -> bool:
+        """The newline repair before the first append of this process (True if it wrote one):
+        a fragment a torn write left stays a line of its own, and the next record a line of its
+        own after it (`ensure_newline_terminated`; lesson 5)."""
+        return ensure_newline_terminated(self.path, self.door)
 
     def commit(self, state, event, *, mid=lambda: None) -> None:
         line = records.encode(event)

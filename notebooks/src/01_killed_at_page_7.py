@@ -124,7 +124,7 @@ show_source(PausedWorker.kill)
 # from that state's `next_page`. These are the loop's two lines in the worker:
 
 # %%
-show_source(worker._run, lines=('for page in range(agent.state["next_page"]', "agent.run_page(page)"))
+show_source(worker.page_loop, lines=('for page in range(agent.state["next_page"]', "agent.run_page(page)"))
 
 # %% [markdown]
 # The source text's loop starts the same way (its page loop, lesson 4 shows the rest):

@@ -144,7 +144,8 @@ fn ensure_rollout_is_newline_terminated(file: &mut File) -> std::io::Result<()> 
         file.flush()?;
     }
     Ok(())
-}""", "The source text's version: Codex's `ensure_rollout_is_newline_terminated` (Rust)")
+}""", "The source text's version: Codex's `ensure_rollout_is_newline_terminated` (Rust)",
+          language="rust")
 
 # %% [markdown]
 # The same three steps as the lab's: empty file, last byte, append one newline. The differences:

@@ -1,0 +1,198 @@
+"""The checker: the program's own reader, run on a copy of each crash state, and its verdict.
+
+A checker is a command with `{state}` in it (`python my_agent.py check {state}`). It reads the
+state's directory as the program would after a crash and prints one line of JSON:
+
+- `{"items": {"key": "version", ...}}`: what it recovered;
+- `{"error": "..."}`: it could not read the state (a decode error, a missing file);
+- `{"refused": "..."}`: it saw damage and refused, naming it (as the lab's stores do).
+
+It runs in a process group of its own with a timeout: a reader that hangs (some stores wait on
+their own leftover temp or lock files) is stopped and counted as a hang.
+
+The verdict at a state compares that with the oracle (`states.Oracle`), keys and versions as the
+strings printed after ACK:
+
+- **lost**: an acknowledged key is missing, or holds a version older than the acknowledged one;
+- **phantom**: a key or version the program had never begun by then;
+- **unreadable**: the reader failed (`error`), or refused while something was acknowledged;
+- **hang**: the reader did not finish within the timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .states import Oracle, State
+from .trace import end_group
+
+CLASSES = ("lost", "phantom", "unreadable", "hang")
+
+
+class CheckerProblem(Exception):
+    """The checker itself printed nothing the explorer can read: no verdict from it."""
+
+
+@dataclass
+class CheckerVerdict:
+    kind: str                    # "items", "error", "refused", "hang"
+    items: dict | None = None
+    message: str = ""
+    seconds: float = 0.0
+
+
+def checker_argv(template: str) -> list[str]:
+    """`--check 'CMD {state}'` as an argument list (no shell); ValueError for a bad one."""
+    argv = shlex.split(template)
+    if not argv:
+        raise ValueError("--check: an empty command")
+    if not any("{state}" in a for a in argv):
+        raise ValueError(f"--check {template!r}: has no {{state}}, where the path of each "
+                         "state's copy goes")
+    return argv
+
+
+def write_state(state: State, directory: Path) -> None:
+    directory.mkdir(parents=True)
+    for d in state.dirs:
+        (directory / d).mkdir(parents=True, exist_ok=True)
+    for path, data in state.files.items():
+        (directory / path).parent.mkdir(parents=True, exist_ok=True)
+        (directory / path).write_bytes(data)
+
+
+def run_checker(argv: list[str], directory: Path, timeout: float) -> CheckerVerdict:
+    from ..interrupts import deferred
+
+    cmd = [a.replace("{state}", str(directory)) for a in argv]
+    t0 = time.perf_counter()
+    with deferred():
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            raise CheckerProblem(f"the checker {cmd[0]!r} could not start: {e.strerror}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return CheckerVerdict("hang", message=f"the checker did not finish within {timeout:g} s",
+                       seconds=time.perf_counter() - t0)
+    finally:
+        end_group(proc)
+    seconds = time.perf_counter() - t0
+    lines = [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
+    try:
+        verdict = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        verdict = None
+    if not isinstance(verdict, dict) or not ({"items", "error", "refused"} & set(verdict)):
+        tail = (err.decode("utf-8", "replace").strip().splitlines() or ["nothing on stderr"])[-1]
+        raise CheckerProblem(
+            f"the checker printed no JSON verdict ({{\"items\": ...}}, {{\"error\": ...}} or "
+            f"{{\"refused\": ...}}) on its last line of output; it exited {proc.returncode}, "
+            f"its last stderr line: {tail}")
+    if "items" in verdict:
+        items = verdict["items"]
+        if not isinstance(items, dict) or not all(
+                isinstance(v, (str, int)) and not isinstance(v, bool) for v in items.values()):
+            raise CheckerProblem("the checker's \"items\" must map each key to its version as a "
+                                 f"string, e.g. {{\"a\": \"3\"}}; it printed {lines[-1][:120]}")
+        return CheckerVerdict("items", {str(k): str(v) for k, v in items.items()}, seconds=seconds)
+    kind = "error" if "error" in verdict else "refused"
+    # The copy's path changes from state to state: name it the way --check does.
+    message = str(verdict[kind]).replace(str(directory), "{state}")
+    return CheckerVerdict(kind, message=message, seconds=seconds)
+
+
+def lines_checker(ack_file: str):
+    """The built-in checker of `--ack-lines FILE`: the complete lines of FILE, key = line
+    number (a last line without its newline is a torn tail a reader skips)."""
+    def check(directory: Path) -> CheckerVerdict:
+        path = directory / ack_file
+        if not path.exists():
+            return CheckerVerdict("items", {})
+        lines = path.read_bytes().split(b"\n")[:-1]
+        return CheckerVerdict("items", {str(i + 1): line.decode("utf-8", "replace")
+                                 for i, line in enumerate(lines)})
+    return check
+
+
+class Checker:
+    """Runs the check on a copy of each state, once per distinct disk (the cache)."""
+
+    def __init__(self, workdir: Path, *, argv: list[str] | None = None, ack_file=None,
+                 timeout: float = 10.0):
+        self.workdir, self.argv, self.timeout = workdir, argv, timeout
+        self.builtin = lines_checker(ack_file) if argv is None else None
+        self.cache: dict[str, CheckerVerdict] = {}
+        self.runs = 0
+        self.seconds = 0.0
+
+    def __call__(self, state: State) -> CheckerVerdict:
+        if state.digest in self.cache:
+            return self.cache[state.digest]
+        directory = self.workdir / f"state-{self.runs:05d}"
+        write_state(state, directory)
+        try:
+            outcome = (self.builtin(directory) if self.builtin else
+                       run_checker(self.argv, directory, self.timeout))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        self.runs += 1
+        self.seconds += outcome.seconds
+        self.cache[state.digest] = outcome
+        return outcome
+
+
+@dataclass
+class Finding:
+    cls: str
+    key: str | None
+    acknowledged: str | None
+    recovered: str | None
+    detail: str
+
+
+def judge(outcome: CheckerVerdict, oracle: Oracle) -> list[Finding]:
+    """What is wrong with what the checker recovered, given what had been begun and acked."""
+    acked = dict(oracle.acked)
+    if outcome.kind == "hang":
+        return [Finding("hang", None, None, None, outcome.message)]
+    if outcome.kind == "error":
+        return [Finding("unreadable", None, None, None, f"the reader failed: {outcome.message}")]
+    if outcome.kind == "refused":
+        if not acked:
+            return []
+        return [Finding("unreadable", None, None, None,
+                        f"the reader refused the state ({outcome.message}) with {len(acked)} "
+                        f"key{'s' if len(acked) != 1 else ''} acknowledged")]
+    items = outcome.items or {}
+    found = []
+    for key, version in acked.items():
+        versions = oracle.versions(key)
+        got = items.get(key)
+        if got is None:
+            found.append(Finding("lost", key, version, None,
+                                 f"{key} was acknowledged at version {version}; the reader "
+                                 "found no version of it"))
+        elif got in versions and _last(versions, got) < _last(versions, version):
+            found.append(Finding("lost", key, version, got,
+                                 f"{key} was acknowledged at version {version}; the reader "
+                                 f"found the older {got}"))
+    for key, got in items.items():
+        if got not in oracle.versions(key):
+            never = "never begun" if not oracle.versions(key) else \
+                f"not a version begun by then ({', '.join(oracle.versions(key)[-3:])})"
+            found.append(Finding("phantom", key, acked.get(key), got,
+                                 f"the reader found {key} at version {got}: {never}"))
+    return found
+
+
+def _last(versions: tuple[str, ...], v: str) -> int:
+    return len(versions) - 1 - versions[::-1].index(v)
