@@ -78,7 +78,7 @@ app: setup
 # The static book, built from the stored notebooks (never re-executed) without the network.
 # BOOK_ARGS: --repository OWNER/NAME --branch B for the Binder links (default: git's origin).
 book: setup-book
-	$(PY) -m bughunt.lab.book --out build/book $(BOOK_ARGS)
+	$(PY) -m bughunt.book --out build/book $(BOOK_ARGS)
 
 lesson: setup
 	$(PY) -m bughunt lesson

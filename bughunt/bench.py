@@ -500,7 +500,7 @@ def interrupt_latency(tries: int = 3) -> None:
 def grade_cost(runs: int = 3) -> None:
     """Grading lesson 9's reference solution, behind the boundary: the suite and the sweep, the
     processes started and ended (median of `runs`)."""
-    from .lab.capstone import REFERENCE
+    from .lab.lessons.l09_your_own_store import REFERENCE
     from .grader import grade
 
     seconds = []
@@ -520,7 +520,7 @@ def grade_interrupt_latency(tries: int = 3) -> None:
     """SIGINT to `python -m bughunt.grader` and SIGTERM to `python -m bughunt conformance
     --store`, while the suite runs a slow store: the time until the command has exited, the
     store's processes ended and the temporary folders removed."""
-    from .lab.capstone import REFERENCE
+    from .lab.lessons.l09_your_own_store import REFERENCE
 
     signature = "    def commit(self, state, event, *, mid):\n"
     slow = REFERENCE.replace(signature, signature + "        __import__('time').sleep(0.05)\n")
@@ -643,7 +643,7 @@ def book_build() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bughunt-bench-book-") as tmp:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", tmp,
+        proc = subprocess.run([sys.executable, "-m", "bughunt.book", "--out", tmp,
                                "--repository", ""], capture_output=True, text=True)
         seconds = time.perf_counter() - t0
         pages = len(list(Path(tmp, "html").glob("*.html")))

@@ -19,6 +19,7 @@ With many lines and no flush, the buffer empties itself whenever it fills up, so
 lines reaches the kernel and the rest is lost: how much depends on the buffer's size, not on you.
 
 Standard library only; the process never exits normally (its parent sees it killed by signal 9).
+`run_killed(how, lines)` runs it as that process, in a folder of its own, and says what it left.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 LINE = b"page 7 done\n"          # 12 bytes, the source text's measured line length
 HOWS = ("write", "flush", "fsync", "os-write")
@@ -50,6 +54,26 @@ def write_then_die(path: str, how: str = "write", lines: int = 1) -> None:
         if how == "fsync":
             os.fsync(f.fileno())
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_killed(how: str = "write", lines: int = 1, directory: Path | None = None) -> dict:
+    """Run `python -m bughunt.bufferdemo` (it writes, then SIGKILLs itself) in a fresh folder
+    (under `directory` if given), and say what the file holds: bytes, whole lines, intact or not."""
+    if how not in HOWS:
+        raise ValueError(f"how: expected one of {', '.join(HOWS)}, got {how!r}")
+    with tempfile.TemporaryDirectory(prefix="bughunt-buffer-", dir=directory) as d:
+        path = Path(d) / "line.txt"
+        flag = [] if how == "write" else [f"--{how}"]
+        proc = subprocess.run([sys.executable, "-m", "bughunt.bufferdemo", str(path), *flag,
+                               "--lines", str(lines)], capture_output=True, text=True, timeout=60)
+        if proc.returncode != -signal.SIGKILL:
+            raise RuntimeError(f"bufferdemo was not killed (exit {proc.returncode}): "
+                               f"{proc.stderr.strip()}")
+        data = path.read_bytes() if path.exists() else b""
+    whole = data.count(b"\n")
+    return {"how": how, "lines": lines, "bytes written": len(LINE) * lines,
+            "bytes on disk": len(data), "whole lines on disk": whole,
+            "intact": data == LINE * whole}
 
 
 def demo_parser() -> argparse.ArgumentParser:

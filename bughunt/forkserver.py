@@ -41,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import lifeline
 from .interrupts import deferred
 
 BOUNDARY_ENV = "BUGHUNT_BOUNDARY"     # set in every process behind lesson 9's boundary
@@ -135,6 +136,12 @@ class ForkServer:
                                      start_new_session=BOUNDARY_ENV not in os.environ, env=env)
         self.own_group = BOUNDARY_ENV not in os.environ
         self.worker: int | None = None      # the pid of the worker running now
+        # The server ends when its caller closes its stdin, even by dying; its scratch directory
+        # is the caller's, so a caller killed by SIGKILL leaves it to the lifeline. Behind the
+        # boundary, the boundary's supervisor ends the server with its caller's group instead.
+        if self.own_group:
+            lifeline.watch_group(self.proc.pid)
+            lifeline.watch_dir(self.tmp.name)
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -170,6 +177,11 @@ class ForkServer:
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
         self.tmp.cleanup()
+        self._released()
+
+    def _released(self) -> None:
+        lifeline.release_group(self.proc.pid)
+        lifeline.release_dir(self.tmp.name)
 
     def kill(self) -> None:
         """SIGKILL the server and every worker it forked (its process group), now."""
@@ -198,6 +210,7 @@ class ForkServer:
                 break
             time.sleep(0.001)
         self.tmp.cleanup()
+        self._released()
 
 
 class ForkServerPool:

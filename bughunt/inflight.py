@@ -45,20 +45,28 @@ of the pinned version) adds what the experiments show:
 from __future__ import annotations
 
 import argparse
+import atexit
+import hashlib
+import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import forkserver, lifeline
 from .diskio import Door
 from .llm import DEFAULT_API_KEY, DEFAULT_MODEL, OpenAIModel, Received, page_messages
-from .modelserver import FAULT_HEADER, Fault, fault_flag, prompt_hash, read_server_bill
+from .modelserver import (FAULT_HEADER, Fault, FaultSpecError, ServerProcess, fault_flag,
+                          prompt_hash, read_server_bill)
 from .world import Site, SiteError
 
 PROG = "python -m bughunt.inflight"
@@ -379,6 +387,208 @@ def sdk_behaviours(*, base_url: str, bill: Path) -> list[SdkBehaviour]:
     return [sdk_on_timeout(**b), sdk_on_rate_limit(**b), sdk_on_cut_stream(**b),
             sdk_on_cut_stream(stream=False, **b), sdk_on_malformed_chunk(**b),
             sdk_on_slow_stream(**b), sdk_on_stalled_stream(**b)]
+
+
+# --- the lesson's world: one model server, one fork parent, one scratch folder -------------------
+
+class ForkedCalls:
+    """Runs `python -m bughunt.inflight ARGS` as children of one pre-imported parent: the lab's
+    fork server (`bughunt.forkserver`), which has imported the SDK and built and closed one client
+    (`llm.warm_sdk`), so it holds no connection a child could share, and runs no thread. A fresh
+    interpreter pays about a second of imports per call process; a fork pays milliseconds, and
+    each child is still its own process, killed by a real SIGKILL at its crash point.
+
+    `run(args)` has the shape `kill_in_call` expects of its `runner`: it returns a
+    `subprocess.CompletedProcess` whose return code is negative for a signal (-9: SIGKILL).
+    One call at a time; a call that outlives `timeout` is killed and reported as a timeout.
+    """
+
+    ENTRY = "bughunt.inflight:main"
+
+    def __init__(self):
+        self.server = forkserver.ForkServer(preload=("bughunt.llm:warm_sdk",))
+        self._lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.server.proc.poll() is None
+
+    def run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+        with self._lock:
+            return self.server.run(list(args), timeout, entry=self.ENTRY)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+class CallLab:
+    """Lesson 11's world: the model server (a real process, with its bill), the fork parent of the
+    call processes, and a scratch folder for their journals and the bill.
+
+    A context manager. Its exit stops both processes and removes the folder; so does the
+    interpreter's exit if no one closed it (a notebook's kernel shut down), and, when the process
+    that started it is killed outright (nbval ends its kernels by SIGKILL), the lifeline
+    (`bughunt.lifeline`). `close()` may be called more than once.
+    """
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="bughunt-call-"))
+        lifeline.watch_dir(self.dir)
+        self.bill = self.dir / "server-bill.jsonl"
+        self._closed = False
+        self.forks = ForkedCalls()                 # imports the SDK while the server starts
+        try:
+            self.server = ServerProcess(self.bill)
+        except BaseException:
+            self.forks.close()
+            self._remove_dir()
+            raise
+        lifeline.watch_group(self.server.pid)
+        self._runs = itertools.count(1)
+        atexit.register(self.close)
+
+    def __enter__(self) -> "CallLab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def alive(self) -> bool:
+        return not self._closed and self.server.proc.poll() is None and self.forks.alive()
+
+    def run_dir(self) -> Path:
+        """A fresh folder for one experiment's journal."""
+        path = self.dir / f"call-{next(self._runs)}"
+        path.mkdir()
+        return path
+
+    def close(self) -> None:
+        """Stop the fork parent and the model server; remove the scratch folder."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        try:
+            self.forks.close()
+        finally:
+            self.server.stop()
+            lifeline.release_group(self.server.pid)
+            self._remove_dir()
+
+    def _remove_dir(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        lifeline.release_dir(self.dir)
+
+
+_SHARED: CallLab | None = None
+
+
+def shared_lab() -> CallLab:
+    """This process's lab (a notebook kernel's), started at first use, and again if one of its
+    processes died. The interpreter's exit closes it (or the lifeline, if the process is killed)."""
+    global _SHARED
+    if _SHARED is None or not _SHARED.alive():
+        if _SHARED is not None:
+            _SHARED.close()
+        _SHARED = CallLab()
+    return _SHARED
+
+
+# --- what the SDK sends, attempt by attempt, and when a stream's chunks arrive ----------------------
+
+@dataclass(frozen=True)
+class Attempt:
+    """One HTTP attempt of one SDK call, as it left the client and as the server billed it."""
+
+    attempt: int
+    retry_count_header: str        # x-stainless-retry-count, as sent
+    idempotency_header: str        # the name of any header carrying an idempotency key, or ""
+    same_body_as_first: bool
+    status: str                    # the HTTP status it got ("" for a timeout)
+    billed: bool                   # a line with this retry count is on the server's bill
+
+
+def attempts_of_a_timed_out_call(timeout: float = 0.2, ttfb: float = 0.6,
+                                 max_retries: int = 2) -> list[Attempt]:
+    """The server is slower to its first byte than the timeout: look at every attempt the SDK
+    sends (an httpx event hook, outside the SDK) and at the server's bill."""
+    import openai
+
+    lab_ = shared_lab()
+    messages = [{"role": "user", "content": f"lesson 11, attempts: {uuid.uuid4().hex}"}]
+    seen: list[tuple[dict, bytes]] = []
+    statuses: dict[int, str] = {}
+
+    def on_request(request):
+        seen.append((dict(request.headers), hashlib.sha256(request.content).digest()))
+
+    def on_response(response):
+        statuses[len(seen)] = str(response.status_code)
+
+    http = openai.DefaultHttpxClient(event_hooks={"request": [on_request],
+                                                  "response": [on_response]})
+    client = openai.OpenAI(base_url=lab_.base_url, api_key=DEFAULT_API_KEY, timeout=timeout,
+                           max_retries=max_retries, http_client=http)
+    try:
+        client.chat.completions.create(model=DEFAULT_MODEL, messages=messages,
+                                       extra_headers={FAULT_HEADER: Fault(ttfb=ttfb).spec()})
+    except openai.APITimeoutError:
+        pass
+    finally:
+        client.close()
+    key = prompt_hash(DEFAULT_MODEL, messages)
+    retries_billed = {b["retry"] for b in read_server_bill(lab_.bill) if b["prompt_hash"] == key}
+    out = []
+    for i, (headers, body) in enumerate(seen, start=1):
+        count = headers.get("x-stainless-retry-count", "")
+        idem = [h for h in headers if "idempotency" in h.lower()]
+        out.append(Attempt(i, count, ", ".join(idem), body == seen[0][1], statuses.get(i, ""),
+                           count.isdigit() and int(count) in retries_billed))
+    return out
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When each chunk of one streamed call arrived, against the SDK's timeout."""
+
+    label: str
+    delay_s: float                 # the server's pause before each chunk
+    timeout_s: float
+    arrivals: tuple[float, ...]    # seconds from the request to each chunk
+    raised: str | None
+    ended_s: float
+
+
+def stream_timeline(delay: float, timeout: float, label: str) -> Timeline:
+    """One streamed call whose server pauses `delay` s before each chunk, with the SDK's timeout
+    `timeout` s: when did each chunk arrive, and did the call end by a timeout?"""
+    import openai
+
+    lab_ = shared_lab()
+    client = openai.OpenAI(base_url=lab_.base_url, api_key=DEFAULT_API_KEY, timeout=timeout)
+    messages = [{"role": "user", "content": f"lesson 11, {label}: {uuid.uuid4().hex}"}]
+    arrivals, raised = [], None
+    t0 = time.perf_counter()
+    try:
+        with client.chat.completions.create(
+                model=DEFAULT_MODEL, messages=messages, stream=True,
+                extra_headers={FAULT_HEADER: Fault(delay=delay).spec()}) as stream:
+            for _ in stream:
+                arrivals.append(time.perf_counter() - t0)
+    except openai.APIError as e:
+        raised = f"openai.{type(e).__name__}"
+    finally:
+        client.close()
+    return Timeline(label, delay, timeout, tuple(arrivals), raised, time.perf_counter() - t0)
+
+
+def timelines() -> list[Timeline]:
+    """The two cases of "the timeout limits each read": a slow stream and a stalled one."""
+    return [stream_timeline(0.1, 0.4, "slow stream"), stream_timeline(0.6, 0.2, "stalled stream")]
+
 
 
 # --- command line ---------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ socket.getaddrinfo = _refuse
 
 def build_book(out: Path, *args: str, offline: Path | None = None,
                timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python -m bughunt.lab.book --out OUT ARGS`, as `make book` runs it; with `offline`, a
+    """`python -m bughunt.book --out OUT ARGS`, as `make book` runs it; with `offline`, a
     folder for a sitecustomize that refuses every network connection of the build's processes."""
     env = dict(os.environ)
     if offline is not None:
@@ -65,7 +65,7 @@ def build_book(out: Path, *args: str, offline: Path | None = None,
         (offline / "sitecustomize.py").write_text(OFFLINE)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(offline),
                                                           env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "bughunt.lab.book", "--out", str(out), *args],
+    return subprocess.run([sys.executable, "-m", "bughunt.book", "--out", str(out), *args],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
 
 

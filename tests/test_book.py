@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bughunt.lab import book as bk
+from bughunt import book as bk
 from conftest import BOOK_REPOSITORY, OFFLINE, ROOT, build_book
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -80,13 +80,32 @@ def test_toc_lists_every_lesson_notebook_in_order_titled_by_its_first_heading():
         assert "".join(first["source"]).splitlines()[0] == f"# {p.title}"
 
 
-def test_toc_refuses_a_notebook_without_a_title_naming_it(tmp_path):
+def test_toc_of_another_folder_refuses_a_notebook_without_a_title_naming_it(tmp_path):
     notebook(tmp_path, [md("no heading here")])
     with pytest.raises(bk.BookError, match=r"00_only\.ipynb: its first markdown cell has no"):
         bk.toc(tmp_path)
     (tmp_path / "00_only.ipynb").write_text("{not json")
     with pytest.raises(bk.BookError, match=r"00_only\.ipynb: not a readable notebook"):
         bk.toc(tmp_path)
+
+
+def test_the_labs_toc_is_the_registrys_and_refuses_a_missing_or_stale_notebook(tmp_path):
+    from bughunt.lab.registry import lessons
+
+    assert [(p.number, p.notebook, p.title) for p in bk.toc()] == [
+        (x.number, x.file, x.heading) for x in lessons()]
+    with pytest.raises(bk.BookError, match=r"00_start_here\.ipynb: no such notebook \(lesson 0"):
+        bk.registry_toc(tmp_path)
+    for nb in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"):
+        (tmp_path / nb.name).write_bytes(nb.read_bytes())
+    assert bk.registry_toc(tmp_path) == bk.toc()
+    stale = json.loads((tmp_path / "04_danger_window.ipynb").read_text())
+    first = next(c for c in stale["cells"] if c["cell_type"] == "markdown")
+    first["source"] = "# Lesson 4 · an old title\n"
+    (tmp_path / "04_danger_window.ipynb").write_text(json.dumps(stale))
+    with pytest.raises(bk.BookError, match=r"04_danger_window\.ipynb: its heading is 'Lesson 4 "
+                                           r"· an old title', the registry's is"):
+        bk.registry_toc(tmp_path)
 
 
 # --- the whole book -------------------------------------------------------------------------------

@@ -383,7 +383,7 @@ def test_book_every_page_opens_without_console_error_and_every_internal_link_res
 
 
 def test_book_every_panel_cell_shows_its_picture(browser, book_site, book):
-    from bughunt.lab.book import toc
+    from bughunt.book import toc
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     shown = 0

@@ -268,7 +268,7 @@ def test_select_points_by_kind_and_pattern():
 
 
 def test_the_panel_sweeps_the_chosen_settings_and_shows_each_witness():
-    from bughunt.lab import frameworks as fw
+    from bughunt.lab.lessons import l10_frameworks as fw
 
     fw.clear_caches()
     p = fw.FrameworkPanel()
@@ -277,9 +277,9 @@ def test_the_panel_sweeps_the_chosen_settings_and_shows_each_witness():
     p.mode.value, p.key.value, p.points.value = "page", False, "user"
     p.run()
     assert p.status.value.startswith("27 crash runs: 24 correct, 3 with a duplicate")
-    assert p.plot_out.outputs[0]["data"]["image/png"] and len(p.table_out.outputs) == 1
+    assert len(p.images()) == 1 and len(p.out.outputs) == 2        # the figure, the summary
     p.inspect.value = "submit.after#1"
     assert "duplicate" in p.point_info.value and "[3, 3, 7, 10]" in p.point_info.value
     p.reset()
-    assert (p.framework.value, p.mode.value, p.result) == ("langgraph", "async", None)
-    assert p.plot_out.outputs == () and p.status.value == "Reset."
+    assert (p.framework.value, p.mode.value, p.sweep) == ("langgraph", "async", None)
+    assert p.out.outputs == () and p.status.value == "Reset."

@@ -10,26 +10,59 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from bughunt.lab import registry
+from bughunt.lab.regen import MARKER, read_source
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 SOURCES = sorted((NOTEBOOKS / "src").glob("[0-9][0-9]_*.py"))
 BUILT = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+LESSONS = registry.lessons()
 
 
 def cells(path):
     return json.loads(path.read_text())["cells"]
 
 
-def test_every_source_has_its_built_notebook_and_back():
+def test_every_source_has_its_built_notebook_and_its_lesson_and_back():
     assert [p.stem for p in SOURCES] == [p.stem for p in BUILT]
+    assert [p.stem for p in SOURCES] == [x.notebook for x in LESSONS]
     assert len(BUILT) >= 7
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
 def test_built_notebook_matches_its_source(src):
-    want = [c.source for c in jupytext.read(src).cells]
+    """Every cell of the built notebook is its source's, with the registry's links and tables where
+    the source has a marker: a stale notebook, or a lesson renamed in its record, fails here."""
+    want = [c.source for c in read_source(src).cells]
     got = ["".join(c["source"]) for c in cells(NOTEBOOKS / f"{src.stem}.ipynb")]
     assert got == want, f"{src.stem}.ipynb is out of date: run `make regen NB={src.stem[:2]}`"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_what_lists_lessons_is_a_marker_in_the_source_never_typed_in(src):
+    text = "\n".join(c.source for c in jupytext.read(src).cells if c.cell_type == "markdown")
+    this = registry.by_notebook(src.stem)
+    kinds = MARKER.findall(text)
+    assert kinds[0] == "header" and kinds[-1] == "nav", kinds
+    assert ("about" in kinds) is bool(this.objectives)
+    assert ("table" in kinds) is (this.kind == "start")
+    assert "[←" not in text and "→](" not in text      # a prev/next link is the registry's to write
+
+
+def test_the_readme_table_of_lessons_is_the_registrys():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert registry.readme_table() in readme, "run `make regen` (or regen --links)"
+
+
+def test_the_graders_hints_name_each_lesson_as_its_record_does():
+    """The grader (a terminal command, below the lab) keeps its own short list of lessons for its
+    hints; it must not drift from the registry."""
+    from bughunt.grader import LESSONS as HINTED
+
+    for number, (notebook, title) in HINTED.items():
+        this = registry.by_number(number)
+        assert (notebook, title) == (this.file, this.short_title), number
 
 
 @pytest.mark.parametrize("nb", BUILT, ids=lambda p: p.stem)
@@ -62,8 +95,8 @@ def test_stored_outputs_hold_no_paths_errors_or_stale_widgets(nb):
             assert not re.search(r"/tmp/|/root/|/home/|Traceback|Error displaying widget", text)
 
 
-@pytest.mark.parametrize("nb", [p for p in BUILT if not p.stem.startswith("00")
-                                and "appendix" not in p.stem], ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb", [NOTEBOOKS / x.file for x in LESSONS
+                                if x.kind in ("lesson", "closing")], ids=lambda p: p.stem)
 def test_each_lesson_ends_with_what_to_remember_and_an_exercise_check(nb):
     sources = ["".join(c["source"]) for c in cells(nb)]
     assert any("## What to remember" in s for s in sources)
@@ -105,7 +138,7 @@ COLOUR_WORD = re.compile(r"\b(red|orange|green|blue|sky blue|yellow|purple|pink|
 def test_colour_words_in_prose_name_colours_of_the_palette(src):
     from bughunt.lab.style import COLOR_WORDS
     allowed = set(COLOR_WORDS.values())
-    for cell in jupytext.read(src).cells:
+    for cell in read_source(src).cells:
         if cell.cell_type != "markdown":
             continue
         text = re.sub(r"https?://\S+", "", cell.source)
@@ -123,19 +156,23 @@ def test_lesson_8_fault_tables_name_a_file_in_every_row():
                 assert not re.search(r"^\s*\d+\s+the\s+\d", text, re.M), text
 
 
-# --- learning by doing (lessons converted so far; add a lesson here when it is converted) -------
+# --- learning by doing: every lesson with a quiz; the scaffolding: every lesson with objectives ---
 
-LEARN_BY_DOING = ["00_start_here", "02_granularity", "03_replay_vs_snapshot", "04_danger_window",
-                  "11_call_in_flight", "07_durable_tasks", "08_beyond", "10_frameworks"]
-LEARN_BY_DOING += ["01_killed_at_page_7", "05_torn_writes", "06_kill9_vs_power_loss"]
-LEARN_BY_DOING += ["09_your_own_store"]
-#: The closing runs no new experiment: the same scaffolding, no predictions or quiz of its own.
-SCAFFOLDED = [*LEARN_BY_DOING, "12_closing"]
+#: The lessons that ask for predictions and end with common wrong statements (their records hold
+#: quiz items); the closing runs no new experiment: the same scaffolding, no quiz of its own.
+LEARN_BY_DOING = [x.notebook for x in LESSONS if x.quiz]
+SCAFFOLDED = [x.notebook for x in LESSONS if x.objectives]
 GLOSSARY = NOTEBOOKS / "glossary.md"
 
 
+def test_the_lists_of_lessons_hold_what_the_records_say():
+    assert "12_closing" in SCAFFOLDED and "12_closing" not in LEARN_BY_DOING
+    assert len(LEARN_BY_DOING) == len(LESSONS) - 2       # not the closing, not the appendix
+
+
 def markdown_cells(stem):
-    return [c.source for c in jupytext.read(NOTEBOOKS / "src" / f"{stem}.py").cells
+    """The markdown a learner reads: the source's, with the registry's text filled in."""
+    return [c.source for c in read_source(NOTEBOOKS / "src" / f"{stem}.py").cells
             if c.cell_type == "markdown"]
 
 

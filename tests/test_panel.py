@@ -5,10 +5,10 @@ import pytest
 
 from bughunt.config import RunConfig
 from bughunt.experiment import summarize, sweep_records
-from bughunt.lab import granularity
+from bughunt.lab.lessons import l02_granularity as granularity
 from bughunt.crashpoints import NoSuchPoint
 from bughunt.lab import results
-from bughunt.lab.panel import CrashPanel, slug
+from bughunt.lab.crash_panel import CrashPanel, slug
 from bughunt.lab.plots import plot_points
 
 SMALL = RunConfig(store="snapshot", intent=False, pages=4)    # 17 crash points
@@ -33,8 +33,8 @@ def test_run_sweeps_draws_and_matches_a_direct_call(panel):
     panel.controls["idempotency_key"].value = False
     df = panel.run()
     assert len(df) == 17 and panel.progress.value == panel.progress.max == 17
-    assert len(panel.plot_out.outputs) == 1
-    assert panel.plot_out.outputs[0]["data"]["image/png"]
+    assert len(panel.out.outputs) == 2                   # the figure, then the summary table
+    assert panel.out.outputs[0]["data"]["image/png"]
     direct = summarize(sweep_records(SMALL.replace(idempotency_key=False)))
     assert summarize(df) == direct
     assert f"{direct['duplicate_points']} with a duplicate" in panel.status.value
@@ -56,7 +56,7 @@ def test_reset_restores_the_lesson_settings_and_clears_results(panel):
     panel.controls["write_mode"].value = "torn"
     panel.run()
     panel.reset()
-    assert panel.config == SMALL and panel.df is None and panel.plot_out.outputs == ()
+    assert panel.config == SMALL and panel.df is None and panel.out.outputs == ()
     assert panel.export_button.disabled
 
 
@@ -97,7 +97,8 @@ def test_cached_point_refuses_numbers_out_of_range():
 def test_lesson_2_panel_builds_with_the_lesson_defaults():
     p = granularity.panel()
     assert p.config == granularity.DESIGNS["per page"] and len(p.crash_point.options) == 51
-    assert set(p.controls) == {"checkpoint", "write_mode", "idempotency_key", "intent"}
+    assert p.knobs == ["checkpoint", "write_mode", "idempotency_key", "intent"]
+    assert set(p.controls) == {*p.knobs, "crash_point"}      # the slider is a setting too
 
 
 def test_settings_that_cannot_run_are_said_in_the_panels_words():
@@ -106,7 +107,7 @@ def test_settings_that_cannot_run_are_said_in_the_panels_words():
     p2.controls["store"].value = "snapshot"        # the slider still says 2: it wins
     p2.controls["snapshot_every"].value = 3
     assert p2.run_button.disabled
-    assert p2.status.value == ("These settings cannot run: the 'snapshot every' setting: applies "
+    assert p2.status.value == ("These settings cannot run. The 'snapshot every' setting applies "
                                "only when the 'store' setting is log (the snapshot store "
                                "snapshots every page).")
     assert "--" not in p2.status.value and "snapshot_every" not in p2.status.value

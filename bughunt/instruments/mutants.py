@@ -31,6 +31,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import lifeline
+
 PACKAGE = Path(__file__).resolve().parent.parent       # the real bughunt/
 
 
@@ -178,6 +180,7 @@ def _root() -> Path:     # called with _LOCK held
     if not _ROOT:
         _ROOT.append(Path(tempfile.mkdtemp(prefix="bughunt-mutants-")))
         atexit.register(shutil.rmtree, _ROOT[0], True)
+        lifeline.watch_dir(_ROOT[0])        # removed even if this process is killed outright
     return _ROOT[0]
 
 

@@ -1,40 +1,28 @@
 """The app mode: every lesson's panel in one page, code hidden (`make app`, served by Voila).
 
-A tab per lesson that has a panel (not lesson 9, whose store the learner writes in the notebook).
-Lesson 2's panel runs its default sweep when the app opens; every other panel
-runs the first time its tab is opened, so the app is quick to appear.
+A tab per lesson of the registry that has a panel and a place in the app (not lesson 9, whose
+store the learner writes in the notebook), titled by its record. The first tab's panel (lesson 2,
+`FIRST`) runs its default experiment when the app opens; every other panel runs the first time its
+tab is opened, so the app is quick to appear.
 """
 
 from __future__ import annotations
 
 import ipywidgets as W
 
-LESSONS = [
-    ("1 · killed at page 7", "restart"),
-    ("2 · granularity", "granularity"),
-    ("3 · replay vs snapshot", "replay"),
-    ("4 · danger window", "danger"),
-    ("5 · torn writes", "torn"),
-    ("6 · kill -9 vs power loss", "durability"),
-    ("7 · durable tasks", "durable_tasks"),
-    ("8 · beyond the lesson", "beyond"),
-    ("10 · frameworks", "frameworks"),
-    ("11 · the call in flight", "call_in_flight"),
-]
-# Lesson 9 (your own store) has no tab: the learner writes the store in the notebook.
-FIRST = 1          # the tab shown when the app opens (lesson 2)
+from . import registry
+
+FIRST = 2          # the lesson whose tab is shown when the app opens
 
 
 class App:
-    def __init__(self):
-        import importlib
-
-        self.modules = [importlib.import_module(f"bughunt.lab.{m}") for _, m in LESSONS]
-        self.panels = [None] * len(LESSONS)
-        self.boxes = [W.VBox([W.Label("Loading...")]) for _ in LESSONS]
+    def __init__(self, lessons: tuple[registry.Lesson, ...] | None = None):
+        self.lessons = [x for x in lessons or registry.lessons() if x.panel is not None and x.in_app]
+        self.panels = [None] * len(self.lessons)
+        self.boxes = [W.VBox([W.Label("Loading...")]) for _ in self.lessons]
         self.tabs = W.Tab(children=self.boxes)
-        for i, (title, _) in enumerate(LESSONS):
-            self.tabs.set_title(i, title)
+        for i, lesson in enumerate(self.lessons):
+            self.tabs.set_title(i, lesson.tab_title)
         self.tabs.observe(self._on_tab, names="selected_index")
         self.header = W.HTML(
             "<h2>BugHunt Recovery Lab</h2><p>Every panel kills a real worker process with SIGKILL "
@@ -42,9 +30,9 @@ class App:
             "explain each experiment.</p>")
 
     def open(self, i: int):
-        """Build (once) and run the panel of lesson tab `i`."""
+        """Build (once) and run the panel of tab `i`."""
         if self.panels[i] is None:
-            panel = self.modules[i].panel()
+            panel = self.lessons[i].panel()
             self.panels[i] = panel
             self.boxes[i].children = [panel.show()]
         return self.panels[i]
@@ -54,8 +42,9 @@ class App:
             self.open(change["new"])
 
     def widget(self) -> W.VBox:
-        self.tabs.selected_index = FIRST
-        self.open(FIRST)
+        first = next((i for i, x in enumerate(self.lessons) if x.number == FIRST), 0)
+        self.tabs.selected_index = first
+        self.open(first)
         return W.VBox([self.header, self.tabs])
 
 

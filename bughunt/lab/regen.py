@@ -1,9 +1,18 @@
 """Rebuild the lesson notebooks from their sources, executed and normalized.
 
     python -m bughunt.lab.regen [NAME ...]      (or: make regen)
+    python -m bughunt.lab.regen --links         (links and tables only: nothing is executed)
 
 The sources are `notebooks/src/NN_name.py` in jupytext's percent format: easy to review and diff.
-Each one becomes `notebooks/NN_name.ipynb`, executed top to bottom in a fresh kernel with
+What lists lessons is not typed into them: a source holds a marker where the lesson registry
+(`bughunt.lab.registry`) writes it, and regen fills it in:
+
+- `<!-- lesson: header -->`: the notebook's heading and its prev/next line;
+- `<!-- lesson: about -->`: its learning objectives, prerequisites and estimated time;
+- `<!-- lesson: nav -->`: the prev/next line again, at the end;
+- `<!-- lesson: table -->`: lesson 0's table of lessons.
+
+Each source becomes `notebooks/NN_name.ipynb`, executed top to bottom in a fresh kernel with
 PYTHONHASHSEED=0, then normalized so that strict nbval can compare its stored outputs:
 
 - per-cell execution timestamps and saved widget state are removed;
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,6 +40,11 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
+README = ROOT / "README.md"
+MARKER = re.compile(r"<!-- lesson: (header|about|nav|table) -->")
+#: Where the README's table of lessons is written (between these two lines).
+README_TABLE = ("<!-- lessons: begin (written by `make regen` from bughunt/lab/registry.py) -->",
+                "<!-- lessons: end -->")
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
@@ -41,10 +56,66 @@ def sources(names: list[str] | None = None) -> list[Path]:
 
 
 def read_source(src: Path) -> nbformat.NotebookNode:
+    """The notebook a source describes, its markers filled in from the registry."""
     nb = jupytext.read(src)
     nb.metadata = {"kernelspec": KERNELSPEC,
                    "language_info": {"name": "python"}}
+    return fill(nb, src.stem)
+
+
+def fill(nb: nbformat.NotebookNode, stem: str) -> nbformat.NotebookNode:
+    """Write what the registry says where `nb`'s markdown cells hold a marker."""
+    from . import registry
+
+    every = registry.lessons()
+    this = next((x for x in every if x.notebook == stem), None)
+    if this is None:
+        raise LookupError(f"notebooks/src/{stem}.py has no lesson in bughunt/lab/lessons/ "
+                          f"(its record's notebook must be {stem!r})")
+    text = {"header": lambda: f"# {this.heading}\n\n{registry.nav_line(this, every)}",
+            "about": lambda: registry.about(this),
+            "nav": lambda: registry.nav_line(this, every),
+            "table": lambda: registry.lessons_table(every)}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = MARKER.sub(lambda m: text[m.group(1)](), cell.source)
     return nb
+
+
+def relink(names: list[str] | None = None) -> list[Path]:
+    """Write the registry's links and tables into built notebooks without executing them: each
+    built notebook's markdown cells become its filled source's, where its code cells are still
+    the source's (a notebook whose code changed needs a full `regen`). Also the README's table.
+    Returns the files rewritten."""
+    from . import registry
+
+    changed = []
+    for src in sources(names):
+        out = NOTEBOOKS / f"{src.stem}.ipynb"
+        if not out.exists():
+            continue
+        built, want = nbformat.read(out, as_version=4), read_source(src)
+        code = [(c.cell_type, c.source if c.cell_type == "code" else "") for c in built.cells]
+        if code != [(c.cell_type, c.source if c.cell_type == "code" else "") for c in want.cells]:
+            print(f"{out.relative_to(ROOT)}: its code differs from its source; run "
+                  f"`make regen NB={src.stem[:2]}`", file=sys.stderr)
+            continue
+        touched = False
+        for have, new in zip(built.cells, want.cells):
+            if have.cell_type == "markdown" and have.source != new.source:
+                have.source, touched = new.source, True
+        if touched:
+            nbformat.write(built, out)
+            changed.append(out)
+    readme = README.read_text(encoding="utf-8")
+    begin, end = README_TABLE
+    if begin in readme and end in readme:
+        head, rest = readme.split(begin, 1)
+        new = f"{head}{begin}\n{registry.readme_table()}\n{end}{rest.split(end, 1)[1]}"
+        if new != readme:
+            README.write_text(new, encoding="utf-8")
+            changed.append(README)
+    return changed
 
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -138,14 +209,20 @@ def build(src: Path, timeout: int = 600) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bughunt.lab.regen", description=__doc__)
     parser.add_argument("names", nargs="*", help="notebook name prefixes, e.g. 02 (default: all)")
+    parser.add_argument("--links", action="store_true",
+                        help="only write the registry's links and tables into the built notebooks "
+                             "and the README (nothing is executed)")
     args = parser.parse_args(argv)
     srcs = sources(args.names)
     if not srcs:
         parser.error(f"no notebook sources match {args.names} in {NOTEBOOKS / 'src'}")
-    for src in srcs:
-        t0 = time.perf_counter()
-        out = build(src)
-        print(f"{out.relative_to(ROOT)}: executed in {time.perf_counter() - t0:.1f} s")
+    if not args.links:
+        for src in srcs:
+            t0 = time.perf_counter()
+            out = build(src)
+            print(f"{out.relative_to(ROOT)}: executed in {time.perf_counter() - t0:.1f} s")
+    for path in relink():          # every notebook: a new lesson changes its neighbours' links
+        print(f"{path.relative_to(ROOT)}: links and tables rewritten from the registry")
     return 0
 
 

@@ -76,23 +76,23 @@ def point(config: RunConfig, spec: str | int) -> CrashRun:
     return remember(("point", config, target.name), run)
 
 
-def _key(config: RunConfig, measure) -> tuple:
+def _cache_key(config: RunConfig, measure) -> tuple:
     return ("sweep", config) if measure is None else ("sweep", config, measure.__module__,
                                                       measure.__qualname__)
 
 
-def sweep(config: RunConfig, progress=None, *, measure=None) -> list[CrashRun]:
+def sweep_once(config: RunConfig, progress=None, *, measure=None) -> list[CrashRun]:
     """Every crash point of `config`, killed and resumed (`measure`: another way to measure each
     point than `crash_and_resume`, with the same arguments)."""
-    return sweeps({"sweep": config}, progress, measure=measure)["sweep"]
+    return sweeps_once({"sweep": config}, progress, measure=measure)["sweep"]
 
 
-def sweeps(configs: dict[str, RunConfig], progress=None, *,
+def sweeps_once(configs: dict[str, RunConfig], progress=None, *,
            measure=None) -> dict[str, list[CrashRun]]:
     """Several sweeps by name; those not run yet run together, in one pool."""
     with _LOCK:
         todo = {name: cfg for name, cfg in configs.items()
-                if _key(cfg, measure) not in _STORE}
+                if _cache_key(cfg, measure) not in _STORE}
     tags = {name: f"s{i}" for i, name in enumerate(todo)}
     jobs = [(tags[name], cfg, p) for name, cfg in todo.items() for p in crash_points(cfg)]
     if jobs:
@@ -100,15 +100,15 @@ def sweeps(configs: dict[str, RunConfig], progress=None, *,
             records = run_crash_jobs(jobs, base, progress=progress, measure=measure)
         for name, cfg in todo.items():
             mine = [r for r in records if r.sweep == tags[name]]
-            remember(_key(cfg, measure), lambda mine=mine: mine)
+            remember(_cache_key(cfg, measure), lambda mine=mine: mine)
     with _LOCK:
-        return {name: _STORE[_key(cfg, measure)] for name, cfg in configs.items()}
+        return {name: _STORE[_cache_key(cfg, measure)] for name, cfg in configs.items()}
 
 
 def cached(config: RunConfig, *, measure=None) -> list[CrashRun] | None:
     """The sweep of `config` this kernel already ran (with `measure`), or None: nothing runs."""
     with _LOCK:
-        return _STORE.get(_key(config, measure))
+        return _STORE.get(_cache_key(config, measure))
 
 
 def seed(config: RunConfig, records: list[CrashRun]) -> None:

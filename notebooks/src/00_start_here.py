@@ -1,5 +1,5 @@
 # %% [markdown]
-# # BugHunt Recovery Lab · Start here
+# <!-- lesson: header -->
 #
 # **What this lab answers.** A long-running AI agent is killed halfway through its task: `kill -9`,
 # the OOM killer, a deploy. Where does it pick up, what does it pay twice, and does it do anything
@@ -21,34 +21,12 @@
 # %% [markdown]
 # ## The lessons
 #
-# | | lesson | the question |
-# |---|---|---|
-# | 1 | [Killed at page 7](01_killed_at_page_7.ipynb) | What does a restart from scratch cost? |
-# | 2 | [Checkpoint granularity](02_granularity.ipynb) | How fine should progress be saved? |
-# | 3 | [Replay vs snapshot](03_replay_vs_snapshot.ipynb) | How is the state put back together? |
-# | 4 | [The danger window](04_danger_window.ipynb) | The report is filed, the checkpoint is not: now what? |
-# | 5 | [Torn writes](05_torn_writes.ipynb) | What if the checkpoint itself is cut in half? |
-# | 6 | [kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) | What do flush and fsync each buy, and cost? |
-# | 7 | [Durable tasks](07_durable_tasks.ipynb) | How does a task runtime resume steps, memos and tools? |
-# | 8 | [Beyond the lesson](08_beyond.ipynb) | Crash during recovery, two resumers, a full disk, power loss, damaged files |
-# | 9 | [Your own store](09_your_own_store.ipynb) | Write a checkpoint store; does it survive the sweep? |
-# | 10 | [Frameworks under the same sweep](10_frameworks.ipynb) | What does a kill cost on LangGraph, on DBOS, on yours? |
-# | 11 | [The call in flight](11_call_in_flight.ipynb) | What do a kill, a timeout, a cut stream or a 429 cost on a real server's bill? |
-# | 12 | [Closing](12_closing.ipynb) | The interview answer, and a checklist for your own agent |
-# | A | [What durability costs here](99_appendix.ipynb) | Each checkpoint write against the floor; recovery against log length |
+# <!-- lesson: table -->
 #
 # [Glossary (English · 中文)](glossary.md)
 
 # %% [markdown]
-# **Learning objectives of this page.** After it you can
-#
-# - check that this machine runs the lab (fsync, rename, flock, SIGKILL);
-# - name the parts of the experiment: the worker, the model's bill, the tracker, the event log;
-# - name a crash point (`p3.after_submit`) and say why names, not numbers, are what lessons use;
-# - say what the three witnesses of a recovery are, and why the worker's word is not one of them.
-#
-# **Prerequisites.** Python and a terminal; no prior knowledge of crash recovery. **Estimated
-# time:** 20 minutes; the notebook runs in under a minute.
+# <!-- lesson: about -->
 #
 # **Contents.** [Is this machine ready?](#Is-this-machine-ready?) ·
 # [The world of the agent](#The-world-of-the-agent) ·
@@ -62,9 +40,8 @@ import pandas as pd
 
 from bughunt.config import RunConfig
 from bughunt.experiment import crash_point
-from bughunt.lab import practice, tour
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l00_start_here as tour
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
@@ -91,7 +68,7 @@ assert env.ok.all(), env[~env.ok][["detail", "fix"]]
 # The BugHunt agent explores a small synthetic site. Bugs are injected on pages 3, 7 and 10.
 
 # %%
-run = tour.clean_run()
+run = tour.inspect_clean_run()
 run.site
 
 # %% [markdown]
@@ -131,7 +108,7 @@ run.events
 prediction_0_2 = None        # a number of events
 
 # %%
-no_intents = tour.clean_run(RunConfig(intent=False))
+no_intents = tour.inspect_clean_run(RunConfig(intent=False))
 print(f"intents off: {len(no_intents.events)} events:",
       no_intents.events["t"].value_counts().to_dict())
 check("0.2", prediction_0_2)
@@ -249,4 +226,4 @@ check("Q0.2", answer_q0_2)
 #   (2016): locks, leases and fencing tokens (lessons 4 and 8).
 #
 # ---
-# [Glossary](glossary.md) · [Lesson 1: killed at page 7 →](01_killed_at_page_7.ipynb)
+# <!-- lesson: nav -->

@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 1 · Killed at page 7: where does the agent pick up?
-#
-# [← Start here](00_start_here.ipynb) · [Lesson 2: checkpoint granularity →](02_granularity.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** The BugHunt agent explores 12 pages. On each page it asks the model what to do
 # next, visits the page, and files a bug report when it finds one (pages 3, 7 and 10 hide injected
@@ -13,16 +11,7 @@
 # rewrite, and its reports go into a real SQLite tracker.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - say what a restart from scratch costs, in model calls paid twice, and what it breaks, in
-#   reports filed twice, and tell the cost from the correctness bug;
-# - explain why a process killed with SIGKILL saves nothing on its way out;
-# - read a recovery from the outside world's records (the bill, the tracker), not the agent's;
-# - name the four questions of resuming that lessons 2 to 5 answer.
-#
-# **Prerequisites.** The start page (lesson 0). Words you meet here are in the
-# [glossary](glossary.md). **Estimated time:** 20 minutes; the notebook runs in a few seconds.
+# <!-- lesson: about -->
 #
 # **Contents.** [Predict first](#Predict-first) · [The scene, for real](#The-scene,-for-real) ·
 # [Two losses](#Two-losses:-money-and-correctness) ·
@@ -38,9 +27,9 @@ import pandas as pd
 
 from bughunt import worker
 from bughunt.experiment import PausedWorker
-from bughunt.lab import restart
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l01_killed_at_page_7 as restart
+from bughunt.lab.views import show_source
 from bughunt.stores.none import NoStore
 
 pd.options.display.width = 120
@@ -80,7 +69,7 @@ check("1.1", prediction_1_1)
 check("1.2", prediction_1_2)
 
 # %%
-restart.plot_timeline(story)
+restart.plot_restart_timeline(story)
 
 # %% [markdown]
 # The timeline is drawn from the outside world's records, not from what the worker believes: the
@@ -169,7 +158,7 @@ pd.DataFrame([{"design": "no checkpoint, no key", **story.losses()},
               {"design": "snapshot per page, key on", **saved.losses()}]).set_index("design")
 
 # %%
-restart.plot_timeline(saved)
+restart.plot_restart_timeline(saved)
 
 # %% [markdown]
 # Only page 7's own call is paid again, and page 3 is filed once. The snapshot saved the calls;
@@ -259,4 +248,4 @@ check("Q1.3", answer_q1_3)
 #   via this module are not called when the program is killed by a signal not handled by Python".
 #
 # ---
-# [← Start here](00_start_here.ipynb) · [Lesson 2: checkpoint granularity →](02_granularity.ipynb)
+# <!-- lesson: nav -->

@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 2 · Checkpoint granularity: how fine should progress be saved?
-#
-# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** A checkpoint (检查点) is a durable recovery point. How often should the agent write
 # one, and what does each choice cost: in work thrown away by a crash, and in writes paid on every run?
@@ -10,15 +8,7 @@
 # it pays for six pages of model calls again and files page 3's report a second time.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - say where a checkpoint can sit (a natural boundary) and why the call in flight can always be
-#   paid twice, pointing at the line of the worker where it happens;
-# - predict, for a crash point and a checkpoint design, how many model calls a resume pays again;
-# - weigh the calls a crash redoes against the checkpoint writes every run pays.
-#
-# **Prerequisites.** Lessons 0 and 1. **Estimated time:** 25 minutes; the notebook runs in
-# under a minute.
+# <!-- lesson: about -->
 #
 # **Contents.** [Natural boundaries](#Natural-boundaries,-and-the-call-in-flight) ·
 # [Predict, then run](#Predict,-then-run) · [The price](#The-price:-writes-on-every-run) ·
@@ -31,9 +21,9 @@
 import pandas as pd
 
 from bughunt.experiment import crash_points
-from bughunt.lab import granularity, practice
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source, worker_step
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l02_granularity as granularity
+from bughunt.lab.views import show_source, worker_step
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
@@ -96,7 +86,7 @@ prediction_2_2 = None        # a label, in quotes
 
 # %%
 df = granularity.redone_by_design()
-table = granularity.summary_table(df)
+table = granularity.granularity_table(df)
 table
 
 # %%
@@ -109,7 +99,7 @@ check("2.2", prediction_2_2)
 # so they can be checked by hand:
 
 # %%
-print(granularity.explain_averages(df))
+print(granularity.explain_redone_averages(df))
 
 # %% [markdown]
 # - **None:** a crash anywhere on page *p* redoes the calls of pages 1 to *p*. Weighted by the number
@@ -154,7 +144,7 @@ granularity.plot_tradeoff(table)
 prediction_2_3 = None        # a number; judged within 0.05
 
 # %%
-practice.long_run_table()
+granularity.long_run_table()
 
 # %%
 check("2.3", prediction_2_3)
@@ -227,4 +217,4 @@ check("Q2.3", answer_q2_3)
 #   How real applications save their progress, and where they get it wrong.
 #
 # ---
-# [← Lesson 1: killed at page 7](01_killed_at_page_7.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 3: replay vs snapshot →](03_replay_vs_snapshot.ipynb)
+# <!-- lesson: nav -->

@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 3 · Replay vs snapshot: how is the state put back together?
-#
-# [← Lesson 2: checkpoint granularity](02_granularity.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 4: the danger window →](04_danger_window.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** The worker keeps its progress on disk. After `kill -9`, how does the resumed
 # worker rebuild its state from those files, and how much work is that? We compare replaying an
@@ -11,18 +9,7 @@
 # the model calls paid twice from 6.51 to 0.76 per crash in the lesson.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - read the lab's `apply_event` beside the source text's, and say why one pure function makes
-#   replay and live running reach the same state;
-# - predict how many events a recovery replays, for a pure log and for a snapshot every N pages;
-# - say what each step of an atomic snapshot write (temp file, fsync, rename, directory fsync)
-#   protects against;
-# - explain Codex's compaction as a snapshot inside its log, and why only the newest may bound
-#   the replay.
-#
-# **Prerequisites.** Lessons 0 to 2; reading Python. **Estimated time:** 40 minutes; the notebook
-# runs in under a minute.
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.** [Two ways to keep progress](#Two-ways-to-keep-progress) ·
@@ -42,9 +29,10 @@ from IPython.display import display
 
 from bughunt.diskio import Door
 from bughunt.events import apply_event
-from bughunt.lab import practice, replay, teach
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source
+from bughunt.lab import diagrams
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l03_replay_vs_snapshot as replay
+from bughunt.lab.views import show_source, show_text_code
 
 pd.options.display.width = 120
 pd.options.display.max_columns = 20
@@ -85,7 +73,7 @@ show_source(apply_event)
 # And the source text's version, as it gives it (the English in brackets translates its comment):
 
 # %%
-practice.show_text_code("apply_event")
+show_text_code("apply_event")
 
 # %% [markdown]
 # The same rules for the lesson's three events. The differences:
@@ -104,7 +92,7 @@ practice.show_text_code("apply_event")
 prediction_3_3 = None        # "ignore" or "raise"
 
 # %%
-display(practice.apply_event_versions())
+display(replay.apply_event_versions())
 check("3.3", prediction_3_3)
 
 # %% [markdown]
@@ -124,7 +112,7 @@ prediction_3_2 = None        # a number of events
 
 # %%
 df = replay.replay_sweeps()
-replay.summary_table(df)
+replay.design_table(df)
 
 # %% [markdown]
 # The lesson measured an average of 7.26 and a maximum of 15 replayed events for the pure log, and
@@ -133,7 +121,7 @@ replay.summary_table(df)
 # and the three-way check passed. The averages are plain counts:
 
 # %%
-print(replay.explain_averages(df))
+print(replay.explain_replay_averages(df))
 
 # %%
 replay.plot_replayed(df)
@@ -196,8 +184,8 @@ prediction_3_1 = None        # a number of events
 prediction_3_4 = None        # a number of events
 
 # %%
-practice.replay_table({"pure log, 20 pages": practice.LONG_SNAP4.replace(snapshot_every=0),
-                       "snapshot every 4, 20 pages": practice.LONG_SNAP4})
+replay.replay_table({"pure log, 20 pages": replay.LONG_SNAP4.replace(snapshot_every=0),
+                       "snapshot every 4, 20 pages": replay.LONG_SNAP4})
 
 # %%
 check("3.1", prediction_3_1)
@@ -217,7 +205,7 @@ show_source(Door.write_atomic)
 # old file or the new one, never half (原子性). The source text's version:
 
 # %%
-practice.show_text_code("atomic_write")
+show_text_code("atomic_write")
 
 # %% [markdown]
 # The differences:
@@ -238,7 +226,7 @@ practice.show_text_code("atomic_write")
 # kind of crash takes a different set of them (the kill -9 figures measured just now):
 
 # %%
-teach.plot_byte_places(practice.bytes_after_kill())
+diagrams.plot_byte_places(replay.bytes_after_kill())
 
 # %% [markdown]
 # What a power cut right after the write can leave, for three ways of writing the same file. Each
@@ -246,7 +234,7 @@ teach.plot_byte_places(practice.bytes_after_kill())
 # a cut may leave (unsynced writes and renames may or may not have reached the disk):
 
 # %%
-practice.power_cut_after_write()
+replay.power_cut_after_write()
 
 # %% [markdown]
 # Only the full sequence leaves the new contents in every state. Without the fsync before the
@@ -387,4 +375,4 @@ check("Q3.3", answer_q3_3)
 #   `replacement_history`.
 #
 # ---
-# [← Lesson 2: checkpoint granularity](02_granularity.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 4: the danger window →](04_danger_window.ipynb)
+# <!-- lesson: nav -->

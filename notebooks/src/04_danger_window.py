@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 4 · The danger window: the report is filed, the checkpoint is not
-#
-# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** A checkpoint records what the agent has done. But some of what it does happens
 # *outside*: a bug report filed into a tracker cannot be taken back by a crash. What happens when the
@@ -13,16 +11,7 @@
 # events on average to 1.98 (the lesson's figures), as Codex's compaction record does for its rollout.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - point at the danger window in the worker's page loop, and say why the process cannot know from
-#   the inside whether its last side effect happened;
-# - predict which crash points duplicate a report, for a design you have not seen run;
-# - choose between at most once, at least once and effectively once, and say what each costs;
-# - explain why an exhaustive crash-point sweep finds what random kills miss (the rule of three).
-#
-# **Prerequisites.** Lessons 0 to 3; basic SQL (`INSERT`, `UNIQUE`). **Estimated time:** 45
-# minutes; the notebook runs in under a minute.
+# <!-- lesson: about -->
 #
 # **Contents.** [The window](#The-window) · [The page loop](#The-page-loop,-in-the-lab's-code) ·
 # [The window on a timeline](#The-window-on-a-timeline) ·
@@ -38,9 +27,10 @@
 import pandas as pd
 
 from bughunt.experiment import kill_random
-from bughunt.lab import danger, practice, teach
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source, worker_step
+from bughunt.lab import diagrams
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l04_danger_window as danger
+from bughunt.lab.views import show_source, show_text_code, worker_step
 from bughunt.world import Tracker
 
 pd.options.display.width = 140
@@ -57,7 +47,7 @@ pd.options.display.max_colwidth = 110
 # checkpoint is not. A picture of one bug page, with the lab's crash points:
 
 # %%
-teach.plot_danger_window()
+diagrams.plot_danger_window()
 
 # %% [markdown]
 # The process can never know from the inside whether that last side effect happened
@@ -101,7 +91,7 @@ show_source(Tracker.submit)
 # The source text's loop, for comparison:
 
 # %%
-practice.show_text_code("page_loop")
+show_text_code("page_loop")
 
 # %% [markdown]
 # The same order: intent, submit, `page_done`. The differences:
@@ -133,7 +123,7 @@ print(f"{len(trace)} trace marks, {len(ops)} operations, danger windows on pages
       f"{windows['page'].tolist()}")
 
 # %%
-danger.plot_timeline(ops, windows)
+danger.plot_window_timeline(ops, windows)
 
 # %% [markdown]
 # The top row is the whole run: the windows are slivers. The submit itself is the long bar: filing
@@ -156,7 +146,7 @@ danger.plot_timeline(ops, windows)
 prediction_4_1 = None        # e.g. ["after_visit"]
 
 # %%
-df = danger.run_sweeps()
+df = danger.danger_sweeps()
 danger.key_table(df)
 
 # %%
@@ -266,7 +256,7 @@ danger.plot_choices(df)
 prediction_4_3 = None        # a number of crash points
 
 # %%
-practice.transfer_sweep()
+danger.transfer_sweep()
 
 # %%
 check("4.3", prediction_4_3)
@@ -410,4 +400,4 @@ check("Q4.4", answer_q4_4)
 #   `ensure_call_outputs_present`.
 #
 # ---
-# [← Lesson 3: replay vs snapshot](03_replay_vs_snapshot.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 5: torn writes →](05_torn_writes.ipynb)
+# <!-- lesson: nav -->

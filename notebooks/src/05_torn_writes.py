@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 5 · Torn writes: what if the checkpoint itself is cut in half?
-#
-# [← Lesson 4: the danger window](04_danger_window.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 6: kill -9 vs power loss →](06_kill9_vs_power_loss.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** Every lesson so far trusted the checkpoint: once written, it is whole. But a
 # checkpoint is itself a write, and a kill can fall in the middle of it. What is left on disk then,
@@ -12,19 +10,7 @@
 # the redo effectively once.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - say where a torn write (撕裂写) comes from, and why `kill -9` rarely tears a single `write()`;
-# - predict what the newline repair (补换行) leaves at the end of a torn log, and why repairing
-#   twice is repairing once;
-# - explain the no-newline trap: the resumed run is right, the log on disk is wrong, and only the
-#   three-way check (三方一致) sees it now;
-# - say what temp file + rename guarantees against `kill -9`, and what it does not against a power
-#   cut.
-#
-# **Prerequisites.** Lessons 1 to 4 (the event log, replay, sequence numbers); bytes and newlines
-# in Python. Words are in the [glossary](glossary.md). **Estimated time:** 40 minutes; the notebook
-# runs in well under a minute.
+# <!-- lesson: about -->
 #
 # **Contents.** [Half a record on disk](#Half-a-record-on-disk) ·
 # [One torn write](#One-torn-write,-byte-by-byte) · [Three write modes](#Three-write-modes,-every-crash-point) ·
@@ -39,9 +25,9 @@ import pandas as pd
 
 from bughunt.diskio import Door
 from bughunt.experiment import crash_points
-from bughunt.lab import practice, torn
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_code, show_source
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l05_torn_writes as torn
+from bughunt.lab.views import show_code, show_source, show_text_code
 from bughunt.stores.log import ensure_newline_terminated, replay_log
 
 pd.options.display.width = 160
@@ -195,7 +181,7 @@ torn.mode_table(df)
 check("5.2", prediction_5_2)
 
 # %%
-torn.plot_verdicts(df)
+torn.plot_write_mode_verdicts(df)
 
 # %% [markdown]
 # `atomic` and `torn` recover correctly everywhere (the source text: 54 of 54 in the plain log). In
@@ -294,7 +280,7 @@ check("5.3", prediction_5_3)
 # snapshot or the new one, never half (原子性, atomicity). The source text's version, and the lab's:
 
 # %%
-practice.show_text_code("atomic_write")
+show_text_code("atomic_write")
 
 # %%
 show_source(Door.write_atomic, lines=("sync = self", "self._fsync_dir"))
@@ -413,4 +399,4 @@ check("Q5.3", answer_q5_3)
 #   `ensure_rollout_is_newline_terminated` and `append_repair_terminates_nonempty_rollout_tail`.
 #
 # ---
-# [← Lesson 4: the danger window](04_danger_window.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 6: kill -9 vs power loss →](06_kill9_vs_power_loss.ipynb)
+# <!-- lesson: nav -->

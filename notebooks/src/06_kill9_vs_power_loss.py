@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 6 · kill -9 is not power loss: what do flush and fsync buy, and what do they cost?
-#
-# [← Lesson 5: torn writes](05_torn_writes.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 7: durable tasks →](07_durable_tasks.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** Every experiment so far killed the worker with `kill -9`, and the source text's
 # event log recovered correctly at all 54 crash points without a single fsync. Is fsync then useless?
@@ -12,19 +10,7 @@
 # at the tail before it appends, so the next record is not glued onto the fragment.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - name the three places a written byte can be (process buffer, page cache, disk) and which crash
-#   each one survives;
-# - predict, for a given way of writing, whether a line survives `kill -9`, and explain why a
-#   kill -9 sweep can never catch a missing fsync;
-# - estimate what an fsync costs beside a plain append on a machine, and say what an fsync timing
-#   cannot prove (a drive's cache, a virtual disk);
-# - tell apart what fsync fixes (power cuts, kernel crashes) from what it does not (the danger
-#   window, lesson 4).
-#
-# **Prerequisites.** Lessons 1 to 5; files and `open()` in Python. Words are in the
-# [glossary](glossary.md). **Estimated time:** 45 minutes; the notebook runs in under a minute.
+# <!-- lesson: about -->
 #
 # **Contents.** [Three places](#Three-places-a-byte-can-be) · [1. The buffer](#1.-The-buffer-inside-the-process) ·
 # [2. Every crash point](#2.-kill--9-at-every-crash-point,-with-and-without-fsync) ·
@@ -39,9 +25,10 @@ import pandas as pd
 
 from bughunt.bufferdemo import write_then_die
 from bughunt.diskio import Door
-from bughunt.lab import durability, teach
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source
+from bughunt.lab import diagrams
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l06_kill9_vs_power_loss as durability
+from bughunt.lab.views import show_source
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -104,7 +91,7 @@ buffers
 check("6.1", prediction_6_1)
 
 # %%
-teach.plot_byte_places(durability.byte_places_measured(buffers))
+diagrams.plot_byte_places(durability.byte_places_measured(buffers))
 
 # %% [markdown]
 # - Without `flush()` the 12 bytes were still inside the process: gone.
@@ -424,4 +411,4 @@ check("Q6.3", answer_q6_3)
 #   How applications lose data across a crash when they skip these steps.
 #
 # ---
-# [← Lesson 5: torn writes](05_torn_writes.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 7: durable tasks →](07_durable_tasks.ipynb)
+# <!-- lesson: nav -->

@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 7 · Durable tasks: a checkpoint is where a step starts
-#
-# [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 8: beyond the lesson →](08_beyond.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** The BugHunt worker is one loop with its own checkpoint store. A durable task
 # runtime generalises it: every piece of work is a task, a small state machine whose state is kept in
@@ -14,19 +12,7 @@
 # loss needs fsync. Here the store is SQLite, and we choose its durability setting on purpose.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - explain why a checkpoint records the *entry* of a step, and make a step safe to run again with
-#   a first-write-wins memo;
-# - tell a clean close from a crash in the tasks table, and read that table with SQL and pandas;
-# - say when a crash loop ends a task, and why progress resets the count;
-# - predict, for each of the four checkpoints of a tool call, what a crash there re-runs, and fill
-#   in the stored × current replay table;
-# - say what happens to a model request that was streaming when the process died.
-#
-# **Prerequisites.** Lessons 2 and 4 (checkpoints, the danger window, idempotency keys); basic SQL
-# and pandas. **Estimated time:** 45 minutes; the notebook runs in under a minute. Terms, in English
-# and Chinese: the [glossary](glossary.md).
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.**
@@ -54,10 +40,10 @@ from IPython.display import display
 
 from bughunt.durable import DurableStore, Step, runtime
 from bughunt.durable.examples import count_kind
-from bughunt.lab import durable_tasks as dt
-from bughunt.lab import teach
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source
+from bughunt.lab import diagrams
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l07_durable_tasks as dt
+from bughunt.lab.views import show_source, show_text_code
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -126,7 +112,7 @@ count.moments["after the finish"]
 # names).
 
 # %%
-teach.plot_task_states()
+diagrams.plot_task_states()
 
 # %% [markdown]
 # The dashed arrow is the way back after a crash (or a clean close), and it starts only from
@@ -144,7 +130,7 @@ teach.plot_task_states()
 show_source(count_kind, lines=("def tick", "step.sleep_until"))
 
 # %%
-dt.show_text_code("tick")
+show_text_code("tick")
 
 # %% [markdown]
 # The same step: look up the memo, set it, print; finish at `to`; otherwise commit the next
@@ -168,7 +154,7 @@ show_source(Step._commit)
 show_source(DurableStore.recover)
 
 # %%
-dt.show_text_code("recover")
+show_text_code("recover")
 
 # %% [markdown]
 # The same rule: only `running` changes, the checkpoint is kept, `restarts` grows by one. Two
@@ -314,7 +300,7 @@ check("7.2", prediction_7_2)
 show_source(runtime._tool_execute)
 
 # %%
-dt.show_text_code("execute")
+show_text_code("execute")
 
 # %% [markdown]
 # The rule is the text's (`tool.ts:202`): re-run only if the policy stored with the intent **and**
@@ -331,7 +317,7 @@ prediction_7_3 = None        # True or False
 
 # %%
 cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
-dt.replay_table(cells)
+dt.replay_policy_table(cells)
 
 # %%
 check("7.3", prediction_7_3)
@@ -551,4 +537,4 @@ check("Q7.4", answer_q7_4)
 #   [Inngest retries](https://www.inngest.com/docs/features/inngest-functions/error-retries/retries)
 #
 # ---
-# [← Lesson 6: kill -9 vs power loss](06_kill9_vs_power_loss.ipynb) · [Start here](00_start_here.ipynb) · [Lesson 8: beyond the lesson →](08_beyond.ipynb)
+# <!-- lesson: nav -->

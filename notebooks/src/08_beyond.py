@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 8 · Beyond the source text: the failures it left untested
-#
-# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 9: your own store →](09_your_own_store.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** The first source text ends by listing what its experiment did not cover (its
 # section "还有什么没覆盖"): a crash while resuming (连环崩溃), two processes resuming the same task
@@ -14,19 +12,7 @@
 # durable runtime still needs a lock, a crash-loop limit and an honest answer for interrupted work.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - test the compound failures too (a crash during recovery, two resumers, a full disk, a failed
-#   fsync), and say why a recovery path that is the normal start-up path survives them;
-# - say what a run lock prevents and what it does not;
-# - build the disk states a power cut may leave from a journal of disk operations, and predict
-#   which designs lose a committed page;
-# - read a checkpoint store's contract and predict which of its rules a design breaks;
-# - judge a test suite by the planted bugs (mutants) it catches.
-#
-# **Prerequisites.** Lessons 4 to 6 (the danger window, torn writes, fsync). **Estimated time:**
-# 50 minutes; the notebook runs in under a minute. Terms, in English and Chinese: the
-# [glossary](glossary.md).
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.** [1 Crash during recovery](#1.-A-crash-during-recovery) ·
@@ -51,9 +37,9 @@ import pandas as pd
 from IPython.display import display
 
 from bughunt.diskio import Door
-from bughunt.lab import beyond, practice
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l08_beyond as beyond
+from bughunt.lab.views import show_source, show_text_code
 from bughunt.worker import acquire_run_lock
 
 pd.options.display.width = 140
@@ -241,7 +227,7 @@ beyond.plot_power(power)
 show_source(Door.write_atomic, lines=("self.files.rename", "self._fsync_dir"))
 
 # %%
-practice.show_text_code("atomic_write")
+show_text_code("atomic_write")
 
 # %% [markdown]
 # A file's name lives in its directory. `os.replace` changes the directory in the page cache; only
@@ -313,7 +299,7 @@ check("8.3", prediction_8_3)
 
 # %%
 planted = beyond.bugs()
-beyond.planted_bugs(planted)
+beyond.planted_bug_cards(planted)
 
 # %% [markdown]
 # The same, as one table:
@@ -410,4 +396,4 @@ check("Q8.3", answer_q8_3)
 #   Mutation Testing"](https://doi.org/10.1109/TSE.2010.62), IEEE TSE 37(5), 2011.
 #
 # ---
-# [← Lesson 7: durable tasks](07_durable_tasks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 9: your own store →](09_your_own_store.ipynb)
+# <!-- lesson: nav -->

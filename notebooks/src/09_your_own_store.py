@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 9 · Your own store: write a checkpoint store, and let the crash sweep grade it
-#
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 10: frameworks →](10_frameworks.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** Eight lessons showed why checkpoint stores fail: a report filed twice in the
 # danger window, a snapshot torn in half, a log that glues a record onto a fragment, a rename a
@@ -14,21 +12,7 @@
 # them if they did not. Here the store under test is yours.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - write a checkpoint store (检查点) against a contract of four methods, writing only through the
-#   I/O door the lab gives it;
-# - read a grader's report: which rule broke, at which crash state, in which file, with what on
-#   disk, and which lesson teaches the fix;
-# - take a naive store to a passing one, one fix at a time: temp file and rename, fsync, directory
-#   fsync, a log with the newline repair;
-# - tell the store's part of recovery from the run's: the idempotency key (幂等键) belongs to the
-#   side effect, keeping the intent belongs to the store.
-#
-# **Prerequisites.** Lessons 3 to 6 (replay vs snapshot, the danger window, torn writes, kill -9 vs
-# power loss); Python classes; `os.open`, `os.fsync` and `os.replace` by name.
-# **Estimated time:** 60 minutes, most of it writing your own store; the notebook runs in under a
-# minute.
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.**
@@ -49,9 +33,8 @@
 # %matplotlib inline
 import pandas as pd
 
-from bughunt.lab import capstone as cap
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l09_your_own_store as cap
 
 pd.options.display.width = 160
 pd.options.display.max_columns = 20
@@ -558,4 +541,4 @@ check("9.2", answer_9_2)
 #   [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 8: beyond the lesson](08_beyond.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 10: frameworks →](10_frameworks.ipynb)
+# <!-- lesson: nav -->

@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 10 · Frameworks under the same kill -9 sweep: LangGraph, DBOS, and yours
-#
-# [← Lesson 9: your own store](09_your_own_store.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 11: the call in flight →](11_call_in_flight.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** Your agent does not run on the lab's worker. It runs on LangGraph, with its
 # SQLite checkpointer, or on DBOS Transact. Both promise durable execution. So what does a `kill -9`
@@ -14,19 +12,7 @@
 # from disk (三方一致).
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - say what a kill at every crash point of the same agent costs on LangGraph (each durability
-#   mode) and on DBOS, measured beside the lab's log and snapshot stores;
-# - say where each framework's promise ends: it checkpoints its own state, not your side effects,
-#   so the danger window (危险窗口) between a report and its checkpoint is still yours;
-# - resume each framework the documented way, and recognise two resumes that look right and are not;
-# - sweep your own stack with an adapter.
-#
-# **Prerequisites.** Lessons 2 to 4 (granularity, redone calls, the danger window and the
-# idempotency key (幂等键)). No LangGraph or DBOS experience is needed: both agents are shown below.
-# **Estimated time:** 40 minutes; the cells run real processes for about a minute. Terms, in English
-# and Chinese: the [glossary](glossary.md).
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.** [1 One agent, two frameworks](#1.-One-agent,-two-frameworks) ·
@@ -44,10 +30,9 @@
 import pandas as pd
 
 from bughunt.frameworks import dbos_agent, fake, langgraph_agent
-from bughunt.lab import durable_tasks as dt
-from bughunt.lab import frameworks as fw
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz, show_source
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l10_frameworks as fw
+from bughunt.lab.views import show_source, show_text_code
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -81,7 +66,7 @@ show_source(dbos_agent.bughunt)
 # guards its side effect with a memo of its own, in the order shown here:
 
 # %%
-dt.show_text_code("tick")
+show_text_code("tick")
 
 # %% [markdown]
 # The two orders differ. The source text writes the memo `printed-${n}` **before** it prints: a kill
@@ -109,7 +94,7 @@ dt.show_text_code("tick")
 # resumes to the end, a third one only reads the framework's store back.
 
 # %%
-cmp = fw.compare()
+cmp = fw.compare_frameworks()
 fw.point_counts(cmp)
 
 # %% [markdown]
@@ -183,7 +168,7 @@ fw.plot_costs(cmp)
 fw.comparison_table(cmp)
 
 # %%
-fw.plot_verdicts(cmp)
+fw.plot_framework_verdicts(cmp)
 
 # %% [markdown]
 # Each cell is one crash point, placed on the page the agent was working on when the kill came;
@@ -436,4 +421,4 @@ check("Q10.3", answer_q10_3)
 #   leaves nothing) and [Write-ahead logging](https://www.sqlite.org/wal.html).
 #
 # ---
-# [← Lesson 9: your own store](09_your_own_store.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 11: the call in flight →](11_call_in_flight.ipynb)
+# <!-- lesson: nav -->

@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Lesson 11 · The call in flight: what a kill, a timeout, a cut stream or a 429 costs
-#
-# [← Lesson 10: frameworks](10_frameworks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 12: closing →](12_closing.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** The first text names one boundary no checkpoint can cover: a streamed answer
 # half received when the process dies has its other half on the server (流式输出到一半，另一半在服务端),
@@ -15,21 +13,7 @@
 # real SDK.
 
 # %% [markdown]
-# **Learning objectives.** After this lesson you can
-#
-# - say where a call's answer is at each moment of a stream (the server, the client's prefix) and
-#   what a `kill -9` there costs on the provider's bill;
-# - choose between redoing a killed call, recording it as aborted, and resuming from its prefix,
-#   and name each choice's guarantee (lesson 4) and cost;
-# - predict what the `openai` SDK retries by itself (a timeout, a 429, a cut body) and what it
-#   does not (a cut stream), which exception escapes `except openai.APIError`, and what its
-#   timeout limits;
-# - point the same code at a real local model (Ollama, vLLM, llama.cpp) and say what the lesson
-#   then loses.
-#
-# **Prerequisites.** Lessons 2, 4 and 7 (granularity, the danger window, the durable runtime's
-# model request); Python exceptions; what an HTTP request and a streamed response are.
-# **Estimated time:** 35 minutes; the notebook runs in under a minute.
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.**
@@ -48,9 +32,9 @@
 import pandas as pd
 
 from bughunt import inflight
-from bughunt.lab import call_in_flight as cif
-from bughunt.lab.exercises import check, solution
-from bughunt.lab.teach import quiz
+from bughunt.lab.judges import check, quiz, solution
+from bughunt.lab.lessons import l11_call_in_flight as cif
+from bughunt.lab.views import show_source
 
 pd.options.display.width = 160
 pd.options.display.max_columns = 20
@@ -66,12 +50,12 @@ pd.options.display.max_colwidth = 80
 # it **bills every request when it arrives**, before the first byte of the answer leaves, on an
 # append-only bill it alone writes: the witness a provider's invoice is.
 #
-# `cif.lab()` starts the server and a small parent process that has imported the SDK once and
-# forks one process per call (a fork costs milliseconds, a fresh interpreter about a second). One
-# call that nobody kills, and its line on the bill:
+# `inflight.shared_lab()` starts the server and a small parent process that has imported the SDK
+# once and forks one process per call (a fork costs milliseconds, a fresh interpreter about a
+# second); both stop with the kernel. One call that nobody kills, and its line on the bill:
 
 # %%
-lab = cif.lab()
+lab = inflight.shared_lab()
 clean = cif.clean_call()
 print("answer:", clean["reply"])
 print("bill line:", clean["bill"])
@@ -96,7 +80,7 @@ print(cif.points_of())
 # a call it finds in flight is `--pending redo`: send it again.
 
 # %%
-redo = cif.kill_in_call("chunk#5", "redo")
+redo = cif.kill_page_call("chunk#5", "redo")
 print("the killed process held:", repr(redo.prefix_held))
 cif.kill_table([redo]).T
 
@@ -112,7 +96,7 @@ cif.kill_table([redo]).T
 # decide):
 
 # %%
-abort = cif.kill_in_call("chunk#5", "abort")
+abort = cif.kill_page_call("chunk#5", "abort")
 cif.kill_table([abort]).T
 
 # %% [markdown]
@@ -140,7 +124,7 @@ table.groupby("pending", sort=False)[["billed_calls", "redone_model_calls", "bil
 # resume's rule, read from the package:
 
 # %%
-cif.show_source(inflight._call_or_resume)
+show_source(inflight._call_or_resume)
 
 # %% [markdown]
 # ## 3. What the SDK does by itself
@@ -227,7 +211,7 @@ cif.attempts_table(cif.attempts_of_a_timed_out_call())
 # and so does vLLM with `continue_final_message`.
 
 # %%
-cif.choices_table(sweep)
+cif.call_choices_table(sweep)
 
 # %% [markdown]
 # Resuming from the prefix re-sends the prompt plus the prefix as input, so on this bill (every
@@ -448,4 +432,4 @@ check("11.4", prediction_11_4)
 # - Codex, an interrupted call recorded as "aborted": [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 10: frameworks](10_frameworks.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Lesson 12: closing →](12_closing.ipynb)
+# <!-- lesson: nav -->

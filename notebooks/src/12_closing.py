@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Closing · The interview answer, and what to do in your own agent
-#
-# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Appendix: what durability costs →](99_appendix.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** The first source text ends with an interview summary (面试要点): an agent
 # killed by `kill -9` halfway through its task, where does it resume (断点续跑), and how do you know
@@ -14,15 +12,7 @@
 # model call.
 
 # %% [markdown]
-# **Learning objectives.** After this notebook you can
-#
-# - answer "where does a killed agent resume, and how do you know it is right?" in one breath,
-#   and back each part with a measured number;
-# - answer the follow-up questions (追问) an interviewer asks next;
-# - go through a checklist for your own agent, and find for each item the lesson that measured it.
-#
-# **Prerequisites.** Lessons 1 to 6 at least; the others for the items they measured.
-# **Estimated time:** 20 minutes; the notebook runs in under half a minute.
+# <!-- lesson: about -->
 
 # %% [markdown]
 # **Contents.**
@@ -37,8 +27,8 @@
 import pandas as pd
 from IPython.display import Markdown
 
-from bughunt.lab import closing
-from bughunt.lab.exercises import check, solution
+from bughunt.lab.judges import check, solution
+from bughunt.lab.lessons import l12_closing as closing
 
 pd.options.display.width = 140
 pd.options.display.max_colwidth = 60
@@ -128,7 +118,7 @@ Markdown(closing.checklist(result))
 # run to run, so this cell's output is not checked):
 
 # %% tags=["nbval-ignore-output"]
-from bughunt.lab import durability
+from bughunt.lab.lessons import l06_kill9_vs_power_loss as durability
 from bughunt.lab.reference import APPEND, APPEND_FSYNC
 
 lat = durability.measure_latencies(samples=100, kinds=(APPEND, APPEND_FSYNC))
@@ -182,4 +172,4 @@ check("12.2", answer_12_2)
 #   [openai/codex](https://github.com/openai/codex)
 #
 # ---
-# [← Lesson 11: the call in flight](11_call_in_flight.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Appendix: what durability costs →](99_appendix.ipynb)
+# <!-- lesson: nav -->

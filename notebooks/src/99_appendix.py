@@ -1,7 +1,5 @@
 # %% [markdown]
-# # Appendix · What durability costs on this machine
-#
-# [← Lesson 12: closing](12_closing.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Back to the start →](00_start_here.ipynb)
+# <!-- lesson: header -->
 #
 # **The question.** Lesson 6 put the source text's macOS medians for a log append, an append with
 # fsync and an atomic snapshot beside this machine's. What do they cost here, and how close does
@@ -16,7 +14,7 @@
 # %matplotlib inline
 import pandas as pd
 
-from bughunt.lab import costs
+from bughunt.lab.lessons import appendix as costs
 
 pd.options.display.width = 140
 pd.options.display.max_colwidth = 80
@@ -34,7 +32,7 @@ pd.options.display.max_colwidth = 80
 # machine noise hits them alike, and the ratio is what counts.
 
 # %% tags=["nbval-ignore-output"]
-writes = costs.write_costs()
+writes = costs.write_cost_table()
 writes[["section", "case", "value", "unit", "reference", "ratio"]]
 
 # %%
@@ -108,4 +106,4 @@ costs.plot_recovery(runs)
 #   "Retries" and "Timeouts".
 #
 # ---
-# [← Lesson 12: closing](12_closing.ipynb) · [Start here](00_start_here.ipynb) · [Glossary](glossary.md) · [Back to the start →](00_start_here.ipynb)
+# <!-- lesson: nav -->

@@ -1,0 +1,901 @@
+"""Lesson 10: the same kill -9 sweep on LangGraph and DBOS, beside the lab's own stores.
+
+Every number here comes from real processes killed by a real SIGKILL (`bughunt.frameworks`): the
+LangGraph agent with its SQLite checkpointer in each durability mode, the DBOS agent on its SQLite
+system database, and the lab's own worker (`bughunt.experiment`) for comparison. Sweeps are cached
+per kernel, so the panel and the exercises reuse what the notebook's cells already ran.
+
+The notebook's sweeps are small on purpose: every crash point in the agent's own code, and every
+framework write once committed (a kill inside a commit is shown separately: SQLite rolls it back).
+The full sweeps, with every point inside every write, are a CLI command:
+`python -m bughunt.frameworks --framework all --mode all --resume all --key both`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ipywidgets as W
+from matplotlib.patches import Patch
+
+from ...config import RunConfig
+from ...experiment import CrashRun as LabRun
+from ...experiment import (clean_run, crash_and_resume, crash_points, frame, run_crash_jobs,
+                           summarize)
+from ...frameworks.contract import adapter_class
+from ...frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
+                                sweep_many, sweep_timing, varying_points)
+from .. import results
+from ..panel import Panel, Result
+from ..judges import Measured, assess, defined_in, exercise, statement
+from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure
+from ..registry import Lesson
+
+#: Every point in the agent's code, and every framework write once it is committed.
+POINTS = "user,framework.*.committed*"
+#: What the notebook's comparison sweeps, to stay within a minute: every point in the agent's code,
+#: and the first four committed writes of each kind (each node's or step's results, LangGraph's
+#: step checkpoints): pages 1 to 4, and every report. `python -m bughunt.frameworks` sweeps all.
+COMPARE_POINTS = {"langgraph": "user,framework.*.committed#[1-4]",
+                  "dbos": "user,framework.*.committed#[1-4]"}
+PAGES = 12
+
+#: The frameworks as a user first meets them: each mode, the documented resume, no key.
+FRAMEWORKS = {
+    "LangGraph sync": SweepSettings("langgraph", "sync", "documented", False),
+    "LangGraph async (default)": SweepSettings("langgraph", "async", "documented", False),
+    "LangGraph exit": SweepSettings("langgraph", "exit", "documented", False),
+    "DBOS (workflow ID)": SweepSettings("dbos", "sqlite", "workflow_id", False),
+}
+#: The lab's own stores, as lessons 2 to 4 left them.
+LAB = {
+    "lab log + intent + key": RunConfig(store="log", intent=True, idempotency_key=True),
+    "lab snapshot, no key": RunConfig(store="snapshot", intent=False, idempotency_key=False),
+}
+#: The lab's crash-point labels, split like the frameworks' points: the agent's own code, and the
+#: store's writes once durable (`mid_commit`, inside the write, is left out as it is for them).
+LAB_KIND = {"after_model_call": "user", "after_visit": "user", "after_submit": "user",
+            "after_intent": "framework", "after_commit": "framework"}
+
+#: Resume styles, the documented one first; no key, like the comparison (whose documented sweeps
+#: are reused here).
+RESUMES = {
+    "LangGraph: invoke(None) (documented)": FRAMEWORKS["LangGraph sync"],
+    "LangGraph: empty .next = done": SweepSettings("langgraph", "sync", "next_empty_is_done", False),
+    "LangGraph: invoke(input) again": SweepSettings("langgraph", "sync", "reinvoke_input", False),
+    "DBOS: start by workflow ID": FRAMEWORKS["DBOS (workflow ID)"],
+    "DBOS: recovery alone": SweepSettings("dbos", "sqlite", "recovery", False),
+    "DBOS: new workflow ID": SweepSettings("dbos", "sqlite", "new_id", False),
+}
+#: Where the resume styles are compared, on pages 1 to 4 (bug page 3 included): every model call
+#: and the report, and (LangGraph) each node's saved writes, where `.next` goes empty.
+RESUME_POINTS = {"langgraph": "ask_model.after#[1-4],submit.after#1,"
+                              "framework.put_writes.*.committed#[1-4]",
+                 "dbos": "ask_model.after#[1-4],submit.after#1"}
+
+#: The (design, kind) rows whose sweep gives the same outcome every time. Not LangGraph's async
+#: mode, and not LangGraph's framework-write points in sync mode either: the main thread waits for
+#: each step's checkpoint (`put`), but a node's own writes (`put_writes`) are saved by a background
+#: thread that may still be committing while the next node runs.
+DETERMINISTIC = [(d, k) for d in LAB for k in ("user", "framework")] + [
+    ("LangGraph sync", "user"), ("LangGraph exit", "user"), ("LangGraph exit", "framework"),
+    ("DBOS (workflow ID)", "user"), ("DBOS (workflow ID)", "framework")]
+
+
+# --- cached sweeps -------------------------------------------------------------------------------
+
+_CACHE: dict[tuple, SweepResult] = results.table("lesson 10: framework sweeps")
+
+
+def _framework_key(settings: SweepSettings, points, repeat: int) -> tuple:
+    return (settings.resolved(), points, repeat)
+
+
+def _plan(settings: SweepSettings, points, repeat: int):
+    """(what the cache already has, patterns still to sweep) for these settings and points.
+
+    The comparison's sweep with the same settings answers every point it crashed at, so only the
+    points it did not crash at are swept again."""
+    if _framework_key(settings, points, repeat) in _CACHE:
+        return _CACHE[_framework_key(settings, points, repeat)], None
+    wide = _CACHE.get(_framework_key(settings, COMPARE_POINTS.get(settings.framework, POINTS), repeat))
+    if wide is None:
+        return None, points
+    want = [p.point for p in select_points(wide.clean.points, points, strict=False)]
+    if not want:
+        return None, points
+    have = {r.point for r in wide.records}
+    missing = [p for p in want if p not in have]
+    known = SweepResult(wide.settings, wide.clean,
+                        [r for r in wide.records if r.point in set(want)], wide.seconds)
+    return known, (",".join(missing) if missing else None)
+
+
+def _merge(known: SweepResult | None, fresh: SweepResult) -> SweepResult:
+    if known is None:
+        return fresh
+    records = sorted(known.records + fresh.records, key=lambda r: (r.repeat, r.order))
+    return SweepResult(known.settings, known.clean, records, known.seconds + fresh.seconds)
+
+
+def framework_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: int = 1,
+               progress=None) -> dict[str, SweepResult]:
+    """Sweep each named setting (in one pool); what this kernel already ran is not run again.
+
+    `points` is one pattern string for all, or a dict framework -> patterns."""
+    def pts(s):
+        return points[s.framework] if isinstance(points, dict) else points
+
+    plans = {n: _plan(s, pts(s), repeat) for n, s in named.items()}
+    by_points: dict = {}
+    for n, s in named.items():
+        if plans[n][1] is not None:
+            by_points.setdefault(plans[n][1], {})[n] = s
+    for patterns, group in by_points.items():
+        results = sweep_many(list(group.values()), points=patterns, repeat=repeat,
+                             progress=progress)
+        for (n, s), res in zip(group.items(), results):
+            _CACHE[_framework_key(s, pts(s), repeat)] = _merge(plans[n][0], res)
+    return {n: _CACHE.get(_framework_key(s, pts(s), repeat)) or plans[n][0] for n, s in named.items()}
+
+
+_LAB: dict[RunConfig, tuple[list, dict]] = results.table("lesson 10: the lab's stores")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimedRun(LabRun):
+    """A crash run of the lab's own worker, with the wall time of its two processes."""
+
+    pair_s: float
+
+
+def _timed_crash_and_resume(config, point, run_dir) -> TimedRun:
+    t0 = time.perf_counter()
+    record = crash_and_resume(config, point, run_dir)
+    return TimedRun(**dataclasses.asdict(record), pair_s=time.perf_counter() - t0)
+
+
+def lab_timed_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
+    """The lab's own stores (lessons 2 to 4), timed, at every crash point but those inside a commit
+    (as for the frameworks), and a clean run's report (its final state, its write latencies)."""
+    todo = {n: c for n, c in configs.items() if c not in _LAB}
+    if todo:
+        jobs = [(n, c, p) for n, c in todo.items() for p in crash_points(c) if p.label in LAB_KIND]
+        with tempfile.TemporaryDirectory(prefix="bughunt-lab10-") as tmp:
+            records = run_crash_jobs(jobs, Path(tmp), progress=progress,
+                                     measure=_timed_crash_and_resume)
+        for n, c in todo.items():
+            _LAB[c] = ([r for r in records if r.sweep == n], clean_run(c))
+    return {n: _LAB[c] for n, c in configs.items()}
+
+
+def clear_caches() -> None:
+    """Forget every result (this lesson's and every other: the lab has one cache)."""
+    results.reset()
+
+
+# --- the default experiment: each framework and mode beside the lab's stores ---------------------
+
+@dataclass
+class FrameworkComparison:
+    frameworks: dict[str, SweepResult] = field(default_factory=dict)
+    lab: dict[str, tuple] = field(default_factory=dict)
+
+
+def compare_frameworks(progress=None) -> FrameworkComparison:
+    """Each framework in each mode (documented resume, key off), and the lab's two stores."""
+    return FrameworkComparison(framework_sweeps(FRAMEWORKS, points=COMPARE_POINTS, progress=progress),
+                      lab_timed_sweeps(progress=progress))
+
+
+def _lab_state(state: dict) -> dict:
+    return {"findings": state["findings"], "tokens": state["tokens"],
+            "pages_done": state["next_page"] - 1}
+
+
+def _lab_rows(name: str, records: list, clean: dict) -> list[dict]:
+    writes = [ns for v in clean["checkpoint_writes"]["latencies_ns"].values() for ns in v]
+    truth = _lab_state(clean["state"])
+    rows = []
+    for kind in ("user", "framework"):
+        recs = [r for r in records if LAB_KIND.get(r.label) == kind]
+        s = summarize(recs)
+        rows.append({
+            "design": name, "kind": kind, "crash points": s["crash_points"],
+            "avg redone calls": round(s["avg_redone_model_calls"], 2),
+            "max redone calls": s["max_redone_model_calls"],
+            "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+            "wrong memory": sum(r.final_state is None or _lab_state(r.final_state) != truth
+                                for r in recs),
+            "wrong disk": s["rebuild_failures"],
+            "pair ms": round(statistics.median(r.pair_s for r in recs) * 1000, 1),
+            "write µs": round(statistics.median(writes) / 1000, 1) if writes else None})
+    return rows
+
+
+def _framework_rows(name: str, res: SweepResult) -> list[dict]:
+    rows = []
+    for kind in ("user", "framework"):
+        recs = [r for r in res.records if r.kind == kind]
+        if not recs:
+            continue
+        s = {**summarize(recs), **sweep_timing(recs, res.clean)}
+        rows.append({"design": name, "kind": kind, "crash points": s["crash_points"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
+                     "max redone calls": s["max_redone_model_calls"],
+                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+                     "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
+                     "pair ms": s["pair_ms"], "write µs": s["write_us"]})
+    return rows
+
+
+TIMING = ["pair ms", "write µs"]
+
+
+def comparison_table(cmp: FrameworkComparison, *, timing: bool = True, only=None):
+    """One row per design and kind of crash point: what a crash there costs, and what it breaks.
+
+    `timing=False` leaves out the two timing columns; `only` keeps the (design, kind) rows named."""
+    import pandas as pd
+
+    rows = [row for n, (recs, clean) in cmp.lab.items() for row in _lab_rows(n, recs, clean)]
+    rows += [row for n, res in cmp.frameworks.items() for row in _framework_rows(n, res)]
+    df = pd.DataFrame(rows)
+    if only is not None:
+        df = df[[(d, k) in set(only) for d, k in zip(df["design"], df["kind"])]]
+    if not timing:
+        df = df.drop(columns=TIMING)
+    return df.set_index(["design", "kind"])
+
+
+def point_counts(cmp: FrameworkComparison):
+    """How many crash points of each name the traced clean run of each framework reached."""
+    import pandas as pd
+
+    rows = {}
+    for name, res in cmp.frameworks.items():
+        counts: dict[str, int] = {}
+        for p in res.clean.points:
+            counts[p.name] = counts.get(p.name, 0) + 1
+        rows[name] = counts
+    df = pd.DataFrame(rows).fillna(0).astype(int)
+    df.index.name = "crash point name"
+    user = ["ask_model.after", "visit.after", "submit.after"]
+    return df.loc[sorted(df.index, key=lambda n: (n.startswith("framework."),
+                                                  user.index(n) if n in user else 0, n))]
+
+
+def plot_costs(cmp: FrameworkComparison):
+    """Redone model calls per crash (average, with the maximum), and the points that break
+    something, per design; user-code points and framework-write points side by side."""
+    df = comparison_table(cmp).reset_index()
+    designs = list(dict.fromkeys(df["design"]))
+    fig, (ax, bx) = new_figure(11, 0.55 * len(designs) + 1.6, ncols=2, sharey=True)
+    kinds = {"user": (COLORS["blue"], "", "agent's own code"),
+             "framework": (COLORS["orange"], "//", "framework's writes, committed (first four)")}
+    for j, (kind, (color, hatch, label)) in enumerate(kinds.items()):
+        d = df[df["kind"] == kind].set_index("design").reindex(designs)
+        y = [i + (j - 0.5) * 0.38 for i in range(len(designs))]
+        ax.barh(y, d["avg redone calls"].fillna(0), height=0.36, color=color, hatch=hatch,
+                edgecolor="white", label=label)
+        for yi, (avg, top) in zip(y, zip(d["avg redone calls"], d["max redone calls"])):
+            if avg == avg:        # not NaN
+                ax.annotate(f"{avg:.2f} (max {int(top)})", (avg, yi), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(designs)), designs)
+    ax.invert_yaxis()
+    ax.set_xlabel("redone model calls per crash\n(calls; average, max in brackets)")
+    ax.set_title("What a crash costs", fontsize=10)
+    ax.set_xlim(0, max(1.0, float(df["avg redone calls"].max())) * 1.55)
+    ax.legend(fontsize=7, loc="lower right")
+    bad = {"duplicate points": (COLORS["red"], "xx"), "lost points": (COLORS["purple"], ".."),
+           "wrong memory": (COLORS["yellow"], "\\\\")}
+    totals = df.groupby("design", sort=False)[list(bad)].sum().reindex(designs)
+    for j, (col, (color, hatch)) in enumerate(bad.items()):
+        y = [i + (j - 1) * 0.27 for i in range(len(designs))]
+        bx.barh(y, totals[col], height=0.25, color=color, hatch=hatch, edgecolor="white",
+                label=col)
+        for yi, v in zip(y, totals[col]):
+            bx.annotate(str(int(v)), (v, yi), xytext=(2, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+    bx.set_xlabel("crash points with that outcome\n(points; writes: the first four of each kind)")
+    bx.set_title("What a crash breaks", fontsize=10)
+    bx.set_xlim(0, max(4, int(totals.values.max())) * 1.2)
+    bx.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Killed at every point of a {PAGES}-page run, resumed, witnessed "
+                 "(frameworks: documented resume, no idempotency key)", fontsize=10)
+    return fig
+
+
+# --- where each crash lands ----------------------------------------------------------------------
+
+def _positions(pages_and_kinds: list[tuple[int, str]]) -> list[float]:
+    """x for each point: its page, spread evenly inside the page (so designs with more points per
+    page line up with those with fewer)."""
+    counts: dict[int, int] = {}
+    for page, _ in pages_and_kinds:
+        counts[page] = counts.get(page, 0) + 1
+    seen: dict[int, int] = {}
+    out = []
+    for page, _ in pages_and_kinds:
+        seen[page] = seen.get(page, 0) + 1
+        out.append(page - 1 + (seen[page] - 0.5) / counts[page])
+    return out
+
+
+STRIP_STYLE = {**VERDICT_STYLE, "wrong state": (COLORS["yellow"], "\\\\"),
+               "not reached": (COLORS["grey"], "")}
+STRIP_ORDER = ["correct", "duplicate", "lost", "wrong state", "rebuild fails",
+               "tracker disagrees", "not reached", "error"]
+
+
+def strip_rows(cmp: FrameworkComparison) -> list[tuple[str, list[tuple[int, str, str]]]]:
+    """(row label, [(page, kind, verdict)] in run order) for every design and kind."""
+    rows = []
+    for name, (records, _) in cmp.lab.items():
+        for kind in ("user", "framework"):
+            pts = [(r.page, kind, r.verdict) for r in records if LAB_KIND.get(r.label) == kind]
+            rows.append((f"{name} · {kind}", pts))
+    for name, res in cmp.frameworks.items():
+        recs = sorted(res.records, key=lambda r: r.order)
+        for kind in ("user", "framework"):
+            pts = [(r.page if r.page else 1, kind, r.verdict) for r in recs if r.kind == kind]
+            if pts:
+                rows.append((f"{name} · {kind}", pts))
+    return rows
+
+
+def plot_framework_verdicts(cmp: FrameworkComparison):
+    """One row per design and kind: every crash point at its page, coloured by what happened."""
+    rows = strip_rows(cmp)
+    fig, ax = new_figure(11, 0.32 * len(rows) + 1.5)
+    seen = set()
+    for y, (_, pts) in enumerate(rows):
+        xs = _positions([(p, k) for p, k, _ in pts])
+        per_page = max(sum(1 for p, _, _ in pts if p == page) for page, _, _ in pts)
+        width = 0.9 / per_page
+        for x, (_, _, v) in zip(xs, pts):
+            color, hatch = STRIP_STYLE[v]
+            ax.bar(x, 0.8, bottom=y - 0.4, width=width, color=color, hatch=hatch,
+                   edgecolor="white", linewidth=0.3)
+            seen.add(v)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xticks([p - 0.5 for p in range(1, PAGES + 1)], [f"p{p}" for p in range(1, PAGES + 1)])
+    ax.set_xlim(0, PAGES)
+    for bug in (3, 7, 10):
+        ax.axvspan(bug - 1, bug, color=COLORS["grey"], alpha=0.12, linewidth=0)
+    ax.set_xlabel("page the agent was working on when the kill came (shaded: pages with a bug)")
+    ax.set_title("Every crash point, by outcome after the resume (frameworks: no key)",
+                 fontsize=10)
+    handles = [Patch(facecolor=STRIP_STYLE[v][0], hatch=STRIP_STYLE[v][1], label=v)
+               for v in STRIP_ORDER if v in seen]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+# --- the danger window, key off and on -----------------------------------------------------------
+
+#: Page 3's danger window: the report is filed, then the framework writes the node's results
+#: (LangGraph) or the step's output (DBOS): rows written but not committed, then committed.
+WINDOW = {kind: ["submit.after#1", f"framework.{write}.submit.uncommitted#1",
+                 f"framework.{write}.submit.committed#1"]
+          for kind, write in (("langgraph", "put_writes"), ("dbos", "step_output"))}
+
+
+def danger_window(cmp: FrameworkComparison, progress=None):
+    """Page 3's report is filed; is it filed again after a kill here? Key off, then on.
+
+    The points after the report and at its commit that the comparison already swept are reused;
+    only the others are swept here."""
+    import pandas as pd
+
+    rows = []
+    for name in ("LangGraph sync", "DBOS (workflow ID)"):
+        res = cmp.frameworks[name]
+        pattern = ",".join(WINDOW[res.settings.framework])
+        for key in (False, True):
+            s = SweepSettings(res.settings.framework, res.settings.mode, res.settings.resume, key)
+            (got,) = framework_sweeps({name: s}, points=pattern, progress=progress).values()
+            for r in sorted(got.records, key=lambda r: r.order):
+                rows.append({"design": name, "crash point": r.point,
+                             "key": "key " + ("on" if key else "off"), "verdict": r.verdict,
+                             "redone calls": r.redone_model_calls})
+    df = pd.DataFrame(rows)
+    table = df.pivot_table(index=["design", "crash point"], columns="key", values="verdict",
+                           aggfunc="first", sort=False)
+    table["redone calls"] = df[df["key"] == "key off"].set_index(
+        ["design", "crash point"])["redone calls"]
+    return table
+
+
+def danger_summary(table) -> dict:
+    """What the danger-window table shows, in the words that hold in every sweep: the point right
+    after the report (the main thread's) is a duplicate without the key, and nothing is one with
+    it. (Whether the kill inside LangGraph's commit of the node's writes also duplicates depends on
+    whether the step's checkpoint, written by another thread, got there first.)"""
+    after_report = table.xs("submit.after#1", level="crash point")
+    return {"right after the report, key off: duplicate":
+            bool((after_report["key off"] == "duplicate").all()),
+            "every point, key on: correct": bool((table["key on"] == "correct").all())}
+
+
+# --- resume styles -------------------------------------------------------------------------------
+
+def resume_styles(progress=None) -> dict[str, SweepResult]:
+    """The documented resume and the mistakes, at `RESUME_POINTS`, no key."""
+    return framework_sweeps(RESUMES, points=RESUME_POINTS, progress=progress)
+
+
+def resume_table(results: dict[str, SweepResult]):
+    import pandas as pd
+
+    rows = []
+    for name, res in results.items():
+        s = summarize(res.records)
+        rows.append({"resume": name, "crash points": s["crash_points"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
+                     "max redone calls": s["max_redone_model_calls"],
+                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
+                     "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
+                     "correct": s["correct_runs"]})
+    return pd.DataFrame(rows).set_index("resume")
+
+
+def resume_summary(results: dict[str, SweepResult]) -> dict:
+    """The resume styles' outcomes in the words that hold in every sweep."""
+    def s(name):
+        return summarize(results[name].records)
+
+    lg, dbos = "LangGraph: invoke(None) (documented)", "DBOS: start by workflow ID"
+    return {
+        "LangGraph documented: no lost report, no wrong state":
+            s(lg)["lost_points"] == 0 and s(lg)["wrong_memory"] == 0,
+        "LangGraph empty .next = done: loses reports":
+            s("LangGraph: empty .next = done")["lost_points"] > 0,
+        "LangGraph invoke(input) again: wrong state":
+            s("LangGraph: invoke(input) again")["wrong_memory"] > 0,
+        "DBOS by workflow ID and by recovery alone: the same outcome at every point":
+            [r.verdict for r in results[dbos].records]
+            == [r.verdict for r in results["DBOS: recovery alone"].records],
+        "DBOS new workflow ID: more redone calls than one page":
+            s("DBOS: new workflow ID")["avg_redone_model_calls"] > 1,
+    }
+
+
+def plot_resume_styles(results: dict[str, SweepResult]):
+    """How many crash points each resume style got right, and what went wrong at the others."""
+    names = list(results)
+    fig, ax = new_figure(10, 0.5 * len(names) + 1.4)
+    order = ["correct", "duplicate", "lost", "wrong state", "rebuild fails", "tracker disagrees",
+             "not reached", "error"]
+    left = [0] * len(names)
+    for v in order:
+        counts = [sum(r.verdict == v for r in results[n].records) for n in names]
+        if not any(counts):
+            continue
+        color, hatch = STRIP_STYLE[v]
+        bars = ax.barh(range(len(names)), counts, left=left, color=color, hatch=hatch,
+                       edgecolor="white", label=v)
+        for b, c in zip(bars, counts):
+            if c:
+                ax.annotate(str(c), (b.get_x() + b.get_width() / 2, b.get_y() + b.get_height() / 2),
+                            ha="center", va="center", fontsize=7,
+                            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                                  "edgecolor": "none", "alpha": 0.85})
+        left = [a + c for a, c in zip(left, counts)]
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("crash points on pages 1-4 (points): after each model call, the report, "
+                  "and (LangGraph) each node's saved writes")
+    ax.set_title("The same crash, resumed three ways per framework (no idempotency key)",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+# --- async checkpoints, repeats and latency ------------------------------------------------------
+
+#: After the model call of every other page: enough to see the writer fall behind page by page.
+ASYNC_POINTS = "ask_model.after#[2468],ask_model.after#1[02]"
+
+
+def async_repeats(latencies=(0.0, 5.0), repeat: int = 2, progress=None) -> dict[float, SweepResult]:
+    """LangGraph's default mode at each latency of the world's calls, every point `repeat` times."""
+    named = {lat: SweepSettings("langgraph", "async", "documented", False, lat)
+             for lat in latencies}
+    got = framework_sweeps({str(k): s for k, s in named.items()}, points=ASYNC_POINTS, repeat=repeat,
+                     progress=progress)
+    return {lat: got[str(lat)] for lat in latencies}
+
+
+def async_table(results: dict[float, SweepResult]):
+    import pandas as pd
+
+    rows = []
+    for lat, res in results.items():
+        s = summarize(res.records)
+        v = varying_points(res.records)
+        rows.append({"latency per call (ms)": lat, "crash runs": s["crash_points"],
+                     "avg redone calls": round(s["avg_redone_model_calls"], 2),
+                     "max redone calls": s["max_redone_model_calls"],
+                     "points whose outcome varied": len(v),
+                     "of which the verdict": sum(x["verdict_varies"] for x in v)})
+    return pd.DataFrame(rows).set_index("latency per call (ms)")
+
+
+def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = None):
+    """Redone calls at each point, once per repeat, for each latency of the world's calls; with
+    `sync` (a sweep in sync mode), what sync mode paid at the same points, as a dashed line."""
+    fig, axes = new_figure(11, 3.4, ncols=len(results), sharey=True, squeeze=False)
+    reference = None
+    if sync is not None:
+        at = {r.point: r.redone_model_calls for r in sync.records}
+        points = {r.point for res in results.values() for r in res.records}
+        if points <= set(at):
+            reference = statistics.mean(at[p] for p in points)
+    markers = ["o", "x", "s", "^"]
+    for ax, (lat, res) in zip(axes[0], results.items()):
+        df = frame(res.records).sort_values("order")
+        names = list(dict.fromkeys(df["point"]))
+        for r, d in df.groupby("repeat"):
+            xs = [names.index(p) for p in d["point"]]
+            ax.scatter(xs, d["redone_model_calls"], marker=markers[r % 4], s=28,
+                       color=SERIES[r % len(SERIES)], label=f"sweep {r + 1}", alpha=0.85)
+        ax.set_xticks(range(len(names)), [f"p{n.rsplit('#', 1)[1]}" for n in names], fontsize=7)
+        ax.set_title(f"{lat:g} ms per call", fontsize=9)
+        ax.set_xlabel("crash point: right after the model call of page N (every other page)")
+        if reference is not None:
+            ax.axhline(reference, color=COLORS["grey"], linestyle="--", linewidth=1.2,
+                       label=f"sync mode, same points: {reference:g}")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0][0].set_ylabel("redone model calls (calls)")
+    fig.suptitle("LangGraph async (the default): the same point, swept twice", fontsize=10)
+    return fig
+
+
+# --- timing --------------------------------------------------------------------------------------
+
+def plot_timing(cmp: FrameworkComparison):
+    """Per crash point, the wall time of the killed process plus its resume; per design, the
+    median time of one durable write in a clean run."""
+    df = comparison_table(cmp).reset_index()
+    designs = list(dict.fromkeys(df["design"]))
+    pairs = {n: [r.pair_s * 1000 for r in recs] for n, (recs, _) in cmp.lab.items()}
+    pairs.update({n: [(r.crash_s + r.resume_s) * 1000 for r in res.records
+                      if r.resume_s is not None] for n, res in cmp.frameworks.items()})
+    writes = df.groupby("design", sort=False)["write µs"].first().reindex(designs)
+    fig, (ax, bx) = new_figure(11, 0.5 * len(designs) + 1.6, ncols=2, sharey=True)
+    ax.boxplot([pairs[d] for d in designs], vert=False, positions=range(len(designs)),
+               widths=0.5, patch_artist=True,
+               boxprops={"facecolor": COLORS["sky"]}, medianprops={"color": COLORS["black"]})
+    for i, d in enumerate(designs):
+        ax.annotate(f"{statistics.median(pairs[d]):.0f} ms", (statistics.median(pairs[d]), i),
+                    xytext=(0, 9), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_yticks(range(len(designs)), designs)
+    ax.invert_yaxis()
+    ax.set_xlabel("killed process + resume, wall time per crash point (ms)")
+    ax.set_title("One crash+resume pair", fontsize=10)
+    bx.barh(range(len(designs)), writes.fillna(0), color=COLORS["green"], hatch="..",
+            edgecolor="white")
+    for i, w in enumerate(writes):
+        bx.annotate("no durable write" if w != w else f"{w:.0f} µs", (0 if w != w else w, i),
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    bx.set_xscale("symlog", linthresh=100)
+    bx.set_xlabel("one durable write, median in a clean run (µs, log scale)")
+    bx.set_title("One checkpoint write", fontsize=10)
+    fig.suptitle(f"What the sweep costs in time on this machine ({default_workers()} crash runs "
+                 "in parallel)", fontsize=10)
+    return fig
+
+
+# --- the panel -----------------------------------------------------------------------------------
+
+POINT_CHOICES = [("user points + first four committed writes of each kind",
+                  COMPARE_POINTS["langgraph"]),
+                 ("user points + every committed write", POINTS),
+                 ("user points only", "user"), ("framework writes only", "framework"),
+                 ("every point, inside writes too", "all")]
+
+
+def _frame_for(res: SweepResult):
+    df = frame(res.records)
+    return df.sort_values(["repeat", "order"])
+
+
+def plot_sweep(res: SweepResult):
+    """The panel's figure: redone calls per crash point (bars coloured by outcome)."""
+    df = _frame_for(res)
+    first = df[df["repeat"] == 0]
+    fig, ax = new_figure(10, 3.6)
+    xs = range(len(first))
+    for x, (_, r) in zip(xs, first.iterrows()):
+        color, hatch = STRIP_STYLE[r["verdict"]]
+        h = r["redone_model_calls"] if r["redone_model_calls"] == r["redone_model_calls"] else 0
+        ax.bar(x, max(h, 0.05), color=color, hatch=hatch, edgecolor="white", linewidth=0.4)
+    ticks = [i for i, p in enumerate(first["point"]) if p.startswith("ask_model.after")]
+    ax.set_xticks(ticks, [f"p{first['page'].iloc[i]}" for i in ticks], fontsize=7)
+    ax.set_xlabel("crash point, in the clean run's order (tick: the model call of page N)")
+    ax.set_ylabel("redone model calls (calls)")
+    ax.set_title(res.settings.label(), fontsize=10)
+    handles = [Patch(facecolor=STRIP_STYLE[v][0], hatch=STRIP_STYLE[v][1], label=v)
+               for v in STRIP_ORDER if v in set(first["verdict"])]
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    ax.set_ylim(0, max(1.0, float(first["redone_model_calls"].max())) * 1.3)
+    return fig
+
+
+def sweep_summary(res: SweepResult):
+    import pandas as pd
+
+    rows = []
+    for kind in ("user", "framework"):
+        recs = [r for r in res.records if r.kind == kind]
+        if recs:
+            rows.append({"kind": kind, **summarize(recs), **sweep_timing(recs, res.clean)})
+    df = pd.DataFrame(rows).set_index("kind")
+    df["varying points"] = len(varying_points(res.records))
+    return df
+
+
+class FrameworkPanel(Panel):
+    """Choose framework, mode, resume style, key, latency, points and repeats; Run sweeps it."""
+
+    CHOICES = ["langgraph", "dbos", "lab", "fake"]
+    run_label = "Run sweep"
+    running = "Running: every crash point is a real process killed and resumed..."
+
+    def __init__(self, default: SweepSettings = FRAMEWORKS["LangGraph async (default)"]):
+        self.default = default
+        self.inspect = W.Dropdown(description="crash point", layout=W.Layout(width="420px"))
+        self.point_info = W.HTML()
+        self.sweep: SweepResult | None = None
+        super().__init__()
+        self.progress.description = "sweep"
+        for name in ("framework", "mode", "resume", "key", "latency", "points", "repeat"):
+            setattr(self, name, self.controls[name])
+        self.inspect.observe(lambda _: self._show_point(), names="value")
+
+    def make_controls(self) -> dict:
+        d = self.default
+        controls = {
+            "framework": W.ToggleButtons(options=self.CHOICES, value=d.framework,
+                                         description="framework"),
+            "mode": W.ToggleButtons(description="mode"),
+            "resume": W.Dropdown(description="resume"),
+            "key": W.ToggleButtons(options=[("on", True), ("off", False)],
+                                   value=d.idempotency_key, description="key"),
+            "latency": W.SelectionSlider(options=[0, 1, 2, 5, 10, 20], value=0,
+                                         description="latency ms", continuous_update=False),
+            "points": W.Dropdown(options=POINT_CHOICES, value=POINT_CHOICES[0][1],
+                                 description="points", layout=W.Layout(width="520px")),
+            "repeat": W.IntSlider(value=1, min=1, max=3, description="repeat",
+                                  continuous_update=False),
+        }
+        self._sync_choices(controls, d.mode, d.resume)
+        return controls
+
+    @staticmethod
+    def _sync_choices(controls: dict, mode: str | None = None, resume: str | None = None) -> None:
+        """The modes and resume styles of the chosen framework's adapter (its first of each, or
+        the ones named)."""
+        cls = adapter_class(controls["framework"].value)
+        controls["mode"].options = list(cls.modes)
+        controls["mode"].value = mode or cls.modes[0]
+        controls["resume"].options = list(cls.resume_styles)
+        controls["resume"].value = resume or cls.resume_styles[0]
+
+    def changed(self, name: str) -> None:
+        if name == "framework":
+            with self.quiet():
+                self._sync_choices(self.controls)
+        super().changed(name)
+
+    def restore(self, name: str, value) -> None:
+        super().restore(name, value)
+        if name == "framework":      # its modes and resume styles, before theirs are restored
+            self._sync_choices(self.controls)
+
+    def execute(self, settings: dict) -> Result:
+        chosen = SweepSettings(settings["framework"], settings["mode"], settings["resume"],
+                               settings["key"], float(settings["latency"]))
+        (res,) = framework_sweeps({"panel": chosen}, points=settings["points"],
+                            repeat=settings["repeat"], progress=self.tick).values()
+        self.sweep = res
+        first = sorted((r for r in res.records if r.repeat == 0), key=lambda r: r.order)
+        with self.quiet():
+            self.inspect.options = [(f"{r.point} (page {r.page}): {r.verdict}", r.point)
+                                    for r in first]
+        s = summarize(res.records)
+        return Result(f"{s['crash_points']} crash runs: {s['correct_runs']} correct, "
+                      f"{s['duplicate_points']} with a duplicate, {s['lost_points']} with a lost "
+                      f"report, {s['wrong_memory']} with a wrong state, {s['not_reached']} not "
+                      f"reached, {s['errors']} errors",
+                      figures=[plot_sweep(res)], tables=[sweep_summary(res)], data=res)
+
+    def footer(self) -> list:
+        return [self.inspect, self.point_info]
+
+    def _show_point(self) -> None:
+        if self.sweep is None or self.inspect.value is None:
+            self.point_info.value = ""
+            return
+        runs = [r for r in self.sweep.records if r.point == self.inspect.value]
+        rows = "".join(
+            f"<tr><td>sweep {r.repeat + 1}</td><td><b>{html.escape(r.verdict)}</b></td>"
+            f"<td>redone {r.redone_model_calls}</td><td>tracker {r.tracker_pages}</td>"
+            f"<td>memory {html.escape(str(r.final_state))}</td>"
+            f"<td>disk {html.escape(str(r.disk_state))}</td>"
+            f"<td>{html.escape(r.error or '')}</td></tr>" for r in runs)
+        self.point_info.value = f"<table>{rows}</table>"
+
+    def reset(self) -> None:
+        super().reset()
+        self.sweep = None
+        self.inspect.options = []
+        self.point_info.value = ""
+
+
+def panel() -> FrameworkPanel:
+    return FrameworkPanel()
+
+
+# --- exercises -----------------------------------------------------------------------------------
+
+#: The points of exercise 10.1: LangGraph in sync mode, documented resume, no key (section 3's).
+def _sync_user_records():
+    (res,) = framework_sweeps({"sync": FRAMEWORKS["LangGraph sync"]}, points=COMPARE_POINTS).values()
+    return [r for r in res.records if r.kind == "user"]
+
+
+@exercise("10.1", "LangGraph in 'sync' mode, resumed the documented way, no idempotency key: at how "
+          "many crash points in the agent's own code (right after a model call, a visit or a "
+          "report) is a report filed twice? Predict a number.",
+          "3: the three points right after a report is filed (submit.after#1, #2, #3). The "
+          "submit node's results are not saved yet, so the resume runs the node again. After a "
+          "model call or a visit the node that runs again files nothing. With the key on, 0.")
+def _ex_10_1(answer):
+    records = _sync_user_records()
+    dup = sorted((r for r in records if r.duplicate_reports), key=lambda r: r.order)
+    c = assess(answer, len(dup), what="points with a duplicate report")
+    return c.reply(f" Measured at {len(records)} points of the agent's code; the duplicates: "
+                   f"{', '.join(r.point for r in dup) or 'none'}.",
+                   hint=" Where is the report filed, and when are the node's results saved?")
+
+
+#: Exercise 10.2's kill: right after the visit node of page 1 has its writes saved.
+NEXT_EMPTY_POINT = "framework.put_writes.visit.committed#1"
+
+
+@exercise("10.2", "A LangGraph process is killed right after the visit node of page 1 has its writes "
+          "saved, before the step's checkpoint. The next process calls get_state() and, seeing "
+          "an empty .next, believes the run finished. How many bug reports are missing from the "
+          "tracker? Predict a number.",
+          "3: all of them (pages 3, 7 and 10). .next lists only tasks without saved writes, so it "
+          "is empty between a node's saved writes and the next checkpoint; the resume returns at "
+          "once. The documented invoke(None, config) would have carried on.")
+def _ex_10_2(answer):
+    probe = framework_sweeps({"probe": RESUMES["LangGraph: empty .next = done"]},
+                       points=RESUME_POINTS["langgraph"])["probe"]
+    (rec,) = [r for r in probe.records if r.point == NEXT_EMPTY_POINT]
+    c = assess(answer, rec.lost_reports, what="reports missing")
+    return c.reply(f" Measured at {NEXT_EMPTY_POINT}: the tracker holds pages "
+                   f"{rec.tracker_pages}.", hint=" What does .next contain when a node's writes "
+                   "are saved but no new checkpoint is?")
+
+
+#: Exercise 10.3, the transfer: LangGraph's `exit` mode with the key on (the lesson shows `exit`
+#: without the key only), killed right after page 7's report.
+EXIT_WITH_KEY = SweepSettings("langgraph", "exit", "documented", True)
+EXIT_POINT = "submit.after#2"
+
+
+@exercise("10.3", "Transfer: LangGraph with durability='exit' and the idempotency key on, killed "
+          "right after page 7's report (submit.after#2). How many model calls does the resume pay "
+          "again? Predict a number.",
+          "7. In exit mode nothing is saved until the graph exits, so the resume starts from page "
+          "1 and asks the model again about pages 1 to 7: 7 calls paid twice. The key only "
+          "protects the tracker: the reports of pages 3 and 7 are filed again and ignored, so "
+          "no duplicate. A key saves correctness, never money.")
+def _ex_10_3(answer):
+    (res,) = framework_sweeps({"exit+key": EXIT_WITH_KEY}, points=EXIT_POINT).values()
+    (rec,) = res.records
+    c = assess(answer, rec.redone_model_calls, what="model calls paid again")
+    return c.reply(f" Measured just now at {EXIT_POINT}: {rec.duplicate_reports} duplicate "
+                   f"report(s), verdict {rec.verdict}.",
+                   hint=" What has the checkpointer saved when the kill comes?")
+
+
+# --- common wrong statements, each answered by the sweeps of this kernel --------------------------
+
+@statement("Q10.1", "A durable-execution framework such as LangGraph or DBOS makes each bug report "
+           "happen exactly once, even after a kill -9.",
+           "False. Each framework saves its own state: a node's or step's results once it has "
+           "returned. A report filed by a node that was killed before its results were saved is "
+           "filed again on resume: at least once. Only an idempotency key the tracker honours "
+           "makes it effectively once.")
+def _q10_1():
+    got = framework_sweeps({n: FRAMEWORKS[n] for n in ("LangGraph sync", "DBOS (workflow ID)")},
+                     points=COMPARE_POINTS)
+    said = []
+    for name, res in got.items():
+        user = [r for r in res.records if r.kind == "user"]
+        said.append(f"{name} filed a report twice at {sum(bool(r.duplicate_reports) for r in user)} "
+                    f"of {len(user)} points of the agent's code")
+    dups = sum(bool(r.duplicate_reports) for res in got.values() for r in res.records)
+    return Measured(dups == 0, "Measured just now (section 3's sweeps, documented resume, no "
+                    "key): " + "; ".join(said) + ".")
+
+
+@statement("Q10.2", "Once DBOS has written a step's output to its database, the step counts as done, "
+           "even if the process dies before that write is committed.",
+           "False. Rows written but not committed are rolled back when the process dies (SQLite's "
+           "atomic commit): the recovered workflow finds no output for the step and runs it "
+           "again. Without a key, the report is filed twice.")
+def _q10_2():
+    point = "framework.step_output.submit.uncommitted#1"
+    (res,) = framework_sweeps({"DBOS (workflow ID)": FRAMEWORKS["DBOS (workflow ID)"]},
+                        points=",".join(WINDOW["dbos"])).values()
+    (rec,) = [r for r in res.records if r.point == point]
+    return Measured(not rec.duplicate_reports,
+                    f"Measured just now: a kill at {point} (page 3's report filed, its step output "
+                    f"written, not committed), no key: {rec.duplicate_reports} duplicate report(s), "
+                    f"{rec.redone_model_calls} redone model call(s), verdict {rec.verdict}.")
+
+
+@statement("Q10.3", "Resuming a LangGraph thread by invoking the graph again with the original input "
+           "is harmless: the checkpointer skips the steps already done.",
+           "False. invoke(input, config) on a thread with a checkpoint starts a new run from "
+           "START: page goes back to 1 and the reducers add the new run's tokens and findings to "
+           "the saved ones. Every page is paid again and the memory is wrong, which no key can "
+           "fix. The documented resume is invoke(None, config).")
+def _q10_3():
+    got = framework_sweeps({n: RESUMES[n] for n in ("LangGraph: invoke(input) again",
+                                              "LangGraph: invoke(None) (documented)")},
+                     points=RESUME_POINTS)
+    again = summarize(got["LangGraph: invoke(input) again"].records)
+    doc = summarize(got["LangGraph: invoke(None) (documented)"].records)
+    return Measured(again["wrong_memory"] == 0 and again["max_redone_model_calls"] <= 1,
+                    f"Measured just now (section 5's sweeps): re-invoked with the input, the "
+                    f"resumed memory was wrong at {again['wrong_memory']} of "
+                    f"{again['crash_points']} crash points and up to "
+                    f"{again['max_redone_model_calls']} model calls were paid again; resumed the "
+                    f"documented way, wrong at {doc['wrong_memory']} of {doc['crash_points']}, at "
+                    f"most {doc['max_redone_model_calls']} call paid again.")
+
+
+LESSON = Lesson(
+    number=10,
+    notebook="10_frameworks",
+    title="Frameworks under the same kill -9 sweep: LangGraph, DBOS, and yours",
+    short_title="frameworks",
+    question="What does a kill cost on LangGraph, on DBOS, on yours?",
+    teaches="the same sweep on LangGraph (SQLite checkpointer) and DBOS (SQLite), and an "
+            "adapter to sweep your own stack",
+    objectives=(
+        "say what a kill at every crash point of the same agent costs on LangGraph (each "
+        "durability mode) and on DBOS, measured beside the lab's log and snapshot stores;",
+        "say where each framework's promise ends: it checkpoints its own state, not your side "
+        "effects, so the danger window (危险窗口) between a report and its checkpoint is still "
+        "yours;",
+        "resume each framework the documented way, and recognise two resumes that look right "
+        "and are not;",
+        "sweep your own stack with an adapter.",
+    ),
+    minutes=40,
+    runs="the cells run real processes for about a minute",
+    prerequisites="Lessons 2 to 4 (granularity, redone calls, the danger window and the "
+                  "idempotency key (幂等键)). No LangGraph or DBOS experience is needed: both "
+                  "agents are shown below. Terms, in English and Chinese: the "
+                  "[glossary](glossary.md).",
+    panel=panel,
+    exercises=defined_in(__name__),
+)
+

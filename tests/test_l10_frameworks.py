@@ -1,0 +1,75 @@
+"""Lesson 10's lab layer: the predict-then-run exercises and the common wrong statements, each
+judged by real LangGraph and DBOS processes killed by SIGKILL (sweeps cached per process, as in a
+kernel)."""
+
+import re
+
+import pytest
+
+from bughunt.lab.lessons import l10_frameworks as fw
+from bughunt.lab.judges import EXERCISES, judge
+from bughunt.lab.views import show_source
+
+
+def test_exercise_10_1_counts_the_duplicates_right_after_each_report():
+    assert judge("10.1", 3) and not judge("10.1", 0) and not judge("10.1", 27)
+    assert not judge("10.1", "3")
+    right, feedback = EXERCISES["10.1"].judge(3)
+    assert "submit.after#1, submit.after#2, submit.after#3" in feedback
+    assert "27 points of the agent's code" in feedback
+
+
+def test_exercise_10_2_an_empty_next_taken_for_done_loses_every_report():
+    assert judge("10.2", 3) and not judge("10.2", 0) and not judge("10.2", 1)
+    right, feedback = EXERCISES["10.2"].judge(3)
+    assert fw.NEXT_EMPTY_POINT in feedback and "the tracker holds pages []" in feedback
+
+
+def test_transfer_10_3_is_a_design_the_lesson_does_not_run_and_the_key_saves_no_call():
+    assert fw.EXIT_WITH_KEY not in fw.FRAMEWORKS.values()
+    assert fw.EXIT_WITH_KEY not in fw.RESUMES.values()
+    assert judge("10.3", 7) and not judge("10.3", 0) and not judge("10.3", 1)
+    right, feedback = EXERCISES["10.3"].judge(7)
+    assert "0 duplicate report(s), verdict correct" in feedback
+
+
+QUIZ_10 = {"Q10.1": False, "Q10.2": False, "Q10.3": False}
+
+
+@pytest.mark.parametrize("id", sorted(QUIZ_10))
+def test_quiz_10_is_judged_by_the_sweeps_and_explained_with_them(id):
+    truth = QUIZ_10[id]
+    right, feedback = EXERCISES[id].judge(truth)
+    assert right, feedback
+    assert f"The statement is {'true' if truth else 'false'}." in feedback
+    assert "Measured just now" in feedback and re.search(r"\d", feedback)
+    assert not EXERCISES[id].judge(not truth)[0] and not EXERCISES[id].judge("False")[0]
+
+
+def test_q10_1_names_the_duplicates_of_both_frameworks():
+    feedback = EXERCISES["Q10.1"].judge(False)[1]
+    assert "LangGraph sync filed a report twice at 3 of 27" in feedback
+    assert "DBOS (workflow ID) filed a report twice at 3 of 27" in feedback
+
+
+def test_q10_2_a_kill_before_the_commit_files_the_report_again():
+    feedback = EXERCISES["Q10.2"].judge(False)[1]
+    assert "framework.step_output.submit.uncommitted#1" in feedback
+    assert "1 duplicate report(s)" in feedback and "verdict duplicate" in feedback
+
+
+def test_the_code_shown_in_lesson_10_is_the_packages_own_and_holds_no_test_switch():
+    from bughunt.frameworks import dbos_agent, fake, langgraph_agent
+    for obj in (langgraph_agent.build_graph, dbos_agent.submit, dbos_agent.bughunt,
+                langgraph_agent.resume_documented, langgraph_agent.resume_next_empty_is_done,
+                fake.FakeFramework):
+        shown = show_source(obj)
+        assert re.search(rf"^(def|class) {obj.__name__}\b", shown.code, re.M)
+    assert "invoke(None" in show_source(langgraph_agent.resume_documented).code
+
+
+def test_q10_3_reinvoking_with_the_input_leaves_a_wrong_memory_the_documented_resume_does_not():
+    feedback = EXERCISES["Q10.3"].judge(False)[1]
+    assert re.search(r"re-invoked with the input, the resumed memory was wrong at [1-9]\d* of",
+                     feedback)
+    assert re.search(r"resumed the documented way, wrong at 0 of \d+, at most 1 call", feedback)
