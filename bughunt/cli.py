@@ -226,7 +226,7 @@ def cmd_sweep(parser, args) -> int:
                 if args.work_dir is not None:
                     with work_dir(args.work_dir):       # refuses a file or a full folder here
                         pass
-                records, problem, printed = commands.sweep(
+                records, problem, printed = commands.sweep_store(
                     config, points=points, workers=args.workers, base_dir=args.work_dir,
                     model=model, progress=update)
                 commands.say(f"{PROG} sweep", config.store, problem, printed)
@@ -363,7 +363,7 @@ def _main(argv: list[str] | None) -> int:
         if store is not None:          # a learner's store runs behind the boundary
             from .boundary import commands
 
-            return commands.run(argv[1:], *store)
+            return commands.run_store(argv[1:], *store)
         return worker.main(argv[1:], prog=f"{PROG} run")
     if argv[:1] == ["doctor"]:
         from . import doctor

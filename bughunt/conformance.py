@@ -426,7 +426,7 @@ def _learner(config: RunConfig, as_json: bool) -> int:
     from .boundary import commands
 
     prog = "bughunt.conformance"
-    report, problem, printed = commands.conformance(prog, config, pages=SUITE_PAGES)
+    report, problem, printed = commands.conform_store(prog, config, pages=SUITE_PAGES)
     if as_json:
         json.dump({config.store: {**(report or {}), "problem": (
             {"kind": problem.kind, "message": problem.message} if problem else None),

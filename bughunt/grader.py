@@ -276,11 +276,11 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
     with Boundary(spec if store_dir else None,
                   limits=Limits(operation_s=operation_timeout)) as b:
         args = {"spec": spec, "config": config.to_json(), "pages": pages}
-        conformed = b.call("bughunt.grader:_conform_job", args, timeout=conform_timeout)
+        conformed = b.call("bughunt.grader:_graded_suite_job", args, timeout=conform_timeout)
         problems = [p for p in [problem_of(conformed, b.tidy)] if p]
         swept = None
         if sweep and not problems:
-            swept = b.call("bughunt.boundary.jobs:sweep",
+            swept = b.call("bughunt.boundary.jobs:sweep_job",
                            {"spec": spec, "config": config.to_json(), "workers": workers or 0,
                             "run_timeout": run_timeout}, timeout=sweep_timeout)
             problems += [p for p in [problem_of(swept, b.tidy)] if p]
@@ -355,7 +355,7 @@ def _marking_mid(cls):
     return Marked
 
 
-def _conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
+def _graded_suite_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     """The conformance suite on the store (`bughunt.boundary.jobs.conform`), then one more run
     of it journaled, to say what a commit does on disk."""
     import tempfile
@@ -364,7 +364,7 @@ def _conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     from .conformance import ConformanceReport, record
     from .stores import store_class
 
-    result = jobs.conform(ctx, spec=spec, config=config, pages=pages)
+    result = jobs.conform_job(ctx, spec=spec, config=config, pages=pages)
     run_config = RunConfig.from_json(config)
     child.set_state("while the grader journals one run's commits")
     with tempfile.TemporaryDirectory(prefix="bughunt-profile-") as tmp:

@@ -141,7 +141,7 @@ ROWS = {
     "FlipsTheFence": (method("commit", "from bughunt.boundary import fence, child",
                              "fence._INSTALLED.clear()",
                              "child._LOADED.clear()",
-                             "fence.Refused = Exception",
+                             "fence.FenceRefused = Exception",
                              "os.path.realpath = lambda p, **k: str(self.path.parent)",
                              "import posixpath; posixpath.realpath = os.path.realpath",
                              f"open({OUT}, 'w').write('x')"), "refused", "to write", 9, {}),
@@ -269,7 +269,7 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
     assert "Traceback" not in said and str(stores) not in words_only, said
     assert str(sealed["tmp"]) not in said and str(sealed["ram"]) not in said, said
     if kind == "refused":
-        assert g.verdict.startswith("Refused: the store tried to"), g.verdict
+        assert g.verdict.startswith("FenceRefused: the store tried to"), g.verdict
         assert "Passes" not in said
 
 
@@ -368,7 +368,7 @@ def test_the_fence_refuses_the_store_and_lets_the_labs_own_code_through(sealed, 
             try:
                 attempt()
                 results.append("allowed")
-            except fence.Refused:
+            except fence.FenceRefused:
                 results.append("refused")
         subprocess.run(["true"])            # the lab's own code
         results.append("lab allowed")
@@ -435,7 +435,7 @@ def test_a_sweep_whose_store_hangs_is_stopped_at_the_runs_timeout_with_its_crash
     from bughunt.boundary import commands
     from bughunt.config import RunConfig
     config = RunConfig(store=f"{stores / 'bad.py'}:Spins", pages=2)
-    records, said, _printed = commands.sweep(config, run_timeout=2.0)
+    records, said, _printed = commands.sweep_store(config, run_timeout=2.0)
     assert records == [] and said.kind == "timeout"
     assert "did not finish within 2 s" in said.message and "after p1." in said.message
 

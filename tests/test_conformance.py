@@ -135,7 +135,7 @@ def test_a_learners_naive_store_is_graded_rule_by_rule(naive_file):
     module = {}
     exec(compile(NAIVE, str(naive_file), "exec"), module)     # the test's own look at it
     assert isinstance(module["NaiveStore"](naive_file.parent, RunConfig(), None), CheckpointStore)
-    report, problem, printed = commands.conformance(
+    report, problem, printed = commands.conform_store(
         "test", RunConfig(store=f"{naive_file}:NaiveStore"), pages=5)
     assert problem is None and not printed
     broken = [v["rule"] for v in report["violations"]]

@@ -5,7 +5,7 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
 (which grades through the grader). The store never runs in the caller's process:
 
     with Boundary("/abs/my_store.py:MyStore") as b:
-        ended = b.call("bughunt.boundary.jobs:conform", {...}, timeout=30)
+        ended = b.call("bughunt.boundary.jobs:conform_job", {...}, timeout=30)
 
 - **A child process the lab controls.** `python -m bughunt.boundary` (`child.py`), started by a small
   supervisor (`supervisor.py`) in a session of its own, in a process group of its own.
@@ -334,8 +334,8 @@ def _loading(where: str | None) -> bool:
 
 def _job_words(job: str) -> str:
     name = job.rpartition(":")[2].strip("_")
-    return {"conform": "conformance suite", "conform_job": "conformance suite",
-            "sweep": "sweep", "run": "run"}.get(name, f"job {name}")
+    return {"conform_job": "conformance suite", "graded_suite_job": "conformance suite",
+            "sweep_job": "sweep", "worker_job": "run"}.get(name, f"job {name}")
 
 
 def _from_record(record: dict, ended: Ended, tidy) -> Problem:

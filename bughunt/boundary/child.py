@@ -17,7 +17,7 @@ Two things here are used in every fenced process, the sweep's workers too:
   `open_for_append`, `commit`, `close`) is bracketed for the fence (confined to that store's run
   directory), announced on the channel when there is one (so that a hang is named), and checked
   on the way out: what it returned against what the contract says it returns, and an end of the
-  process (sys.exit, MemoryError, another BaseException) turned into a `fence.Stopped` that names
+  process (sys.exit, MemoryError, another BaseException) turned into a `fence.StoreStopped` that names
   it, so that no `except Exception` on the lab's side mistakes it for a rule broken.
 """
 
@@ -77,7 +77,7 @@ _PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1]) + os.sep   # bu
 
 def load_store(spec: str):
     """The class `spec` (`/abs/path/file.py:ClassName`) names, imported inside the fence, wrapped
-    in the guard. Raises `StoreSpecError` naming the file, the line or the class; `fence.Stopped`
+    in the guard. Raises `StoreSpecError` naming the file, the line or the class; `fence.StoreStopped`
     when the import ended the process or was refused."""
     from ..stores import StoreSpecError
 
@@ -103,11 +103,11 @@ def load_store(spec: str):
     sys.modules[module_name] = module
     label = f"importing {path.name}"
     try:
-        _call(fence, fence.default_dir, label, lambda: loader.loader.exec_module(module))
+        _call_store(fence, fence.default_dir, label, lambda: loader.loader.exec_module(module))
     except SyntaxError as e:
         del sys.modules[module_name]
         raise StoreSpecError(f"--store {spec}: {path.name}:{e.lineno}: {e.msg}") from None
-    except _fence.Stopped:
+    except _fence.StoreStopped:
         sys.modules.pop(module_name, None)
         raise
     except Exception as e:          # a learner's module may raise anything while importing
@@ -135,16 +135,16 @@ def _guarded(module, spec: str, name: str):
 
 # --- the guard --------------------------------------------------------------------------------------
 
-def _call(fence, directory, label: str, fn):
+def _call_store(fence, directory, label: str, fn):
     """Run `fn` (the store's code) bracketed: confined to `directory`, announced, and an end of
-    the process or a MemoryError turned into `fence.Stopped`."""
+    the process or a MemoryError turned into `fence.StoreStopped`."""
     at = _STATE[0] if _STATE else ""
     where = label
     depth = fence.enter(directory, label, at)
     status({"begin": label, "at": at})
     try:
         return fn()
-    except _fence.Stopped:
+    except _fence.StoreStopped:
         raise
     except MemoryError as e:
         raise _stopped(fence, "memory", f"ran out of memory (MemoryError{_memory_limit()})",
@@ -186,13 +186,13 @@ def _stopped(fence, how: str, what: str, where: str, directory, e: BaseException
               "at": _STATE[0] if _STATE else "", "dir": str(directory),
               "line": learner_line(e.__traceback__)}
     fence.log(record)
-    return _fence.Stopped({**record, "sentence": f"the store {what}, in {where}"})
+    return _fence.StoreStopped({**record, "sentence": f"the store {what}, in {where}"})
 
 
 def _broken(fence, where: str, what: str, directory):
     record = {"kind": "returns", "what": what, "where": where, "dir": str(directory), "line": ""}
     fence.log(record)
-    return _fence.Stopped({**record, "sentence": what})
+    return _fence.StoreStopped({**record, "sentence": what})
 
 
 def _shown(value) -> str:
@@ -259,18 +259,18 @@ def guard(cls):
 
         def __init__(self, run_dir, config, door):
             self._dir = Path(run_dir)
-            self.inner = _call(fence, self._dir, f"{label}.__init__",
+            self.inner = _call_store(fence, self._dir, f"{label}.__init__",
                                lambda: cls(run_dir, config, door))
 
         def load(self):
-            got = _call(fence, self._dir, f"{label}.load", self.inner.load)
+            got = _call_store(fence, self._dir, f"{label}.load", self.inner.load)
             wrong = check_recovered(label, got)
             if wrong:
                 raise _broken(fence, f"{label}.load", wrong, self._dir)
             return got
 
         def open_for_append(self):
-            got = _call(fence, self._dir, f"{label}.open_for_append", self.inner.open_for_append)
+            got = _call_store(fence, self._dir, f"{label}.open_for_append", self.inner.open_for_append)
             wrong = check_repairs(label, got)
             if wrong:
                 raise _broken(fence, f"{label}.open_for_append", wrong, self._dir)
@@ -280,14 +280,14 @@ def guard(cls):
             detail = (f" (event {event.get('seq')}: {event.get('t')}, page {event.get('page')})"
                       if isinstance(event, dict) else "")
             where = f"{label}.commit{detail}"
-            got = _call(fence, self._dir, where,
+            got = _call_store(fence, self._dir, where,
                         lambda: self.inner.commit(state, event, mid=mid))
             if got is not None:
                 raise _broken(fence, where, f"{label}.commit() returned {_shown(got)}; the "
                                             "contract says it returns None", self._dir)
 
         def close(self):
-            got = _call(fence, self._dir, f"{label}.close", self.inner.close)
+            got = _call_store(fence, self._dir, f"{label}.close", self.inner.close)
             if got is not None:
                 raise _broken(fence, f"{label}.close", f"{label}.close() returned "
                                                        f"{_shown(got)}; the contract says it "
@@ -328,12 +328,12 @@ class Context:
         return out
 
 
-def _entry(name: str):
+def _job_entry(name: str):
     module, _, function = name.partition(":")
     return getattr(importlib.import_module(module), function)
 
 
-def describe(e: BaseException) -> dict:
+def describe_failure(e: BaseException) -> dict:
     """A job's exception as the lab reports it: type, words, the store's line, where."""
     from ..stores import StoreSpecError
 
@@ -362,14 +362,14 @@ def main(argv: list[str]) -> int:
                 if request is None:
                     break
                 try:
-                    result = _entry(request["job"])(context, **request.get("args", {}))
+                    result = _job_entry(request["job"])(context, **request.get("args", {}))
                     channel.send({"t": "result", "result": result})
-                except _fence.Stopped as e:
+                except _fence.StoreStopped as e:
                     channel.send({"t": "stopped", "record": e.record})
                 except Interrupted:
                     raise
                 except BaseException as e:       # noqa: the job's own failure is its answer
-                    channel.send({"t": "raised", **describe(e)})
+                    channel.send({"t": "raised", **describe_failure(e)})
                 finally:
                     set_state(None)
     except Interrupted as e:

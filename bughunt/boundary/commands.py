@@ -41,12 +41,12 @@ def code_of(p: Problem, *, refused_kinds=("spec", "load")) -> int:
     return EXIT_REFUSED if p.kind in refused_kinds or p.loading else EXIT_PROBLEM
 
 
-def conformance(prog: str, config, *, pages: int) -> tuple[dict | None, Problem | None, Printed]:
+def conform_store(prog: str, config, *, pages: int) -> tuple[dict | None, Problem | None, Printed]:
     """The conformance suite on a learner's store: (the report as JSON, or None; the problem;
     what the store printed)."""
     spec = absolute(config.store)
     with Boundary(spec) as b:
-        ended = b.call("bughunt.boundary.jobs:conform",
+        ended = b.call("bughunt.boundary.jobs:conform_job",
                        {"spec": spec, "config": config.replace(store=spec).to_json(),
                         "pages": pages}, timeout=CONFORM_TIMEOUT_S)
         p = problem(ended, b.tidy)
@@ -66,7 +66,7 @@ def _tidied(value, tidy):
     return value
 
 
-def sweep(config, *, points=None, workers=None, base_dir=None, model=None, progress=None,
+def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None, progress=None,
           run_timeout: float = 10.0) -> tuple[list, Problem | None, Printed]:
     """A real-SIGKILL sweep with a learner's store: (the records, the problem, what it printed).
     A store that cannot start on an empty run directory is a problem with `loading` set: it is
@@ -84,7 +84,7 @@ def sweep(config, *, points=None, workers=None, base_dir=None, model=None, progr
             progress(*message["progress"])
 
     with Boundary(spec, writable=writable) as b:
-        ended = b.call("bughunt.boundary.jobs:sweep",
+        ended = b.call("bughunt.boundary.jobs:sweep_job",
                        {"spec": spec, "config": config.replace(store=spec).to_json(),
                         "points": points, "workers": workers or 0, "run_timeout": run_timeout,
                         "base_dir": str(base_dir) if base_dir is not None else None,
@@ -100,7 +100,7 @@ def sweep(config, *, points=None, workers=None, base_dir=None, model=None, progr
         return records, p, ended.printed
 
 
-def run(argv: list[str], config, run_dir: Path) -> int:
+def run_store(argv: list[str], config, run_dir: Path) -> int:
     """`python -m bughunt run ARGV` with a learner's store: the worker runs behind the boundary,
     its stdout and stderr streamed to this process's (a learner's prints go to stderr when the
     report is JSON), its exit code returned; a planned SIGKILL at a crash point kills this
@@ -116,7 +116,7 @@ def run(argv: list[str], config, run_dir: Path) -> int:
                       limits=Limits(operation_s=RUN_TIMEOUT_S), stdin=stdin,
                       stream=(1, 2), cwd=os.getcwd()) as b:   # ARGV's paths, as given
             try:
-                ended = b.call("bughunt.boundary.jobs:run", {"argv": argv},
+                ended = b.call("bughunt.boundary.jobs:worker_job", {"argv": argv},
                                timeout=24 * 3600)
             except Interrupted as e:
                 print(f"bughunt: {e.what}: the run stopped; run again on --dir {run_dir} to "

@@ -3,7 +3,7 @@
 It is an audit hook (PEP 578, `sys.addaudithook`) that every Python process behind the boundary
 installs before any other code runs (`install_from_env`, from the `sitecustomize` the boundary
 writes). Python raises an audit event before each of the operations below; while the store's code
-is running, the hook refuses them with `Refused`, and writes what was tried, and where, to the
+is running, the hook refuses them with `FenceRefused`, and writes what was tried, and where, to the
 boundary's log, which the lab reads afterwards (a store that catches the refusal is still named):
 
 - starting a process: `subprocess`, `os.system`, `os.fork`, `os.forkpty`, `os.posix_spawn`,
@@ -84,7 +84,7 @@ _ENDING = {int(getattr(signal, name)): name for name in (
     "SIGTSTP")}
 
 
-class Stopped(BaseException):
+class StoreStopped(BaseException):
     """The lab stopped the store (the fence refused it, or the guard found it broke the contract
     or ended its process). Not an `Exception`: neither the store's `except Exception` nor the
     lab's turns it into a rule broken or a resume failed; it stops the run and is reported.
@@ -95,7 +95,7 @@ class Stopped(BaseException):
         self.record = record
 
 
-class Refused(Stopped):
+class FenceRefused(StoreStopped):
     """An operation the fence refused."""
 
 
@@ -198,7 +198,7 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     signal_events, ending = frozenset(_SIGNAL_EVENTS), dict(_ENDING)
     names = {int(s): s.name for s in signal.Signals}
     watched = frozenset({"open", *path_events, *process_events, *limit_events, *signal_events})
-    Refused_, isinstance_, str_, int_, bytes_ = Refused, isinstance, str, int, bytes
+    Refused_, isinstance_, str_, int_, bytes_ = FenceRefused, isinstance, str, int, bytes
 
     def text(path) -> str:
         p = fspath(path)

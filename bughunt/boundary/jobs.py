@@ -2,15 +2,15 @@
 
 Each is called as `job(context, **args)` and returns plain JSON; what the store does wrong on the
 way (a refusal of the fence, an end of its process, a wrong return) stops the job with
-`fence.Stopped` and is reported by the boundary.
+`fence.StoreStopped` and is reported by the boundary.
 
-- `conform`: the conformance suite (`bughunt.conformance.conform`) on the store, saying which crash
+- `conform_job`: the conformance suite (`bughunt.conformance.conform`) on the store, saying which crash
   state it checks as it goes;
-- `sweep`: the real-SIGKILL sweep with the store (its workers are fenced too); the store is loaded,
+- `sweep_job`: the real-SIGKILL sweep with the store (its workers are fenced too); the store is loaded,
   constructed and asked to `load()` an empty run directory once first, so that a store that cannot
   even start is refused once instead of failing at every crash point; a worker that does not end
   within the run's timeout stops the sweep with its crash point named;
-- `run`: the worker itself (`python -m bughunt run --store ...`).
+- `worker_job`: the worker itself (`python -m bughunt run --store ...`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..stores import store_class
 from . import child, fence as _fence
 
 
-def conform(ctx, *, spec: str, config: dict, pages: int) -> dict:
+def conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     """The conformance suite on the store `spec`, with the run settings `config`."""
     from ..config import RunConfig
     from ..conformance import conform as suite
@@ -78,7 +78,7 @@ def _worker_end(record, point: str) -> dict | None:
     return None
 
 
-def sweep(ctx, *, spec: str, config: dict, points: list[str] | None = None, workers: int = 0,
+def sweep_job(ctx, *, spec: str, config: dict, points: list[str] | None = None, workers: int = 0,
           run_timeout: float = 10.0, base_dir: str | None = None, model: dict | None = None,
           tag: str = "sweep") -> dict:
     """A worker killed at every crash point (or `points`) and resumed, with the store `spec`."""
@@ -107,23 +107,23 @@ def sweep(ctx, *, spec: str, config: dict, points: list[str] | None = None, work
                                                      timeout=run_timeout)
             except subprocess.TimeoutExpired as e:
                 which = "run killed at" if "--crash-at" in (e.cmd or []) else "resume after"
-                raise _fence.Stopped({
+                raise _fence.StoreStopped({
                     "kind": "timeout", "where": "", "dir": str(run_dir),
                     "sentence": f"the worker of the {which} {point.name} did not finish within "
                                 f"{run_timeout:g} s: a loop or a wait in the store? The lab "
                                 "stopped it"}) from None
             except json.JSONDecodeError as e:     # a worker that exited 0 without its report
-                raise _fence.Stopped({
+                raise _fence.StoreStopped({
                     "kind": "exit", "where": "", "dir": str(run_dir),
                     "sentence": f"the worker of the resume after {point.name} exited without its "
                                 f"report ({e}): did the store end its process (os._exit)?"}) \
                     from None
             ended = _worker_end(record, point.name)
             if ended:
-                raise _fence.Stopped({**ended, "dir": str(run_dir)})
+                raise _fence.StoreStopped({**ended, "dir": str(run_dir)})
             events = [e for e in ctx.events()[seen[0]:] if e.get("kind") != "damaged"]
             if events:                    # the fence refused or stopped the store in a worker
-                raise _fence.Stopped(events[0])
+                raise _fence.StoreStopped(events[0])
             return record
         finally:
             ctx.status(point=point.name, phase="end")
@@ -138,7 +138,7 @@ def sweep(ctx, *, spec: str, config: dict, points: list[str] | None = None, work
             "call": served is not None}
 
 
-def run(ctx, *, argv: list[str]) -> dict:
+def worker_job(ctx, *, argv: list[str]) -> dict:
     """The worker, as `python -m bughunt run ARGV` runs it (its report on this process's stdout)."""
     from .. import worker
 
