@@ -269,7 +269,7 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
     assert "Traceback" not in said and str(stores) not in words_only, said
     assert str(sealed["tmp"]) not in said and str(sealed["ram"]) not in said, said
     if kind == "refused":
-        assert g.verdict.startswith("FenceRefused: the store tried to"), g.verdict
+        assert g.verdict.startswith("Refused: the store tried to"), g.verdict
         assert "Passes" not in said
 
 

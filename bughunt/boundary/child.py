@@ -17,8 +17,8 @@ Two things here are used in every fenced process, the sweep's workers too:
   `open_for_append`, `commit`, `close`) is bracketed for the fence (confined to that store's run
   directory), announced on the channel when there is one (so that a hang is named), and checked
   on the way out: what it returned against what the contract says it returns, and an end of the
-  process (sys.exit, MemoryError, another BaseException) turned into a `fence.StoreStopped` that names
-  it, so that no `except Exception` on the lab's side mistakes it for a rule broken.
+  process (sys.exit, MemoryError, another BaseException) turned into a `fence.StoreStopped` that
+  names it, so that no `except Exception` on the lab's side mistakes it for a rule broken.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ _PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1]) + os.sep   # bu
 
 def load_store(spec: str):
     """The class `spec` (`/abs/path/file.py:ClassName`) names, imported inside the fence, wrapped
-    in the guard. Raises `StoreSpecError` naming the file, the line or the class; `fence.StoreStopped`
-    when the import ended the process or was refused."""
+    in the guard. Raises `StoreSpecError` naming the file, the line or the class;
+    `fence.StoreStopped` when the import ended the process or was refused."""
     from ..stores import StoreSpecError
 
     fence = _fence.installed()
@@ -133,7 +133,7 @@ def _guarded(module, spec: str, name: str):
     return guard(cls)
 
 
-# --- the guard --------------------------------------------------------------------------------------
+# --- the guard ----------------------------------------------------------------------------------
 
 def _call_store(fence, directory, label: str, fn):
     """Run `fn` (the store's code) bracketed: confined to `directory`, announced, and an end of
@@ -250,7 +250,7 @@ def check_repairs(label: str, got) -> str | None:
 
 
 def guard(cls):
-    """`cls` as the lab calls it behind the boundary: every call bracketed, announced and checked."""
+    """`cls` as the lab calls it behind the boundary: each call bracketed, announced, checked."""
     fence = _fence.installed()
     label = cls.__name__
 
@@ -270,7 +270,8 @@ def guard(cls):
             return got
 
         def open_for_append(self):
-            got = _call_store(fence, self._dir, f"{label}.open_for_append", self.inner.open_for_append)
+            got = _call_store(fence, self._dir, f"{label}.open_for_append",
+                              self.inner.open_for_append)
             wrong = check_repairs(label, got)
             if wrong:
                 raise _broken(fence, f"{label}.open_for_append", wrong, self._dir)

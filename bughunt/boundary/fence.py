@@ -61,7 +61,8 @@ _PATH_EVENTS = {
     "sqlite3.connect": ((0, None),),
 }
 _VERBS = {"os.rename": "rename", "os.link": "link", "os.symlink": "make a symlink at",
-          "os.remove": "remove", "os.rmdir": "remove the directory", "os.mkdir": "make the directory",
+          "os.remove": "remove", "os.rmdir": "remove the directory",
+          "os.mkdir": "make the directory",
           "os.chmod": "change the mode of", "os.chown": "change the owner of",
           "os.utime": "change the times of", "os.truncate": "truncate",
           "shutil.rmtree": "remove the directory tree", "shutil.move": "move",
@@ -327,7 +328,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                   "where": bracket[1] if bracket else "", "at": bracket[2] if bracket else "",
                   "dir": bracket[0] if bracket else "", "line": line}
         log_line(record)
-        raise Refused_({**record, "sentence": f"the lab's fence refused: the store tried to {what}"})
+        raise Refused_({**record,
+                        "sentence": f"the lab's fence refused: the store tried to {what}"})
 
     def allowed_dir(bracket) -> str:
         return bracket[0] if bracket else default_

@@ -4,12 +4,12 @@ Each is called as `job(context, **args)` and returns plain JSON; what the store 
 way (a refusal of the fence, an end of its process, a wrong return) stops the job with
 `fence.StoreStopped` and is reported by the boundary.
 
-- `conform_job`: the conformance suite (`bughunt.conformance.conform`) on the store, saying which crash
-  state it checks as it goes;
-- `sweep_job`: the real-SIGKILL sweep with the store (its workers are fenced too); the store is loaded,
-  constructed and asked to `load()` an empty run directory once first, so that a store that cannot
-  even start is refused once instead of failing at every crash point; a worker that does not end
-  within the run's timeout stops the sweep with its crash point named;
+- `conform_job`: the conformance suite (`bughunt.conformance.conform`) on the store, saying which
+  crash state it checks as it goes;
+- `sweep_job`: the real-SIGKILL sweep with the store (its workers are fenced too); the store is
+  loaded, constructed and asked to `load()` an empty run directory once first, so that a store
+  that cannot even start is refused once instead of failing at every crash point; a worker that
+  does not end within the run's timeout stops the sweep with its crash point named;
 - `worker_job`: the worker itself (`python -m bughunt run --store ...`).
 """
 
