@@ -344,10 +344,10 @@ def _learner_store(argv: list[str]):
     """(config, run dir) when `run ARGV` names a learner's store file, else None (the worker then
     parses, and refuses, its own flags)."""
     from .config import is_store_file
-    from .worker import build_parser
+    from .worker import worker_parser
 
     try:
-        args = build_parser(f"{PROG} run").parse_args(argv)
+        args = worker_parser(f"{PROG} run").parse_args(argv)
         config = config_from_args(args)
     except (SystemExit, ConfigError):
         return None
