@@ -37,8 +37,9 @@ $(BOOK_STAMP): requirements-book.txt $(STAMP)
 setup-book: $(BOOK_STAMP)
 
 # PYTHONHASHSEED reaches the notebook kernels, so nothing printed depends on hash order.
+# --durations=15: the 15 slowest tests, printed at the end (CI's record of where the time goes).
 test: setup setup-book
-	PYTHONHASHSEED=0 $(PY) -m pytest tests $(if $(NOTEBOOKS),$(NBVAL) $(NOTEBOOKS))
+	PYTHONHASHSEED=0 $(PY) -m pytest --durations=15 tests $(if $(NOTEBOOKS),$(NBVAL) $(NOTEBOOKS))
 
 # Re-execute the notebooks from notebooks/src/*.py and normalize their stored outputs.
 regen: setup

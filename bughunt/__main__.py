@@ -1,5 +1,9 @@
 import sys
 
-from .cli import main
+try:
+    from .cli import main
+except KeyboardInterrupt:        # Ctrl-C before the command's own handler is in place: nothing ran
+    sys.stderr.write("bughunt: interrupted\n")
+    sys.exit(130)
 
 sys.exit(main())

@@ -59,7 +59,7 @@ class BookError(Exception):
 
 
 @dataclass(frozen=True)
-class Page:
+class BookPage:
     """One page of the book: a lesson notebook in notebooks/."""
 
     number: int           # 0 to 12; 99 for the appendix
@@ -75,20 +75,20 @@ class Page:
         return "A" if self.number == 99 else str(self.number)
 
 
-def toc(notebooks: Path = NOTEBOOKS) -> list[Page]:
+def toc(notebooks: Path = NOTEBOOKS) -> list[BookPage]:
     """The book's pages in reading order. The lab's own notebooks: the lesson registry's lessons
     (`registry_toc`). Another folder (`--notebooks DIR`): its notebooks `NN_*.ipynb` in name
     order, each titled by its first heading."""
     if Path(notebooks).resolve() == NOTEBOOKS.resolve():
         return registry_toc(notebooks)
-    pages = [Page(int(nb.name[:2]), nb.name, notebook_title(nb))
+    pages = [BookPage(int(nb.name[:2]), nb.name, notebook_title(nb))
              for nb in sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))]
     if not pages:
         raise BookError(f"{notebooks}: no lesson notebooks (NN_name.ipynb) to make a book of")
     return pages
 
 
-def registry_toc(notebooks: Path = NOTEBOOKS) -> list[Page]:
+def registry_toc(notebooks: Path = NOTEBOOKS) -> list[BookPage]:
     """The lesson registry's lessons, in order, each titled by its heading, which must be the
     first heading of its built notebook in `notebooks` (else the notebook is out of date)."""
     from .lab.registry import lessons
@@ -103,7 +103,7 @@ def registry_toc(notebooks: Path = NOTEBOOKS) -> list[Page]:
         if title != lesson.heading:
             raise BookError(f"{path}: its heading is {title!r}, the registry's is "
                             f"{lesson.heading!r}; rebuild it with `make regen`")
-        pages.append(Page(lesson.number, lesson.file, title))
+        pages.append(BookPage(lesson.number, lesson.file, title))
     return pages
 
 
@@ -151,7 +151,7 @@ def binder_url(repository: str, branch: str, notebook: str) -> str:
 
 # --- the generated sources: conf.py and index.md ------------------------------------------------
 
-def sphinx_config(pages: list[Page], repository: str | None, branch: str) -> dict:
+def sphinx_config(pages: list[BookPage], repository: str | None, branch: str) -> dict:
     """Every Sphinx setting of the book (written into the build directory's conf.py)."""
     theme = {
         "home_page_in_toc": True,
@@ -214,7 +214,7 @@ def write_conf(path: Path, config: dict) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def index_page(pages: list[Page], repository: str | None, branch: str) -> str:
+def index_page(pages: list[BookPage], repository: str | None, branch: str) -> str:
     """The landing page: what the book is, how to run it, the lessons, and the table of contents
     (Sphinx's toctree, which makes the sidebar and the previous/next links)."""
     rows = "\n".join(f"| {p.label} | [{p.title}]({p.notebook}) |" for p in pages)
@@ -299,7 +299,7 @@ def prepare(out: Path, repository: str | None, branch: str,
     return src
 
 
-def build(out: Path = BUILD, repository: str | None = None, branch: str = "main",
+def build_site(out: Path = BUILD, repository: str | None = None, branch: str = "main",
           notebooks: Path = NOTEBOOKS, jobs: str = "auto") -> Path:
     """Build the book into `out/html`; returns its index.html. Any Sphinx warning (a broken link,
     an output it cannot show) fails the build: the book a reader gets has none.
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     repository = args.repository if args.repository is not None else github_repository()
     t0 = time.perf_counter()
     try:
-        index = build(args.out, repository or None, args.branch, args.notebooks)
+        index = build_site(args.out, repository or None, args.branch, args.notebooks)
     except BookError as e:
         print(f"book: {e}", file=sys.stderr)
         return e.code

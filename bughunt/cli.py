@@ -103,9 +103,17 @@ def _served_model(parser, args, stack):
             parser.error(f"--model-url {args.model_url}: needs --model-bill FILE, the server's "
                          "bill, where redone calls are counted (a real server keeps none, so "
                          "it cannot be swept)")
+        if args.model_bill.is_dir():
+            parser.error(f"--model-bill {args.model_bill}: is a directory, not the server's bill "
+                         "(its --bill FILE)")
         if not args.model_bill.is_file():
             parser.error(f"--model-bill {args.model_bill}: no such file (the server creates it "
                          "when it starts: python -m bughunt.modelserver --bill FILE)")
+        from .modelserver import BillError, check_bill
+        try:
+            check_bill(args.model_bill)
+        except BillError as e:
+            parser.error(f"--model-bill {e}")
         return ServedModel(args.model_url, args.model_bill, name)
     if args.model_bill is not None:
         parser.error(f"--model-bill {args.model_bill}: only with --model-url URL, a server you "

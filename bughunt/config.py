@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .diskio import read_bytes
+
 STORES = ("none", "snapshot", "log")
 GRANULARITIES = ("page", "op")
 WRITE_MODES = ("atomic", "torn", "no-newline")
@@ -237,7 +239,7 @@ def read_config(run_dir: Path) -> RunConfig:
     """The configuration a run directory belongs to. Raises ConfigError naming the file."""
     path = Path(run_dir) / CONFIG_FILE
     try:
-        return RunConfig.from_json(json.loads(path.read_text(encoding="utf-8")))
+        return RunConfig.from_json(json.loads(read_bytes(path).decode("utf-8")))
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: not found (is {run_dir} a BugHunt run directory?)") \
             from None

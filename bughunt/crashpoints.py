@@ -198,7 +198,8 @@ class CrashPlan:
     def trace_to(self, path) -> None:
         """Also write every point reached, with the wall time, to `path` (lab instrumentation for
         timelines; like the bill it is outside the checkpoint store and never read by recovery)."""
-        self._trace_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._trace_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                                 0o644)
 
     def mark(self, page: int, label: str, t: float | None = None) -> None:
         if self._trace_fd is not None:

@@ -17,6 +17,10 @@ fsync that fails (`bughunt.instruments`).
 The door writes with `os.write` on raw descriptors. There is no user-space buffer, so every byte a
 method has written is in the kernel's page cache when it returns: that survives `kill -9`. Only
 `fsync` makes it survive a power cut, and the fsync policy decides whether that is paid.
+
+A run directory's files are never followed out of it: every open here, for writing or reading,
+refuses a symbolic link (`O_NOFOLLOW`: open(2) fails with ELOOP), so a link put in place of
+the log cannot make the agent write, or read its state, somewhere else.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ import os
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 Hook = Callable[[], None]
+
+#: open(2) flag: fail with ELOOP instead of following a symbolic link (POSIX.1-2008).
+NOFOLLOW = os.O_NOFOLLOW
 
 
 def _nothing() -> None:
@@ -46,7 +53,7 @@ class Files:
     """
 
     def open(self, path: Path, flags: int) -> int:
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags | NOFOLLOW, 0o644)
 
     def write(self, fd: int, data: bytes, path: str) -> None:
         """All of `data`; a short write (rare on a regular file, but legal) is continued."""
@@ -113,7 +120,7 @@ class Door:
 
     def _open(self, path: Path, flags: int) -> tuple[int, bool]:
         """Open `path`; returns the descriptor and whether the file was created."""
-        existed = os.path.exists(path)
+        existed = os.path.lexists(path)
         fd = self.files.open(path, flags)
         self._paths[fd] = str(path)
         return fd, not existed
@@ -235,3 +242,15 @@ class Door:
         self.files.unlink(path)
         if self.fsync_always:
             self._fsync_dir(path.parent)
+
+
+def open_for_reading(path: Path) -> BinaryIO:
+    """`path` opened to read, as a binary file, refusing a symbolic link (OSError ELOOP) as the
+    door's writes do: recovery reads the run's own files, never a file a link points to."""
+    return os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb")
+
+
+def read_bytes(path: Path) -> bytes:
+    """All of `path` (see `open_for_reading`)."""
+    with open_for_reading(path) as f:
+        return f.read()

@@ -584,17 +584,29 @@ def ram_dir(room: int = 256 << 20) -> str | None:
 
 def run_crash_jobs(jobs: list[tuple[str, RunConfig, CrashPoint]], base: Path,
                    workers: int | None = None, progress: Progress | None = None,
-                   measure: Callable[[RunConfig, CrashPoint, Path], CrashRun] | None = None
-                   ) -> list[CrashRun]:
+                   measure: Callable[[RunConfig, CrashPoint, Path], CrashRun] | None = None,
+                   discard: bool = False) -> list[CrashRun]:
     """Run (tag, config, point) jobs in parallel: `measure` (default: `crash_and_resume`) each.
 
     Threads only wait on child processes, so one thread per core keeps every core busy.
+    `discard`: remove each run directory as soon as its record is taken, when the records are
+    all the caller keeps. Then an interrupted sweep has only the runs in progress to remove, not
+    hundreds of finished ones (seconds on a slow disk, before Ctrl-C could return).
     """
     measure = measure or crash_and_resume
+    if discard:
+        measure = functools.partial(_measure_and_remove, measure)
     calls = [functools.partial(measure, config, point, base / f"{tag}-{point.index:03d}")
              for tag, config, point in jobs]
     return [dataclasses.replace(r, sweep=tag)
             for (tag, _, _), r in zip(jobs, in_parallel(calls, workers, progress))]
+
+
+def _measure_and_remove(measure, config: RunConfig, point: CrashPoint, run_dir: Path):
+    try:
+        return measure(config, point, run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def in_parallel(calls: list[Callable[[], object]], workers: int | None = None,
@@ -661,7 +673,7 @@ def sweep_records(config: RunConfig, *, points: Iterable[str | int] | None = Non
     measure = functools.partial(crash_and_resume, model=model) if in_call else None
     with work_dir(base_dir, in_memory=True) as base:
         return run_crash_jobs([(tag, config, p) for p in all_points], base, workers, progress,
-                              measure)
+                              measure, discard=base_dir is None)
 
 
 def sweep(config: RunConfig, **kwargs):
@@ -906,7 +918,7 @@ def lesson(*, workers: int | None = None, progress: Progress | None = None,
     jobs = [(tag, cfg, p) for tag, cfg in LESSON_CONFIGS.items() for p in crash_points(cfg)]
     t0 = time.perf_counter()
     with work_dir(base_dir, in_memory=True) as base:
-        records = run_crash_jobs(jobs, base, workers, progress)
+        records = run_crash_jobs(jobs, base, workers, progress, discard=base_dir is None)
     elapsed = time.perf_counter() - t0
     by = {tag: [r for r in records if r.sweep == tag] for tag in LESSON_CONFIGS}
     s = {tag: summarize(rs) for tag, rs in by.items()}

@@ -112,7 +112,11 @@ def serve_forks(preload: tuple[str, ...] = ()) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            os._exit(0)
+            return
+
+
+#: How long a fork server may take to import, warm up and fork its first child.
+START_TIMEOUT_S = 300.0
 
 
 class ForkServer:
@@ -131,9 +135,14 @@ class ForkServer:
         # this directory, which `close` and `kill` remove: a server killed while it warms up
         # leaves nothing in the caller's TMPDIR.
         env = {**(os.environ if env is None else env), "TMPDIR": self.tmp.name}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     start_new_session=BOUNDARY_ENV not in os.environ, env=env)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         bufsize=0, env=env,
+                                         start_new_session=BOUNDARY_ENV not in os.environ)
+        except BaseException:
+            self.tmp.cleanup()
+            raise
         self.own_group = BOUNDARY_ENV not in os.environ
         self.worker: int | None = None      # the pid of the worker running now
         # The server ends when its caller closes its stdin, even by dying; its scratch directory
@@ -154,13 +163,22 @@ class ForkServer:
 
     def run(self, argv: list[str], timeout: float = 120,
             entry: str | None = None) -> subprocess.CompletedProcess:
-        """Run `argv` in a forked child (the worker, or `entry` "module:function" if given)."""
+        """Run `argv` in a forked child (the worker, or `entry` "module:function" if given).
+
+        `timeout` is the child's: it starts when the child exists. A new server first imports
+        and warms up (a second or more with lesson 10's frameworks), which is not the child
+        running too long; it has START_TIMEOUT_S to answer with the child's pid.
+        """
         request = {"argv": argv, "out": str(self.out), "err": str(self.err)}
         if entry is not None:
             request["entry"] = entry
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
-        pid = self.worker = self._reply(timeout)["pid"]
+        try:
+            pid = self.worker = self._reply(START_TIMEOUT_S)["pid"]
+        except TimeoutError:
+            raise RuntimeError(f"the fork server did not start a child in {START_TIMEOUT_S:g} s") \
+                from None
         try:
             status = self._reply(timeout)["status"]
         except TimeoutError:
@@ -200,17 +218,42 @@ class ForkServer:
         except ProcessLookupError:
             pass
         self.proc.wait()
-        # Its workers are now orphans dying of the same SIGKILL: wait (briefly) until the group is
-        # gone, so that nothing of this server outlives the call.
+        # Its workers are now orphans dying of the same SIGKILL: wait (briefly) until none of
+        # the group runs any more, so that nothing of this server outlives the call.
         deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except (ProcessLookupError, PermissionError):
-                break
-            time.sleep(0.001)
+        while time.monotonic() < deadline and group_running(self.proc.pid):
+            time.sleep(0.002)
         self.tmp.cleanup()
         self._released()
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs.
+
+    A killed worker whose parent (the server) is dead waits, a zombie, until init reaps it, and
+    init takes its time: a second or more in a container or VM, which made Ctrl-C take that long.
+    A zombie has already closed its files and dropped its locks (exit(2)), so where /proc says
+    which processes are zombies (Linux) they count as gone; elsewhere only a group that no longer
+    exists does.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.exists("/proc/self/stat"):
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue                      # gone meanwhile
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 class ForkServerPool:

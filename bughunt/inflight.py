@@ -85,12 +85,41 @@ def call_points(chunks: int) -> list[str]:
 
 # --- the journal: what the client held ------------------------------------------------------------
 
+class JournalError(ValueError):
+    """A --journal that is not a call journal (a folder, another program's file); the message
+    names it, and the line."""
+
+
+RECORD_TYPES = ("sent", "chunk", "last_chunk", "answer", "aborted")
+
+
 def read_client_journal(path: Path) -> list[dict]:
-    """The journal's records, in order. Each was one `os.write`, so a SIGKILL leaves whole lines."""
+    """The journal's records, in order. Each was one `os.write`, so a SIGKILL leaves whole lines.
+    Raises JournalError for a file that is not a call journal: nothing is appended to it then."""
     path = Path(path)
-    if not path.exists():
+    if path.is_dir():
+        raise JournalError(f"{path}: is a directory, not a call journal")
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+    except OSError as e:
+        raise JournalError(f"{path}: cannot be read ({e.strerror})") from None
+    records = []
+    for n, line in enumerate(text.split(b"\n"), 1):
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not (isinstance(record, dict) and record.get("t") in RECORD_TYPES
+                and isinstance(record.get("page"), int)):
+            raise JournalError(f"{path}:{n}: not a call journal (each line is a JSON record "
+                               f"of one call: {', '.join(RECORD_TYPES)}); give a new --journal "
+                               "file, or one this program wrote")
+        records.append(record)
+    return records
 
 
 def pending_call(records: list[dict], page: int) -> dict | None:
@@ -629,6 +658,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--page {args.page}: pages are numbered from 1")
     if not args.journal.parent.is_dir():
         parser.error(f"--journal {args.journal}: its folder does not exist")
+    try:
+        read_client_journal(args.journal)           # before any call: a foreign file gets nothing
+    except JournalError as e:
+        print(f"{PROG}: --journal {e}", file=sys.stderr)
+        return 2
     import openai
     try:
         result = run_call(base_url=args.base_url, journal=args.journal, page=args.page,

@@ -225,7 +225,7 @@ class CallJournal:
         line = json.dumps({"t": received.point, "page": received.page,
                            "request_id": received.request_id, "chunks": received.chunks,
                            "prefix": received.prefix, "pid": os.getpid()}) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             os.write(fd, line.encode())
         finally:

@@ -106,6 +106,16 @@ class FaultSpecError(ValueError):
     """A fault spec that cannot be parsed; the message names the bad part."""
 
 
+#: The longest wait a fault may ask for, in seconds: an hour is more than any client waits (the
+#: openai SDK's default timeout is 10 minutes), and a longer one (1e308) cannot even be slept.
+MAX_FAULT_S = 3600.0
+
+
+def _ascii_digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts '²' and other digits int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
 @dataclass(frozen=True)
 class Fault:
     """What goes wrong with an answer. The default is nothing."""
@@ -135,11 +145,12 @@ class Fault:
                     number = float(value)
                 except ValueError:
                     number = math.nan
-                if not (math.isfinite(number) and number >= 0):
-                    raise FaultSpecError(f"{key}={value}: {key} must be a number of seconds >= 0")
+                if not 0 <= number <= MAX_FAULT_S:          # NaN fails this too
+                    raise FaultSpecError(f"{key}={value}: {key} must be a number of seconds "
+                                         f"from 0 to {MAX_FAULT_S:g}")
                 changes[key] = number
             else:
-                if not value.isdigit():
+                if not _ascii_digits(value):
                     raise FaultSpecError(f"{key}={value}: {key} must be a whole number >= 0")
                 changes[key] = int(value)
         return replace(fault, **changes)
@@ -237,14 +248,47 @@ def _validate_message(i: int, m) -> None:
     if isinstance(content, list):
         for j, part in enumerate(content):
             _expect(part, dict, f"{where}.content[{j}]", "an object")
-            if part.get("type") == "text":
+            if part.get("type") == "text" or "text" in part:
                 _expect(part.get("text"), str, f"{where}.content[{j}].text", "a string")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")         # Python's json module accepts NaN, Infinity
+
+
+#: Numbers the API bounds, with their ranges (platform.openai.com/docs/api-reference/chat).
+RANGES = {"temperature": (0, 2), "top_p": (0, 1), "presence_penalty": (-2, 2),
+          "frequency_penalty": (-2, 2)}
+
+
+def _unpaired_surrogate(value, where: str) -> str | None:
+    """The field holding a lone surrogate (\\ud800 in JSON is valid syntax, but not Unicode:
+    the text cannot be encoded, hashed or answered), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for key, item in items:
+        key_where = f"{where}[{key}]" if isinstance(key, int) else (
+            f"{where}.{key}" if where else str(key))
+        found = _unpaired_surrogate(key, key_where) if isinstance(key, str) else None
+        found = found or _unpaired_surrogate(item, key_where)
+        if found:
+            return found
+    return None
 
 
 def validate(body: bytes) -> dict:
     """The request as the API would accept it, or BadRequest naming the field."""
     try:
-        request = json.loads(body)
+        request = json.loads(body, parse_constant=_no_constant)
+    except RecursionError:
+        raise BadRequest("We could not parse the JSON body of your request: it is nested too "
+                         "deeply.") from None
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("We could not parse the JSON body of your request. (HINT: This likely "
                          "means you aren't using your HTTP library correctly. The OpenAI API "
@@ -285,8 +329,24 @@ def validate(body: bytes) -> dict:
                 raise BadRequest(f"Invalid '{key}': integer below minimum value. Expected a value "
                                  f">= 1, but got {request[key]} instead.", key,
                                  "integer_below_min_value")
-    if request.get("n") not in (None, 1):
-        raise BadRequest("This server answers with one choice only: 'n' must be 1.", "n",
+    if request.get("n") is not None:
+        _expect(request["n"], int, "n", "an integer")
+        if request["n"] != 1:
+            raise BadRequest("This server answers with one choice only: 'n' must be 1.", "n",
+                             "invalid_value")
+    for key, (low, high) in RANGES.items():
+        if request.get(key) is not None:
+            _expect(request[key], (int, float), key, "a decimal")
+            if not low <= request[key] <= high:
+                side = ("below minimum", f">= {low}") if request[key] < low else (
+                    "above maximum", f"<= {high}")
+                raise BadRequest(f"Invalid '{key}': decimal {side[0]} value. Expected a value "
+                                 f"{side[1]}, but got {request[key]} instead.", key,
+                                 f"decimal_{side[0].replace(' ', '_')}_value")
+    where = _unpaired_surrogate(request, "")
+    if where is not None:
+        raise BadRequest(f"Invalid value for '{where}': it holds a lone surrogate (an unpaired "
+                         "\\ud800-\\udfff escape), which is not valid Unicode.", where,
                          "invalid_value")
     return request
 
@@ -298,6 +358,31 @@ def error_body(message: str, type_: str = "invalid_request_error", param: str | 
 
 
 # --- the bill -----------------------------------------------------------------------------------
+
+class BillError(ValueError):
+    """A file given as a bill that is not one (and not empty); the message names it and the line."""
+
+
+def check_bill(path: Path) -> None:
+    """Read-only: refuse a file that is neither empty nor a bill, so that a server never appends
+    its lines to somebody's notes, and a sweep never counts calls in them. A bill is JSON lines,
+    each an object with a `request_id`, as `Bill.charge` writes them."""
+    path = Path(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for n, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or not isinstance(record.get("request_id"), str):
+                raise BillError(f"{path}:{n}: not a bill (a bill's every line is a JSON object "
+                                "with a request_id, one per billed call); give a new file, or "
+                                "a bill this server wrote")
+
 
 class Bill:
     """The server-side bill: one JSONL line per billed request, one `os.write` on O_APPEND.
@@ -390,7 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return self._read_chunked()
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None or not _ascii_digits(length):
             return b""
         if int(length) > MAX_BODY:
             self.close_connection = True
@@ -469,7 +554,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.bill.charge({
             "request_id": request_id, "model": model, "prompt_hash": key, **usage,
             "project": self.headers.get("OpenAI-Project"), "stream": stream,
-            "retry": int(retry) if retry and retry.isdigit() else None,
+            "retry": int(retry) if retry and _ascii_digits(retry) else None,
             "fault": fault.spec(), "peer": "%s:%d" % self.client_address[:2],
             "pid": os.getpid(), "t": round(time.time(), 6)})
         self._wait(fault.ttfb)
@@ -481,7 +566,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._whole(request_id, created, model, words, finish, usage, fault)
 
-    def _whole(self, request_id, created, model, words, finish, usage, fault: Fault) -> None:
+    def _ascii_digits(self, request_id, created, model, words, finish, usage, fault: Fault) -> None:
         body = json.dumps({
             "id": request_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": " ".join(words),
@@ -620,7 +705,11 @@ class ModelServer:
             raise StartError("host", f"{host} port {port}: cannot listen there "
                                      f"({e.strerror or e})") from None
         try:                            # opened after the port is ours: a refusal creates no file
+            check_bill(self.bill_path)
             self._httpd.bill = self._bill = Bill(self.bill_path)
+        except BillError as e:
+            self._httpd.server_close()
+            raise StartError("bill", str(e)) from None
         except OSError as e:
             self._httpd.server_close()
             why = {errno.ENOENT: "its folder does not exist", errno.EISDIR: "is a folder",
@@ -762,7 +851,7 @@ def serve(bill: Path, fault: Fault | str | None = None, *, in_thread: bool = Fal
 # --- command line -------------------------------------------------------------------------------
 
 def _port(text: str) -> int:
-    if not text.isdigit() or int(text) > 65535:
+    if not _ascii_digits(text) or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535; 0 picks a "
                                          "free port)")
     return int(text)

@@ -11,7 +11,8 @@ is not the lab's); 69 the model over HTTP could not be reached or its call faile
 74 the disk refused a write or an fsync (full, read-only, I/O error); 75 busy
 (another worker holds the run, or another program locks the tracker); 130 interrupted (Ctrl-C),
 143 terminated (SIGTERM): both stop between two operations, so the run can be resumed. Death by a
-planned crash point is a real SIGKILL: the parent sees signal 9, not an exit code.
+planned crash point is a real SIGKILL: no exit code at all; a shell shows it as 137 (128 + 9),
+Python's subprocess as -9.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
                      add_config_arguments, config_from_args, dumps, is_store_file, read_config)
 from .crashpoints import CALL_LABELS, CrashPlan, NoSuchPoint, find, scheme
-from .diskio import Door, Files, FsyncError
+from .diskio import NOFOLLOW, Door, Files, FsyncError
 from .instruments import journal
 from .instruments.faults import Faults, FaultyFiles
 from .instruments.journal import JournalingFiles
@@ -42,7 +43,7 @@ from .interrupts import Interrupted, interruptible
 from .stores import Recovered, Repairs, StoreDamage, StoreSpecError, make_store, store_class
 from .stores.contract import CheckpointStore
 from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
-                    TrackerError, check_tracker, report_key)
+                    TrackerError, check_tracker, missing_reports, report_key)
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -53,6 +54,8 @@ EXIT_BUSY = 75            # EX_TEMPFAIL: try again when the other worker is gone
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 LOCK_FILE = "run.lock"
 JOURNAL_FILE = "io.jsonl"
+#: fsyncs a new run makes whatever its policy: config.json, then its folder (`prepare_run_dir`)
+CONFIG_FSYNCS = 2
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def acquire_run_lock(run_dir: Path) -> int:
     the descriptor (flock(2); lesson 8 shows both). A paused holder still holds it. A second
     worker started while the lock is held is refused at once.
     """
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -144,11 +147,15 @@ def prepare_run_dir(run_dir: Path, config: RunConfig, door: Door) -> None:
 
 
 def check_run_dir(run_dir: Path) -> None:
-    """Refuse, before writing anything, a --dir that is a file, or a directory that is neither
-    new, nor empty, nor a BugHunt run (no config.json, but other files)."""
+    """Refuse, before writing anything, a --dir that is a file, a directory that is neither
+    new, nor empty, nor a BugHunt run (no config.json, but other files), or one that holds a
+    symbolic link."""
     if run_dir.exists() and not run_dir.is_dir():
         raise Refused(f"--dir {run_dir}: is a file, not a directory")
-    if not run_dir.exists() or (run_dir / CONFIG_FILE).exists():
+    if not run_dir.exists():
+        return
+    refuse_links(run_dir)
+    if (run_dir / CONFIG_FILE).exists():
         return
     # A kill while the config was being written leaves its temp file: ours, replaced later.
     ours = {LOCK_FILE, CONFIG_FILE + ".tmp", JOURNAL_FILE}
@@ -159,6 +166,22 @@ def check_run_dir(run_dir: Path) -> None:
     if strangers:
         raise Refused(f"{run_dir}: not a BugHunt run directory (no {CONFIG_FILE}, but it holds "
                       f"{', '.join(strangers[:3])}); use an empty or new --dir")
+
+
+def refuse_links(run_dir: Path) -> None:
+    """A run directory's files are never followed out of it: a symbolic link in place of the
+    log, the snapshot, the tracker, the bill or the lock would make the worker read or write a
+    file elsewhere (a dangling one would create it). Checked before anything is opened; the door
+    opens with O_NOFOLLOW as well, and SQLite, which cannot be told not to follow, is only ever
+    pointed at a tracker checked here."""
+    try:
+        links = sorted(p for p in run_dir.iterdir() if p.is_symlink())
+    except OSError as e:
+        raise Refused(f"--dir {run_dir}: cannot be read ({e.strerror})") from None
+    if links:
+        raise Refused(f"{links[0]}: is a symbolic link (to {os.readlink(links[0])}); the lab "
+                      "never follows a run directory's files out of it: put the file itself "
+                      "there, or use a new --dir; nothing was changed")
 
 
 TRACE_FILE = "trace.jsonl"
@@ -176,12 +199,7 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
     try:
         return _run(run_dir, config, crash_at, pause_at, trace, ready, lab)
     except sqlite3.OperationalError as e:
-        if "locked" not in str(e):
-            raise Refused(f"{run_dir / TRACKER_FILE}: the tracker failed ({e}); stopped. Every "
-                          "report it acknowledged is safe") from None
-        raise Refused(f"{run_dir / TRACKER_FILE}: the tracker is locked by another program "
-                      f"(waited {TRACKER_TIMEOUT_S:g} s); stopped. Every report it acknowledged "
-                      "is safe; resume when it is free", EXIT_BUSY) from None
+        raise tracker_failure(run_dir / TRACKER_FILE, e) from None
     except sqlite3.DatabaseError as e:
         raise Refused(f"{run_dir / TRACKER_FILE}: not a usable tracker database ({e}); nothing "
                       "more was filed") from None
@@ -189,6 +207,10 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
         if e.errno is None:
             raise
         path = e.filename if isinstance(e.filename, str) else str(run_dir)
+        if e.errno == errno.ELOOP:             # a link made while the run was going
+            raise Refused(f"{path}: is a symbolic link, which the lab never follows out of the "
+                          "run directory; stopped. Every report the tracker acknowledged is "
+                          "safe") from None
         if isinstance(e, FsyncError):
             raise Refused(f"{path}: fsync failed ({e.strerror}); stopping without retrying: a "
                           "retry can report success for data the kernel already dropped. Every "
@@ -209,12 +231,56 @@ def run(run_dir: Path, config: RunConfig, crash_at: int | str | None = None,
                       "acknowledged is safe; resume when the model answers", EXIT_MODEL) from None
 
 
+#: SQLite's primary result codes for a disk that refused a write (sqlite.org/rescode.html).
+SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 8, 10, 13
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+
+
+def tracker_failure(path: Path, e: sqlite3.OperationalError) -> Refused:
+    """The refusal for a tracker that failed mid-run, with the exit code of the README's table:
+    locked by another program is busy (75); a full disk, an I/O error or a read-only file is the
+    disk refusing a write (74), as for the agent's own files; anything else is a tracker that
+    cannot be used (2)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    safe = "stopped. Every report the tracker acknowledged is safe"
+    if primary in (SQLITE_BUSY, SQLITE_LOCKED) or (primary is None and "locked" in str(e)):
+        return Refused(f"{path}: the tracker is locked by another program (waited "
+                       f"{TRACKER_TIMEOUT_S:g} s); {safe}; resume when it is free", EXIT_BUSY)
+    if primary in (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY):
+        cause = ("the disk is full; resume when it has room" if primary == SQLITE_FULL
+                 else "resume when that is fixed")
+        return Refused(f"{path}: cannot write ({e}); {safe}; {cause}", EXIT_IO)
+    return Refused(f"{path}: the tracker failed ({e}); {safe}")
+
+
+def lost_reports(run_dir: Path, state: dict, tracker: Tracker | None = None) -> str | None:
+    """Every report the run's state counts among its findings was acknowledged by the tracker
+    before that page's checkpoint was written, so each must still be there: one query. Returns
+    what is wrong, naming the pages and the file, or None. What it cannot see: a report whose
+    row is there but altered, a duplicate, or a tracker that lost a report this run's state does
+    not count (an aborted page, a page not yet done)."""
+    pages = state["findings"]
+    missing = tracker.missing(pages) if tracker is not None else missing_reports(run_dir, pages)
+    if not missing:
+        return None
+    which = (f"the report of page {missing[0]} is" if len(missing) == 1 else
+             f"the reports of pages {', '.join(map(str, missing))} are")
+    return (f"{run_dir / TRACKER_FILE}: {which} not in the tracker, though this run's checkpoint "
+            "says the tracker acknowledged it: the tracker lost it (damaged, replaced or rolled "
+            "back)")
+
+
 def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
          pause_at: int | str | None, trace: bool, ready: bool, lab: LabOptions) -> dict:
     """One worker process, as the lesson tells it: claim the run directory, recover, run the page
     loop, report. What can be refused before anything touches the disk is refused first."""
     site, plan = plan_crashes(config, crash_at, pause_at, lab)
     check_run_dir(run_dir)                 # read-only: a refusal here leaves nothing behind
+    if lab.faults and lab.faults.fail_fsync and config.fsync == "never" and (
+            run_dir / CONFIG_FILE).exists():
+        raise Refused(f"--fail-fsync {lab.faults.fail_fsync}: with --fsync never a resume makes "
+                      "no fsync at all, so the fault can never fire; use --fsync always")
     ready_t = time.time()
     if ready:
         # For kills from outside at random moments: the killer's clock starts here, on the same
@@ -231,7 +297,10 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         plan.mark(agent.state["next_page"], "start")
     page_loop(agent)
     plan.mark(config.pages, "end")
+    lost = lost_reports(run_dir, agent.state, agent.tracker)
     agent.close()
+    if lost:
+        raise Refused(f"{lost}; this run gives no result")
     return final_report(agent, recovery)
 
 
@@ -281,7 +350,7 @@ class Recovery:
     store: CheckpointStore
     found: Recovered
     repairs: Repairs
-    ns: int                                # load + repairs, before the first page
+    ns: int                                # the store's load + repairs (not the tracker's checks)
 
     @property
     def state(self) -> dict:
@@ -299,16 +368,21 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Re
         found = store.load()
     except StoreDamage as e:
         raise Refused(f"{e}; nothing was changed") from None
+    load_ns = time.perf_counter_ns() - t0
     refuse_points_passed(plan, found.state["next_page"])
     try:
         check_tracker(run_dir)             # read-only, before the first write of this resume
+        lost = lost_reports(run_dir, found.state)
     except TrackerError as e:
         raise Refused(f"{e}; nothing was changed", EXIT_BUSY if e.busy else EXIT_REFUSED) \
             from None
+    if lost:
+        raise Refused(f"{lost}; nothing was changed")
     for note in found.notes:
         print(f"bughunt: {note}", file=sys.stderr)
+    t1 = time.perf_counter_ns()
     repairs = store.open_for_append()
-    recovery = Recovery(store, found, repairs, time.perf_counter_ns() - t0)
+    recovery = Recovery(store, found, repairs, load_ns + time.perf_counter_ns() - t1)
     plan.reach(found.state["next_page"], "after_repair")
     return recovery
 
@@ -555,6 +629,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
     if args.model_name is not None and args.model_url is None:
         parser.error(f"--model-name {args.model_name}: names a model at --model-url URL, which "
                      "is not given")
+    if args.fail_fsync and config.fsync == "never" and args.fail_fsync > CONFIG_FSYNCS:
+        parser.error(f"--fail-fsync {args.fail_fsync}: with --fsync never the only fsyncs are a "
+                     f"new run's {CONFIG_FILE} and its folder ({CONFIG_FSYNCS}), so fsync "
+                     f"{args.fail_fsync} never happens; use --fsync always")
     if args.latency_ms and args.model_url is not None:
         parser.error(f"--latency-ms {args.latency_ms:g}: the model at --model-url takes its own "
                      "time (slow it with the server's faults: delay, ttfb)")

@@ -28,6 +28,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .diskio import NOFOLLOW
+
 BILL_FILE = "bill.jsonl"
 TRACKER_FILE = "tracker.db"
 TRACKER_TIMEOUT_S = 5.0         # how long a submit waits for another program's lock on the tracker
@@ -118,7 +120,8 @@ class MockModel:
         self.site = site
         self.calls = 0
         self.latency_s = latency_s
-        self._fd = os.open(Path(run_dir) / BILL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(Path(run_dir) / BILL_FILE,
+                           os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o644)
 
     def ask(self, page: int) -> tuple[str, int]:
         """Ask "what next?" on `page`. Returns (reply, tokens); the call is on the bill."""
@@ -159,32 +162,44 @@ def check_tracker(run_dir: Path) -> None:
     not the lab's (another program's database must never be written into). A missing or empty
     database is fine: the worker creates the table."""
     path = Path(run_dir) / TRACKER_FILE
+    for p in (path, *side_files(path)):      # SQLite would follow a link out of the run dir
+        if p.is_symlink():
+            raise TrackerError(f"{p}: is a symbolic link, which the tracker never follows")
     if not path.exists():
         return
     if not path.is_file():
         raise TrackerError(f"{path}: is not a file")
+    wal = side_files(path)[0]
+    if path.stat().st_size <= 1 and wal.exists() and wal.stat().st_size > 0:
+        # SQLite takes an empty database file (one byte counts as empty: os_unix.c,
+        # unixFileSize) for a new one, and deletes the log beside it, even when read-only.
+        raise TrackerError(f"{path}: the database file is empty but its write-ahead log "
+                           f"{wal.name} is not: SQLite would throw the log away, and every "
+                           "report in it")
     try:
-        db = open_for_reading(path)
+        db = open_tracker_for_reading(path)
         try:
             tables = {name for (name,) in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             columns = tuple(r[1] for r in db.execute("PRAGMA table_info(reports)"))
         finally:
             db.close()
-    except sqlite3.OperationalError as e:
-        if "locked" in str(e):
-            raise TrackerError(f"{path}: the tracker is locked by another program (waited "
-                               f"{TRACKER_TIMEOUT_S:g} s); resume when it is free",
-                               busy=True) from None
-        raise TrackerError(f"{path}: not a usable tracker database ({e})") from None
     except sqlite3.DatabaseError as e:
-        raise TrackerError(f"{path}: not a usable tracker database ({e})") from None
+        raise _unusable(path, e) from None
     if tables and "reports" not in tables:
         raise TrackerError(f"{path}: not a BugHunt tracker (it holds the tables "
                            f"{', '.join(sorted(tables)[:3])}, not reports)")
     if "reports" in tables and columns != REPORT_COLUMNS:
         raise TrackerError(f"{path}: its reports table has the columns {', '.join(columns)}, "
                            f"not the tracker's ({', '.join(REPORT_COLUMNS)})")
+
+
+def _unusable(path: Path, e: sqlite3.DatabaseError) -> TrackerError:
+    """A tracker that cannot be read: locked by another program (busy), or not usable."""
+    if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+        return TrackerError(f"{path}: the tracker is locked by another program (waited "
+                            f"{TRACKER_TIMEOUT_S:g} s); resume when it is free", busy=True)
+    return TrackerError(f"{path}: not a usable tracker database ({e})")
 
 
 class Tracker:
@@ -219,22 +234,68 @@ class Tracker:
             (page, key, title, os.getpid(), time.time()))
         return cur.rowcount == 1
 
+    def missing(self, pages: list[int]) -> list[int]:
+        """Of `pages`, those with no report here (see `missing_reports`)."""
+        return _missing(self._db, pages)
+
     def close(self) -> None:
         self._db.close()
 
 
-def open_for_reading(path: Path) -> sqlite3.Connection:
+def missing_reports(run_dir: Path, pages: list[int]) -> list[int]:
+    """Of `pages`, those with no report in the tracker, read without changing it. Every page a
+    run's checkpoint counts among its findings had its report acknowledged by the tracker before
+    that checkpoint was written, so a page listed here is a report the tracker has lost."""
+    path = Path(run_dir) / TRACKER_FILE
+    if not pages:
+        return []
+    if not path.exists():
+        return list(pages)
+    try:
+        db = open_tracker_for_reading(path)
+        try:
+            return _missing(db, pages)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise _unusable(path, e) from None
+
+
+def _missing(db: sqlite3.Connection, pages: list[int]) -> list[int]:
+    """One query: the pages the reports table holds, against the pages that should be there."""
+    if not pages:
+        return []
+    try:
+        held = {page for (page,) in db.execute("SELECT DISTINCT page FROM reports")}
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        held = set()                         # a database with no reports table at all
+    return [p for p in pages if p not in held]
+
+
+def side_files(path: Path) -> list[Path]:
+    """The files SQLite keeps beside a database: its write-ahead log, index, rollback journal."""
+    return [Path(f"{path}{s}") for s in ("-wal", "-shm", "-journal")]
+
+
+def open_tracker_for_reading(path: Path) -> sqlite3.Connection:
     """A connection that reads `path` and writes nothing beside it.
 
     A database that no connection holds open is read as it is (`immutable=1`: no lock, no side
-    files). While a writer has it open, or after a kill left its write-ahead log (`-wal`) or a hot
-    rollback journal (`-journal`), SQLite itself must bring the file up to date: then it is opened
-    read-write, and SQLite recovers it first, as any SQLite program would (the tracker included).
+    files). While a writer has it open, or after a kill left its write-ahead log (`-wal`), it is
+    read through the log with a read-only connection (`mode=ro`), which never checkpoints the log
+    into the database nor removes it when it closes (only the `-shm` index, which holds no data,
+    may be rebuilt). A hot rollback journal (`-journal`) must be rolled back before the file can
+    be read: then it is opened read-write, and SQLite recovers it first, as any SQLite program
+    would (the tracker included).
     """
-    side = [Path(f"{path}{s}") for s in ("-wal", "-journal")]
-    if not any(p.exists() for p in side):
-        return sqlite3.connect(f"file:{path}?immutable=1", uri=True, timeout=TRACKER_TIMEOUT_S)
-    return sqlite3.connect(path, timeout=TRACKER_TIMEOUT_S)
+    wal, _shm, journal = side_files(path)
+    if journal.exists():
+        return sqlite3.connect(path, timeout=TRACKER_TIMEOUT_S)
+    if wal.exists():
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=TRACKER_TIMEOUT_S)
+    return sqlite3.connect(f"file:{path}?immutable=1", uri=True, timeout=TRACKER_TIMEOUT_S)
 
 
 def read_reports(run_dir: Path) -> list[dict]:
@@ -243,7 +304,7 @@ def read_reports(run_dir: Path) -> list[dict]:
     path = Path(run_dir) / TRACKER_FILE
     if not path.exists():
         return []
-    db = open_for_reading(path)
+    db = open_tracker_for_reading(path)
     try:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM reports ORDER BY id")]

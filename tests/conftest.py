@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,51 @@ def book(tmp_path_factory) -> Path:
                       offline=tmp / "offline")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return tmp / "build" / "html"
+
+
+# --- a test run leaves the learner's notebook folder as it found it ------------------------------
+#
+# Under nbval, lesson 9's `%%writefile` cells write their stores into notebooks/, the kernel's
+# folder, as they do for a learner, whose own loop (write a cell, grade the file by name) must
+# keep working there. So the run records the folder's top level before the first test and puts
+# it back after the last: what appeared is removed, what changed or went is written back (a
+# learner's own naive_store.py included). Something a learner adds to the folder while the tests
+# run is removed too: run the tests on a checkout you are not working in.
+
+NOTEBOOK_FOLDER = ROOT / "notebooks"
+
+
+def folder_state(folder: Path) -> dict[str, bytes | None]:
+    """The top level of `folder`: each file's bytes, None for a directory (not looked into)."""
+    return {p.name: None if p.is_dir() else p.read_bytes() for p in folder.iterdir()}
+
+
+def put_back(folder: Path, before: dict[str, bytes | None]) -> list[str]:
+    """Make the top level of `folder` what it was in `before`; return the names it changed."""
+    now = folder_state(folder)
+    touched = []
+    for name in sorted(set(now) - set(before)):
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        touched.append(name)
+    for name in sorted(before):
+        if name in now and now[name] == before[name]:
+            continue
+        if before[name] is None:
+            (folder / name).mkdir(exist_ok=True)
+        else:
+            (folder / name).write_bytes(before[name])
+        touched.append(name)
+    return touched
+
+
+_NOTEBOOKS_BEFORE: dict[str, bytes | None] = {}
+
+
+def pytest_sessionstart(session) -> None:
+    _NOTEBOOKS_BEFORE.update(folder_state(NOTEBOOK_FOLDER))
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _NOTEBOOKS_BEFORE:
+        put_back(NOTEBOOK_FOLDER, _NOTEBOOKS_BEFORE)

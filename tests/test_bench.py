@@ -5,6 +5,7 @@ import csv
 from bughunt import bench
 from bughunt.config import RunConfig
 from bughunt.stores import rebuild_from_disk
+from bughunt.world import missing_reports
 
 
 def test_bench_writes_ratios_for_every_write_and_recovery_case(tmp_path, capsys):
@@ -23,6 +24,7 @@ def test_a_synthetic_run_is_what_a_worker_would_have_written(tmp_path):
     rec = rebuild_from_disk(tmp_path / "run", config)
     assert events == 40 + len([p for p in range(1, 41) if (p - 1) % 12 + 1 in (3, 7, 10)])
     assert rec.snapshot_used and rec.state["next_page"] == 41 and rec.replayed_events == 0
+    assert missing_reports(tmp_path / "run", rec.state["findings"]) == []   # a resume accepts it
 
 
 def test_bench_measures_the_model_server_start_and_an_http_call_against_the_mock(tmp_path):

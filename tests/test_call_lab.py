@@ -58,7 +58,7 @@ def test_a_call_process_forked_from_the_parent_dies_by_a_real_sigkill(lab, tmp_p
     journal = tmp_path / "j.jsonl"
     killed = lab.forks.run(inflight.call_args(lab.base_url, journal, page=5, crash_at="chunk#2"))
     assert killed.returncode == -signal.SIGKILL
-    held = inflight.pending_call(inflight.read_journal(journal), 5)
+    held = inflight.pending_call(inflight.read_client_journal(journal), 5)
     assert held["chunks"] == 2 and held["prefix"] == cif.answer_of(5)[0]
 
 

@@ -171,6 +171,29 @@ def test_a_task_of_an_unknown_kind_is_refused_naming_it_and_nothing_changes(tmp_
     assert read_tasks(db)[1]["status"] == "running"          # not recovered by the refused run
 
 
+@pytest.mark.parametrize("command", [["memo", "--candidate", "x"], ["count"], ["generate"],
+                                     ["crash-loop"], ["tool-probe"]])
+def test_a_database_holding_finished_tasks_of_another_kind_is_refused_untouched(tmp_path,
+                                                                               command):
+    """As --help says: a --db that holds other tasks is refused, even when they are all done
+    (the runtime itself only checks the live ones)."""
+    db = tmp_path / "f.db"
+    assert durable("flaky", "--db", db, "--dies", 0).returncode == 0
+    assert read_tasks(db)[0]["status"] == "terminal"
+    before = snapshot(tmp_path)
+    proc = durable(command[0], "--db", db, *command[1:])
+    assert proc.returncode == 2
+    one_sentence(proc.stderr, str(db), "flaky")
+    assert snapshot(tmp_path) == before and len(read_tasks(db)) == 1
+
+
+def test_a_finished_task_of_its_own_kind_is_found_again_not_added(tmp_path):
+    db = tmp_path / "t.db"
+    for _ in range(2):
+        assert durable("tool-probe", "--db", db).returncode == 0    # an agent and its tool
+    assert [t["kind"] for t in read_tasks(db)] == ["agent", "tool"]
+
+
 def test_resuming_with_other_flags_than_the_task_was_started_with_is_refused(tmp_path):
     db = tmp_path / "c.db"
     assert durable("count", "--db", db, "--to", 5, "--crash-after-tick", 2).returncode == -9

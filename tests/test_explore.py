@@ -20,7 +20,7 @@ import pytest
 
 from bughunt.explore import ExploreRefused, explore, self_check
 from bughunt.explore import trace as T
-from bughunt.explore.check import CheckerVerdict, judge
+from bughunt.explore.check import CheckerVerdict, judge_state
 from bughunt.explore.states import oracles
 from bughunt.explore.workloads import SKELETON, explore_workload
 from bughunt.instruments.journal import Op
@@ -101,15 +101,15 @@ def test_the_oracle_takes_the_last_acknowledged_version_and_judges_lost_and_phan
            {"op": Op.MARK, "what": "begin", "key": "a", "version": "2"},
            {"op": Op.MARK, "what": "ack", "key": "a", "version": "2"}]
     at = oracles(ops)
-    assert [f.cls for f in judge(CheckerVerdict("items", {"a": "1"}), at[4])] == ["lost"]  # older
-    assert judge(CheckerVerdict("items", {"a": "2"}), at[4]) == []
+    assert [f.cls for f in judge_state(CheckerVerdict("items", {"a": "1"}), at[4])] == ["lost"]  # older
+    assert judge_state(CheckerVerdict("items", {"a": "2"}), at[4]) == []
     assert dict(at[2].acked) == {"a": "1"} and at[3].versions("a") == ("1", "2")
-    assert judge(CheckerVerdict("items", {"a": "2"}), at[3]) == []          # in flight: fine
-    assert [f.cls for f in judge(CheckerVerdict("items", {}), at[3])] == ["lost"]
-    assert [f.cls for f in judge(CheckerVerdict("items", {"a": "3"}), at[3])] == ["phantom"]
-    assert [f.cls for f in judge(CheckerVerdict("items", {"b": "1"}), at[3])] == ["lost", "phantom"]
-    assert judge(CheckerVerdict("refused", message="x"), at[0]) == []       # nothing acknowledged yet
-    assert [f.cls for f in judge(CheckerVerdict("refused", message="x"), at[2])] == ["unreadable"]
+    assert judge_state(CheckerVerdict("items", {"a": "2"}), at[3]) == []          # in flight: fine
+    assert [f.cls for f in judge_state(CheckerVerdict("items", {}), at[3])] == ["lost"]
+    assert [f.cls for f in judge_state(CheckerVerdict("items", {"a": "3"}), at[3])] == ["phantom"]
+    assert [f.cls for f in judge_state(CheckerVerdict("items", {"b": "1"}), at[3])] == ["lost", "phantom"]
+    assert judge_state(CheckerVerdict("refused", message="x"), at[0]) == []       # nothing acknowledged yet
+    assert [f.cls for f in judge_state(CheckerVerdict("refused", message="x"), at[2])] == ["unreadable"]
 
 
 def test_a_trace_line_joined_with_its_resumption_and_a_cut_buffer_is_refused():

@@ -3,6 +3,9 @@
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -66,3 +69,23 @@ def test_a_server_keeps_its_temp_files_where_its_kill_removes_them(tmp_path):
         server.kill()
     assert not os.path.exists(server.tmp.name)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]       # nothing but the run
+
+
+def test_a_fork_server_removes_its_folder_when_its_caller_is_killed(tmp_path):
+    """A notebook kernel is stopped with SIGKILL (nbval, a forced restart): its own cleanup never
+    runs. The lifeline ends its fork server and takes its output folder with it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    caller = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from bughunt.forkserver import ForkServer; "
+         "s = ForkServer(); s.run(['--help']); print('ran', flush=True); sys.stdin.read()"],
+        env={**os.environ, "TMPDIR": str(tmp)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    assert caller.stdout.readline() == "ran\n"
+    assert [p.name[:13] for p in tmp.iterdir()] == ["bughunt-fork-"]
+    caller.kill()
+    caller.communicate()
+    deadline = time.monotonic() + 60            # a condition to wait for, not a timed assert
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(tmp.iterdir()) == []

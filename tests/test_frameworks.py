@@ -211,6 +211,34 @@ def test_bad_flags_are_refused_in_one_sentence_naming_the_flag(argv, flag, capsy
     assert os.listdir(tmp_path) == []                   # nothing left on disk
 
 
+@pytest.mark.parametrize("spec", [":X", "..relative:X", "bughunt.no_such_module:X",
+                                  "bughunt.frameworks.fake:NoSuchClass"])
+def test_an_adapter_that_cannot_be_loaded_is_one_sentence_naming_the_flag(spec, tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "bughunt", "frameworks", "--framework", spec],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"--framework {spec!r}" in last
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [["--timeout", "1e-9", "--framework", "fake"],
+                                  ["--timeout", "0.05", "--framework", "langgraph",
+                                   "--mode", "sync", "--points", "user@p1"]])
+def test_a_timeout_shorter_than_the_clean_run_fails_the_sweep_in_one_sentence(args, tmp_path):
+    """The timeout is the child's: a fork server that takes longer to start than that is not
+    the child running too long, and a clean run killed at its timeout is a sweep that could not
+    run (exit 1), said in one sentence, with nothing left in the temp dir."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "bughunt", "frameworks", *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not finish within" in lines[0], lines
+    assert os.listdir(tmp_path) == []
+
+
 def test_json_output_holds_typed_records_and_summaries(capsys):
     assert cli.main(["--framework", "fake", "--mode", "page", "--key", "off",
                      "--points", "submit.after#*", "--json"]) == 0

@@ -80,6 +80,37 @@ def test_bad_flags_of_the_call_process_exit_2_naming_the_flag(tmp_path, args, fl
     assert "Traceback" not in proc.stderr and not (tmp_path / "j").exists()
 
 
+def _journal_dir(path):
+    path.mkdir()
+
+
+def _foreign_text(path):
+    path.write_text("my notes\n")
+
+
+def _foreign_json(path):
+    path.write_text('{"t": "sent", "page": 3}\n[1, 2]\n')
+
+
+@pytest.mark.parametrize("make, words", [(_journal_dir, "is a directory"),
+                                         (_foreign_text, "not a call journal"),
+                                         (_foreign_json, "not a call journal")])
+def test_a_journal_that_is_not_a_journal_is_refused_before_any_call(tmp_path, make, words):
+    journal = tmp_path / "journal.jsonl"
+    make(journal)
+    before = journal.read_bytes() if journal.is_file() else None
+    with ModelServer(tmp_path / "bill.jsonl") as server:
+        proc = subprocess.run([sys.executable, "-m", "bughunt.inflight", "--base-url",
+                               server.base_url, "--journal", str(journal)],
+                              capture_output=True, text=True, timeout=60)
+        assert server.read_bill() == []                       # no call was made
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--journal {journal}" in lines[0] and words in lines[0], lines
+    assert "valid JSON" not in lines[0]
+    assert (journal.read_bytes() if journal.is_file() else None) == before
+
+
 def test_a_malformed_chunk_fails_the_call_process_with_one_sentence_not_a_traceback(tmp_path):
     with ModelServer(tmp_path / "bill.jsonl") as server:
         proc = subprocess.run([sys.executable, "-m", "bughunt.inflight", "--base-url",

@@ -1,5 +1,6 @@
 """The local model server: the API's shape through the real SDK, its 400s, its bill, its faults."""
 
+import hashlib
 import http.client
 import json
 import os
@@ -16,7 +17,8 @@ import pytest
 
 from bughunt import inflight
 from bughunt.modelserver import (FAULT_HEADER, Fault, FaultSpecError, ModelServer, ServerProcess,
-                                 answer_text, answer_words, prompt_hash, read_server_bill, serve)
+                                 StartError, answer_text, answer_words, prompt_hash,
+                                 read_server_bill, serve)
 
 MESSAGES = [{"role": "system", "content": "You are a test."},
             {"role": "user", "content": "What next on page 3?"}]
@@ -86,6 +88,9 @@ def test_ctrl_c_stops_the_server_without_a_traceback(tmp_path):
     (["--fault", "delay=-1"], "delay=-1"),
     (["--bill", "NO_SUCH_DIR/bill.jsonl"], "--bill"),
     (["--bill", "."], "--bill"),
+    (["--fault", "ttfb=1e308"], "ttfb=1e308"),
+    (["--fault", "delay=1e300"], "delay=1e300"),
+    (["--fault", "retry_after=1e308"], "retry_after=1e308"),
 ])
 def test_bad_flags_exit_2_with_one_sentence_naming_the_flag(tmp_path, args, flag):
     base = ["--bill", str(tmp_path / "bill.jsonl")]
@@ -111,11 +116,37 @@ def test_a_port_in_use_is_refused_by_name_and_no_bill_is_created(tmp_path):
     assert not (tmp_path / "bill.jsonl").exists()
 
 
+def test_a_bill_that_is_not_a_bill_is_refused_at_start_with_its_bytes_unchanged(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nfor tomorrow\n")
+    before = hashlib.sha256(notes.read_bytes()).hexdigest()
+    proc = subprocess.run([sys.executable, "-m", "bughunt.modelserver", "--bill", str(notes)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"--bill {notes}" in last and "not a bill" in last and ":1" in last
+    assert hashlib.sha256(notes.read_bytes()).hexdigest() == before
+    with pytest.raises(StartError, match="not a bill"):
+        ModelServer(notes)
+
+
+def test_an_existing_bill_is_carried_on_and_an_empty_file_is_a_new_bill(tmp_path):
+    bill = tmp_path / "bill.jsonl"
+    for expected in (1, 2):
+        with ModelServer(bill) as server:
+            sdk(server).chat.completions.create(model="m", messages=MESSAGES)
+        assert len(read_server_bill(bill)) == expected
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    with ModelServer(empty) as server:
+        sdk(server).chat.completions.create(model="m", messages=MESSAGES)
+    assert len(read_server_bill(empty)) == 1
+
 # --- the API's shape, through the real SDK --------------------------------------------------------
 
 def test_a_non_streamed_answer_is_a_chat_completion_with_the_billed_usage(server):
     r = sdk(server).chat.completions.create(model="m", messages=MESSAGES)
-    [billed] = server.read_bill()
+    [billed] = server.read_server_bill()
     assert r.object == "chat.completion" and r.choices[0].finish_reason == "stop"
     assert r.choices[0].message.role == "assistant"
     assert r.id == billed["request_id"] == r._request_id
@@ -129,7 +160,7 @@ def test_a_streamed_answer_is_chunks_then_usage_then_done(server):
     stream = sdk(server).chat.completions.create(model="m", messages=MESSAGES, stream=True,
                                                  stream_options={"include_usage": True})
     chunks = list(stream)
-    [billed] = server.read_bill()
+    [billed] = server.read_server_bill()
     assert all(c.object == "chat.completion.chunk" and c.id == billed["request_id"]
                for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -188,13 +219,64 @@ def test_an_invalid_request_gets_the_apis_400_and_is_not_billed(server, body, pa
     assert status == 400 and set(error) == {"message", "type", "param", "code"}
     assert error["type"] == "invalid_request_error" and error["message"]
     assert (error["param"], error["code"]) == (param, code)
-    assert server.read_bill() == []
+    assert server.read_server_bill() == []
+
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize("body, param", [
+    pytest.param(request([{"text": 5}]), "messages[0].content[0].text", id="text-5"),
+    pytest.param(request([{"type": "text", "text": 5}]), "messages[0].content[0].text",
+                 id="typed-text-5"),
+    pytest.param(request([{"text": ["a"]}]), "messages[0].content[0].text", id="text-list"),
+    pytest.param(request("a\ud800b"), "messages[0].content", id="surrogate-content"),
+    pytest.param(request([{"type": "text", "text": "\udfff"}]), "messages[0].content[0].text",
+                 id="surrogate-part"),
+    pytest.param({**request(), "model": "m\ud800"}, "model", id="surrogate-model"),
+    pytest.param(b'{"model": "m", "messages": ' + b"[" * DEEP + b"]" * DEEP + b"}", None,
+                 id="nested-100000-deep"),
+    pytest.param({**request(), "n": True}, "n", id="n-true"),
+    pytest.param({**request(), "n": 1.0}, "n", id="n-1.0"),
+    pytest.param({**request(), "n": 2}, "n", id="n-2"),
+    pytest.param(json.dumps(request()).replace("}]", '}], "temperature": NaN', 1).encode(), None,
+                 id="temperature-NaN"),
+    pytest.param({**request(), "temperature": "hot"}, "temperature", id="temperature-hot"),
+    pytest.param({**request(), "temperature": 9}, "temperature", id="temperature-9"),
+])
+def test_input_the_handler_died_on_gets_a_400_in_the_error_envelope_unbilled(server, body, param,
+                                                                            capsys):
+    status, _, payload, _ = raw(server, body)
+    error = json.loads(payload)["error"]
+    assert status == 400 and set(error) == {"message", "type", "param", "code"}, payload
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert server.read_server_bill() == []
+    assert raw(server, request())[0] == 200             # and the server still answers
+    assert "error answering" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["ttfb=1e308", "delay=1e300", "rate_limit=1,retry_after=1e308",
+                                  "retry_after=inf", "ttfb=3601", "cut=\u00b2"])
+def test_a_fault_header_no_server_can_wait_out_is_a_400_and_not_billed(server, spec, capsys):
+    status, _, payload, _ = raw(server, {**request(), "stream": True},
+                                headers={FAULT_HEADER: spec})
+    error = json.loads(payload)["error"]
+    assert status == 400 and error["param"] == FAULT_HEADER and spec.split(",")[-1] in \
+        error["message"]
+    assert server.read_server_bill() == []
+    assert "error answering" not in capsys.readouterr().err
 
 
 def test_a_bad_fault_header_is_a_400_naming_the_header_and_is_not_billed(server):
     status, _, payload, _ = raw(server, request(), headers={FAULT_HEADER: "cut=soon"})
     assert status == 400 and FAULT_HEADER in json.loads(payload)["error"]["message"]
-    assert server.read_bill() == []
+    assert server.read_server_bill() == []
+
+
+def test_a_retry_count_that_is_not_ascii_digits_is_billed_as_unknown(server, capsys):
+    status, _, _, _ = raw(server, request(), headers={"x-stainless-retry-count": "\u00b2"})
+    assert status == 200 and [b["retry"] for b in server.read_server_bill()] == [None]
+    assert "error answering" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("method, path", [("GET", "/v1/models"), ("POST", "/v1/completions"),
@@ -203,7 +285,7 @@ def test_unknown_paths_are_404_and_not_billed(server, method, path):
     status, _, payload, _ = raw(server, request(), method=method, path=path)
     assert status == 404
     assert json.loads(payload)["error"]["message"] == f"Invalid URL ({method} {path})"
-    assert server.read_bill() == []
+    assert server.read_server_bill() == []
 
 
 def test_a_body_sent_in_chunks_is_read_whole_and_the_connection_stays_in_step(server):
@@ -215,7 +297,7 @@ def test_a_body_sent_in_chunks_is_read_whole_and_the_connection_stays_in_step(se
         resp = conn.getresponse()
         assert resp.status == 200 and json.loads(resp.read())["object"] == "chat.completion"
     conn.close()
-    assert len(server.read_bill()) == 2
+    assert len(server.read_server_bill()) == 2
 
 
 def test_a_body_too_large_is_a_413_before_it_is_read_and_not_billed(server):
@@ -225,7 +307,7 @@ def test_a_body_too_large_is_a_413_before_it_is_read_and_not_billed(server):
     answer = conn.makefile("rb").read()                              # until the server closes
     conn.close()
     assert answer.startswith(b"HTTP/1.1 413 ") and b"Connection: close" in answer
-    assert server.read_bill() == []
+    assert server.read_server_bill() == []
 
 
 def test_serve_gives_a_running_server_in_a_thread_or_a_process(tmp_path):
@@ -240,7 +322,7 @@ def test_the_sdk_raises_bad_request_and_does_not_retry_it(server):
     with pytest.raises(openai.BadRequestError) as e:
         sdk(server).chat.completions.create(model="m", messages=[])
     assert e.value.code == "empty_array" and e.value.param == "messages"
-    assert server.read_bill() == []
+    assert server.read_server_bill() == []
 
 
 # --- the bill -------------------------------------------------------------------------------------
@@ -271,7 +353,7 @@ def test_the_bill_is_exact_under_concurrent_clients(server):
     for t in threads:
         t.join()
     assert errors == []
-    bill = server.read_bill()
+    bill = server.read_server_bill()
     assert len(bill) == 40 and sorted(b["request_id"] for b in bill) == sorted(ids)
 
 
@@ -305,10 +387,10 @@ def test_a_request_is_billed_before_the_first_byte_of_its_answer(tmp_path):
                  b"application/json\r\n%s: ttfb=30\r\nContent-Length: %d\r\n\r\n%s"
                  % (FAULT_HEADER.encode(), len(body), body))
     deadline = time.monotonic() + 10
-    while not server.read_bill() and time.monotonic() < deadline:
+    while not server.read_server_bill() and time.monotonic() < deadline:
         time.sleep(0.01)                # waiting for a condition, not for a crash
     try:
-        assert len(server.read_bill()) == 1
+        assert len(server.read_server_bill()) == 1
         assert select.select([conn], [], [], 0)[0] == []     # not one byte of the answer yet
     finally:
         server.stop()                   # wakes the handler: it abandons the answer
@@ -321,7 +403,7 @@ def test_cut_closes_the_stream_after_k_chunks_and_the_call_is_still_billed(serve
     status, _, payload, cut = raw(server, {**request(), "stream": True},
                                   headers={FAULT_HEADER: "cut=3"})
     assert status == 200 and cut and len(events(payload)) == 3
-    assert len(server.read_bill()) == 1
+    assert len(server.read_server_bill()) == 1
 
 
 def test_cut_without_stream_closes_halfway_through_the_body(server):
@@ -347,7 +429,7 @@ def test_rate_limit_answers_429_with_retry_after_until_served_and_bills_only_the
     headers, payload = answers[0][1], answers[0][2]
     assert headers["Retry-After"] == "2" and headers["retry-after-ms"] == "1500"
     assert json.loads(payload)["error"]["code"] == "rate_limit_exceeded"
-    assert len(server.read_bill()) == 1
+    assert len(server.read_server_bill()) == 1
 
 
 def test_delay_spaces_every_chunk(server):

@@ -214,3 +214,24 @@ def test_every_chinese_term_a_lesson_introduces_is_in_the_glossary(stem):
     for source in markdown_cells(stem):
         for term in re.findall(r"[(（]([\u4e00-\u9fff]{2,8})[)）]", source):
             assert term in glossary, term
+
+
+def test_the_test_run_puts_the_notebook_folder_back_as_it_found_it(tmp_path):
+    """What lesson 9's %%writefile cells leave under nbval is removed after the run, and a
+    learner's own file of the same name is written back (tests/conftest.py)."""
+    from conftest import folder_state, put_back
+
+    (tmp_path / "naive_store.py").write_text("# the learner's own\n")
+    (tmp_path / "09_your_own_store.ipynb").write_text("{}")
+    (tmp_path / "src").mkdir()
+    before = folder_state(tmp_path)
+    (tmp_path / "naive_store.py").write_text("# written by the notebook\n")
+    (tmp_path / "rename_store.py").write_text("# written by the notebook\n")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "x").write_text("x")
+    (tmp_path / "09_your_own_store.ipynb").unlink()
+    assert put_back(tmp_path, before) == ["rename_store.py", "runs", "09_your_own_store.ipynb",
+                                          "naive_store.py"]
+    assert folder_state(tmp_path) == before
+    assert (tmp_path / "naive_store.py").read_text() == "# the learner's own\n"
+    assert put_back(tmp_path, before) == []                  # twice is the same as once

@@ -229,6 +229,25 @@ def test_bad_model_flags_are_refused_in_one_sentence_and_change_nothing(tmp_path
     assert "Traceback" not in proc.stderr and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("make, says", [
+    (lambda p: p.write_text("my notes\n"), "not a bill"),
+    (lambda p: p.write_text('{"request_id": "chatcmpl-1"}\n[1]\n'), "not a bill"),
+    (lambda p: p.mkdir(), "is a directory"),
+])
+def test_a_model_bill_that_is_not_a_bill_is_refused_in_one_sentence_untouched(tmp_path, make,
+                                                                            says):
+    bill = tmp_path / "foreign.txt"
+    make(bill)
+    before = bill.read_bytes() if bill.is_file() else None
+    proc = bughunt("sweep", "--model-url", "http://127.0.0.1:9/v1", "--model-bill", str(bill),
+                   "--points", "p1.after_model_call", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"--model-bill {bill}" in last and says in last and "no such file" not in last
+    assert (bill.read_bytes() if bill.is_file() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.txt"]
+
+
 def test_a_model_that_cannot_be_reached_stops_the_worker_with_exit_69(tmp_path):
     proc = bughunt("run", "--dir", str(tmp_path / "r"), "--model-url", "http://127.0.0.1:9/v1",
                    cwd=tmp_path)

@@ -85,7 +85,7 @@ def runtime(args, out: Out, kinds: list[Kind], tools: list[Tool] = (), *, task: 
         sys.stderr.flush()
     store = DurableStore(args.db, synchronous=args.synchronous, wait=args.wait, on_wait=waiting)
     try:
-        existing = find_task(store, *task[:2])
+        existing = find_task(store, *task[:2], spawns={"tool"} if tools else set())
         rt = Runtime(store, kinds, tools, restart_limit=args.restart_limit,
                      on_report=out.report, **options)
     except BaseException:
@@ -97,9 +97,22 @@ def runtime(args, out: Out, kinds: list[Kind], tools: list[Tool] = (), *, task: 
         store.close()
 
 
-def find_task(store: DurableStore, kind: str, input) -> int | None:
-    """The task of this kind already in the store (a resume, with the same input), if any."""
-    for rec in store.all():
+def find_task(store: DurableStore, kind: str, input, spawns: set[str] = frozenset()
+              ) -> int | None:
+    """The task of this kind already in the store (a resume, with the same input), if any.
+
+    Each command's database holds its own task and the tasks it spawns (`spawns`: tool-probe's
+    tool) and nothing else: a database that holds finished tasks of another kind is another
+    command's, and is refused before anything is written. (A live task of another kind is
+    refused by the runtime itself, naming its phase.)
+    """
+    records = store.all()
+    for rec in records:
+        if rec["kind"] not in {kind, *spawns} and rec["state"]["status"] == "terminal":
+            raise StoreRefused(store.path, f"it holds other tasks (task {rec['id']} is a "
+                               f"finished {rec['kind']} task), and {PROG} runs one kind of task "
+                               f"per database, {kind} here: use a new --db")
+    for rec in records:
         if rec["kind"] == kind:
             if rec["input"] != input:
                 raise StoreRefused(store.path, f"it holds a {kind} task with input "

@@ -30,7 +30,7 @@ from ..instruments.journal import Op
 from ..powerloss import Disk
 from . import check as _check
 from .report import Exploration, ModelResult, StateViolation, describe
-from .states import MODELS, build
+from .states import MODELS, build_states
 from .trace import TimedOut, parse, run_traced
 
 __all__ = ["explore", "ExploreRefused", "Exploration", "StateViolation"]
@@ -162,7 +162,7 @@ def explore(program: list[str], directory, *, check: str | None = None,
             result.reliable = False
             result.seconds = time.perf_counter() - t_start
             return result
-        states = build(trace.ops, before=before, dirs=dirs, external=external,
+        states = build_states(trace.ops, before=before, dirs=dirs, external=external,
                        samples_per_cut=samples_per_cut, cap=max_states, seed=seed)
         checker = _check.Checker(tmp / "states", argv=argv, ack_file=ack_file, timeout=timeout)
         (tmp / "states").mkdir()
@@ -175,7 +175,7 @@ def explore(program: list[str], directory, *, check: str | None = None,
                     outcome = checker(state)
                 except _check.CheckerProblem as e:
                     raise ExploreRefused(f"{e} (at the state after operation {state.cut})") from None
-                findings = _check.judge(outcome, state.oracle)
+                findings = _check.judge_state(outcome, state.oracle)
                 r.states += 1
                 if findings:
                     r.violations += 1

@@ -159,7 +159,7 @@ class Finding:
     detail: str
 
 
-def judge(outcome: CheckerVerdict, oracle: Oracle) -> list[Finding]:
+def judge_state(outcome: CheckerVerdict, oracle: Oracle) -> list[Finding]:
     """What is wrong with what the checker recovered, given what had been begun and acked."""
     acked = dict(oracle.acked)
     if outcome.kind == "hang":

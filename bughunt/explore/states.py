@@ -82,7 +82,7 @@ def _state(model: str, s: CrashState, oracle: Oracle) -> State:
     return State(model, s.cut, s.files, s.dirs, s.choice, s.lost, s.torn, s.digest(), oracle)
 
 
-def build(ops: list[dict], *, before: dict[str, bytes], dirs=(), external=(),
+def build_states(ops: list[dict], *, before: dict[str, bytes], dirs=(), external=(),
           samples_per_cut: int = 4, cap: int = 200, seed: int = 0) -> dict[str, list[State]]:
     """Every distinct (disk, oracle) state per model; power-cut ones sampled and capped."""
     marks = oracles(ops)

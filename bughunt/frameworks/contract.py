@@ -112,8 +112,12 @@ def adapter_class(spec: str) -> type:
                            "or module:Class")
     try:
         cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
+    except (ImportError, AttributeError, ValueError, TypeError) as e:
+        # ValueError: an empty module name (":X"); TypeError: a relative one ("..x:X")
         raise AdapterError(f"--framework {spec!r}: cannot load {target} ({e})") from None
+    except Exception as e:            # a learner's module may raise anything while importing
+        raise AdapterError(f"--framework {spec!r}: importing {module} raised "
+                           f"{type(e).__name__}: {e}") from None
     missing = [a for a in ("name", "modes", "resume_styles", "run", "rebuild")
                if not hasattr(cls, a)]
     if missing:

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from ..config import RunConfig
-from ..diskio import Door
+from ..diskio import Door, open_for_reading
 from ..events import apply_event, initial_state
 from . import LOG_FILE, SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, records
 from .snapshot import read_snapshot, remove_stale_temp, write_snapshot
@@ -36,7 +36,7 @@ def ensure_newline_terminated(path: Path, door: Door) -> bool:
     readers skip. Repairing twice is the same as once. (Codex: `ensure_rollout_is_newline_terminated`.)
     """
     try:
-        with open(path, "rb") as f:
+        with open_for_reading(path) as f:
             if f.seek(0, os.SEEK_END) == 0:
                 return False
             f.seek(-1, os.SEEK_END)
@@ -88,7 +88,7 @@ def replay_log(path: Path, data: bytes, first_line: int, state: dict) -> Recover
 def count_lines(path: Path, end: int | None = None) -> int:
     """Newlines in the first `end` bytes of `path` (all of it by default), read in chunks."""
     n, left = 0, end
-    with open(path, "rb") as f:
+    with open_for_reading(path) as f:
         while left is None or left > 0:
             chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
             if not chunk:
@@ -121,7 +121,7 @@ class LogStore:
 
     def _load(self) -> Recovered:
         try:
-            size = self.path.stat().st_size
+            size = self.path.lstat().st_size      # a link is refused when opened
         except FileNotFoundError:
             size = 0
         state, start, first_line, notes = initial_state(), 0, 0, []
@@ -142,7 +142,7 @@ class LogStore:
                     state, snapshot_used = payload["state"], True
         data = b""
         if size:
-            with open(self.path, "rb") as f:
+            with open_for_reading(self.path) as f:
                 f.seek(start)
                 data = f.read()
         rec = replay_log(self.path, data, first_line, state)
@@ -154,7 +154,7 @@ class LogStore:
         """The snapshot must end on a line boundary inside the log, or log and snapshot disagree."""
         ok = isinstance(offset, int) and 0 <= offset <= size
         if ok and offset:
-            with open(self.path, "rb") as f:
+            with open_for_reading(self.path) as f:
                 f.seek(offset - 1)
                 ok = f.read(1) == b"\n"
         if not ok:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import RunConfig
-from ..diskio import Door
+from ..diskio import Door, read_bytes
 from ..events import initial_state
 from . import SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, records
 
@@ -36,7 +36,7 @@ def write_snapshot(door: Door, path: Path, payload: dict, write_mode: str, mid=l
 def read_snapshot(path: Path) -> dict | None:
     """The snapshot's payload, or None when there is no snapshot. Raises records.Torn/Damaged."""
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path)
     except FileNotFoundError:
         return None
     payload = records.decode(raw.rstrip(b"\n"))

@@ -249,7 +249,26 @@ beyond.damage_demo()
 # event. A flipped bit inside a record fails its checksum; a zeroed line leaves a gap in the sequence
 # numbers: both are refused with file and line, and the file is left as it was. A damaged snapshot
 # is never trusted: recovery replays the whole log instead and says so.
+
+# %% [markdown]
+# The tracker is a file too, and SQLite reads a damaged one without a word as long as what is left
+# is well formed: remove its write-ahead log after a kill and cut the database short, and SQLite
+# sees a valid, empty database, the acknowledged reports gone. So the worker does not take the
+# tracker's word alone. The checkpoint knows which pages' reports the tracker acknowledged (the
+# run's findings: a page is done only after its report was filed), and one query asks the tracker
+# for those pages, before a resume writes anything and again at the end of every run. A page
+# missing is refused with exit 2, naming the page and `tracker.db`: before the resume nothing has
+# changed; at the end the run gives no result.
 #
+# What this check sees: a report the checkpoint counts and the tracker no longer holds (a damaged
+# or truncated database, an older copy put back, a row deleted by another program). What it cannot
+# see: a report the checkpoint does not count yet (filed, then the kill came before the page's
+# checkpoint: the danger window) or never will (an aborted page); a row that is there but altered;
+# a duplicate (the sweeps count those from the tracker); and a run directory
+# put back whole from an older copy, where checkpoint and tracker agree and the pages are simply
+# done again: only the bill, with its calls paid twice, shows that.
+
+# %% [markdown]
 # ## 6. The store contract and its conformance suite
 #
 # Every checkpoint store, the lab's and the one you write in lesson 9, makes the same promises,
