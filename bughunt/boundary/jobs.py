@@ -133,7 +133,8 @@ def sweep_job(ctx, *, spec: str, config: dict, points: list[str] | None = None, 
     with experiment.work_dir(Path(base_dir) if base_dir else None, in_memory=True) as base:
         records = experiment.run_crash_jobs(
             jobs, base, workers or None, measure=measure,
-            progress=lambda done, total: ctx.status(progress=[done, total]))
+            progress=lambda done, total: ctx.status(progress=[done, total]),
+            discard=base_dir is None)
     return {"records": [dataclasses.asdict(r) for r in records],
             "call": served is not None}
 
