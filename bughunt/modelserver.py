@@ -566,7 +566,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._whole(request_id, created, model, words, finish, usage, fault)
 
-    def _ascii_digits(self, request_id, created, model, words, finish, usage, fault: Fault) -> None:
+    def _whole(self, request_id, created, model, words, finish, usage, fault: Fault) -> None:
         body = json.dumps({
             "id": request_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": " ".join(words),
