@@ -535,6 +535,69 @@ def interrupt_latency(tries: int = 10) -> None:
              f"finished before the signal {finished}")
 
 
+def grade_cost(runs: int = 3) -> None:
+    """Grading lesson 9's reference solution, behind the boundary: the suite and the sweep, the
+    processes started and ended (median of `runs`)."""
+    from .lab.lessons.l09_your_own_store import REFERENCE
+    from .grader import grade
+
+    seconds = []
+    with tempfile.TemporaryDirectory(prefix="bughunt-bench-grade-") as tmp:
+        path = Path(tmp) / "reference_store.py"
+        path.write_text(REFERENCE)
+        for _ in range(runs):
+            g = grade(f"{path}:MyStore")
+            seconds.append(g.seconds)
+    median = statistics.median(seconds)
+    row("grade", f"lesson 9's reference solution, graded (median of {runs})", median, "s",
+        target="<= 15 s", met=median <= 15 and g.passed,
+        note=f"{g.states} crash states, {len(g.records)} crash points; passed: {g.passed}")
+
+
+def grade_interrupt_latency(tries: int = 3) -> None:
+    """SIGINT to `python -m bughunt.grader` and SIGTERM to `python -m bughunt conformance
+    --store`, while the suite runs a slow store: the time until the command has exited, the
+    store's processes ended and the temporary folders removed."""
+    from .lab.lessons.l09_your_own_store import REFERENCE
+
+    signature = "    def commit(self, state, event, *, mid):\n"
+    slow = REFERENCE.replace(signature, signature + "        __import__('time').sleep(0.05)\n")
+    for label, argv, signum, code in (
+            ("Ctrl-C to exit, a running grade", ["-m", "bughunt.grader"], signal.SIGINT, 130),
+            ("SIGTERM to exit, conformance --store", ["-m", "bughunt", "conformance"],
+             signal.SIGTERM, 143)):
+        worst, codes, left = 0.0, set(), []
+        for _ in range(tries):
+            with tempfile.TemporaryDirectory(prefix="bughunt-bench-gint-") as tmp:
+                (Path(tmp) / "slow_store.py").write_text(slow)
+                work = Path(tmp) / "tmp"
+                work.mkdir()
+                env = {**os.environ, "TMPDIR": str(work), "BUGHUNT_RAM_DIR": str(work)}
+                proc = subprocess.Popen([sys.executable, *argv, "--store", "slow_store.py:MyStore"],
+                                        cwd=tmp, env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and proc.poll() is None and not _suite_in(work):
+                    time.sleep(0.01)
+                t0 = time.perf_counter()
+                proc.send_signal(signum)
+                proc.wait(timeout=60)
+                worst = max(worst, time.perf_counter() - t0)
+                codes.add(proc.returncode)
+                left += list(work.iterdir())
+        row("interrupt", f"{label} (worst of {tries})", worst, "s", target="<= 1 s",
+            met=worst <= 1 and not left and codes == {code},
+            note=f"exit {sorted(codes)}; temp dirs left: {len(left)}")
+
+
+def _suite_in(folder: Path) -> bool:
+    """A conformance suite is checking crash states somewhere under `folder`."""
+    try:
+        return any(True for _ in folder.glob("**/bughunt-conformance-*/s1"))
+    except OSError:                      # a folder removed while it was listed
+        return False
+
+
 def random_kill_placement(tries: int = 40) -> None:
     """Where 40 random kills land: the share of real kills inside the page loop (1 to 11 model
     calls billed), which the random-kill experiment needs to mean anything."""
@@ -639,8 +702,8 @@ def print_table(rows: list[dict]) -> None:
             print(f"  - {r['case']}: {r['note']}")
 
 
-SECTIONS = ["sweep", "conformance", "interrupt", "random", "write", "recovery", "model", "explore",
-            "book"]
+SECTIONS = ["sweep", "conformance", "grade", "interrupt", "random", "write", "recovery", "model",
+            "explore", "book"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -658,8 +721,11 @@ def main(argv: list[str] | None = None) -> int:
         sweep_throughput(naive_pairs=6 if args.quick else 40, runs=1 if args.quick else 3)
     if "conformance" in only:
         conformance_cost()
+    if "grade" in only:
+        grade_cost(runs=1 if args.quick else 3)
     if "interrupt" in only:
         interrupt_latency(tries=3 if args.quick else 10)
+        grade_interrupt_latency(tries=1 if args.quick else 3)
     if "random" in only:
         random_kill_placement(tries=10 if args.quick else 40)
     if "write" in only:

@@ -212,7 +212,8 @@ CALL_COLUMNS = ["chunks_held", "killed_call_billed"]
 def cmd_sweep(parser, args) -> int:
     from contextlib import ExitStack
 
-    from .experiment import summarize, sweep_records
+    from .config import is_store_file
+    from .experiment import summarize, sweep_records, work_dir
 
     from .crashpoints import NoSuchPoint
     from .experiment import crash_point
@@ -233,8 +234,21 @@ def cmd_sweep(parser, args) -> int:
         model = _served_model(parser, args, stack)
         update, close = _progress("sweep")
         try:
-            records = sweep_records(config, points=points, workers=args.workers,
-                                    progress=update, base_dir=args.work_dir, model=model)
+            if is_store_file(config.store):       # a learner's store runs behind the boundary
+                from .boundary import commands
+
+                if args.work_dir is not None:
+                    with work_dir(args.work_dir):       # refuses a file or a full folder here
+                        pass
+                records, problem, printed = commands.sweep_store(
+                    config, points=points, workers=args.workers, base_dir=args.work_dir,
+                    model=model, progress=update)
+                commands.say(f"{PROG} sweep", config.store, problem, printed)
+                if problem is not None:
+                    return commands.code_of(problem)
+            else:
+                records = sweep_records(config, points=points, workers=args.workers,
+                                        progress=update, base_dir=args.work_dir, model=model)
         except FileExistsError as e:
             parser.error(str(e))
         finally:
@@ -259,6 +273,11 @@ def cmd_kill_random(parser, args) -> int:
     from .experiment import kill_random, landing_order
 
     config = _config(parser, args)
+    from .config import is_store_file
+    if is_store_file(config.store):      # its kills are timed from outside a boundary
+        parser.error(f"--store {config.store}: kill-random takes the lab's stores only; a "
+                     "learner's store runs behind the lab's boundary: sweep it (sweep --store) "
+                     "or grade it (python -m bughunt.grader)")
     update, close = _progress("kill-random")
     try:
         result = kill_random(config, tries=args.tries, seed=args.seed, base_dir=args.work_dir,
@@ -335,11 +354,30 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _learner_store(argv: list[str]):
+    """(config, run dir) when `run ARGV` names a learner's store file, else None (the worker then
+    parses, and refuses, its own flags)."""
+    from .config import is_store_file
+    from .worker import worker_parser
+
+    try:
+        args = worker_parser(f"{PROG} run").parse_args(argv)
+        config = config_from_args(args)
+    except (SystemExit, ConfigError):
+        return None
+    return (config, args.dir) if is_store_file(config.store) else None
+
+
 def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:
         from . import worker   # the worker parses its own flags: `run --help` shows them all
 
+        store = _learner_store(argv[1:])
+        if store is not None:          # a learner's store runs behind the boundary
+            from .boundary import commands
+
+            return commands.run_store(argv[1:], *store)
         return worker.main(argv[1:], prog=f"{PROG} run")
     if argv[:1] == ["doctor"]:
         from . import doctor

@@ -3,7 +3,8 @@
     python -m bughunt.conformance [--store log|snapshot|FILE.py:Class] [design flags] [--json]
 
 One run of the real page loop (the worker's `Agent`, with the lab's world in a temp dir) drives
-the store in this process, through an I/O door that journals every disk operation
+the store in one process (a learner's store: behind the lab's boundary, `bughunt.boundary`, never
+in the caller's), through an I/O door that journals every disk operation
 (`bughunt.instruments.journal`). From the journal the suite builds every crash state of that run:
 
 - **kill -9** after each operation: every byte written so far is in the page cache and survives;
@@ -34,11 +35,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import RunConfig, add_config_arguments, config_from_args, ConfigError
+from .config import RunConfig, add_config_arguments, config_from_args, ConfigError, is_store_file
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
 from .instruments.journal import JournalingFiles, Op
+from .interrupts import Interrupted, interruptible
 from .powerloss import crash_states, kill_states
 from .stores import StoreDamage, StoreSpecError, store_for
 from .stores.contract import RULES
@@ -331,9 +333,10 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
 # --- the suite ---------------------------------------------------------------------------------
 
 def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 0,
-            pages: int = SUITE_PAGES) -> ConformanceReport:
+            pages: int = SUITE_PAGES, on_state=None) -> ConformanceReport:
     """Check the store `cls` (default: the one `config.store` names) at every crash state of a
-    `pages`-page run with this configuration."""
+    `pages`-page run with this configuration. `on_state(where)` is told each crash state before
+    it is checked (the boundary names it if the store hangs or exits there)."""
     config = config.replace(pages=pages) if pages else config
     cls = cls or store_for(config)
     report = ConformanceReport(store=getattr(cls, "name", cls.__name__), config=config)
@@ -360,6 +363,8 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
             op = ops[s.cut - 1] if s.cut else None
             where = (f"kill -9 after operation {s.cut} ({describe_op(op)})" if kind == "kill"
                      else f"power cut after operation {s.cut} ({describe_op(op)}; {s.choice})")
+            if on_state is not None:
+                on_state(f"the crash state {where}")
             check_state(config, cls, tmp / f"s{n}", s.files, kind=kind, where=where,
                         acknowledged=acked[s.cut], states=states, events=events, report=report)
         report.states = n
@@ -391,10 +396,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-        designs = lab_designs() if args.all else {config.store: config}
-        reports = {name: conform(cfg) for name, cfg in designs.items()}
     except ConfigError as e:
         parser.error(e.as_flag())
+    try:
+        with interruptible():
+            if is_store_file(config.store) and not args.all:
+                return _learner(config, args.json)
+            designs = lab_designs() if args.all else {config.store: config}
+            reports = {name: conform(cfg) for name, cfg in designs.items()}
+    except Interrupted as e:
+        print(f"bughunt.conformance: {e.what}; nothing was judged, the temporary files were "
+              "removed", file=sys.stderr)
+        return e.code
     except StoreSpecError as e:
         print(f"bughunt.conformance: {e}", file=sys.stderr)
         return 2
@@ -403,11 +416,39 @@ def main(argv: list[str] | None = None) -> int:
         print()
     else:
         for name, r in reports.items():
-            verdict = "passes every rule" if r.ok else "breaks " + ", ".join(r.broken())
-            print(f"{name}: {r.states} crash states, {verdict} ({r.seconds:.2f} s)")
-            for rule in r.broken():
-                print(f"  {r.first(rule)}")
+            _print(name, r)
     return 0 if all(r.ok for r in reports.values()) else 1
+
+
+def _learner(config: RunConfig, as_json: bool) -> int:
+    """A learner's store: the same suite, behind the boundary (`bughunt.boundary`); a store that
+    ends its process, hangs or is refused by the fence gets one sentence on stderr."""
+    from .boundary import commands
+
+    prog = "bughunt.conformance"
+    report, problem, printed = commands.conform_store(prog, config, pages=SUITE_PAGES)
+    if as_json:
+        json.dump({config.store: {**(report or {}), "problem": (
+            {"kind": problem.kind, "message": problem.message} if problem else None),
+            "printed": printed.to_json()}}, sys.stdout)
+        print()
+    commands.say(prog, config.store, problem, printed if not as_json else type(printed)())
+    if problem is not None:
+        return commands.code_of(problem)
+    r = ConformanceReport(store=report["store"], config=config, states=report["states"],
+               checked=Counter(report["checked"]),
+               violations=[Violation(**v) for v in report["violations"]],
+               seconds=report["seconds"])
+    if not as_json:
+        _print(config.store, r)
+    return 0 if r.ok else 1
+
+
+def _print(name: str, r: ConformanceReport) -> None:
+    verdict = "passes every rule" if r.ok else "breaks " + ", ".join(r.broken())
+    print(f"{name}: {r.states} crash states, {verdict} ({r.seconds:.2f} s)")
+    for rule in r.broken():
+        print(f"  {r.first(rule)}")
 
 
 if __name__ == "__main__":

@@ -396,7 +396,8 @@ class CrashRun(Outcome):
     index: int                           # its number in this configuration
     page: int
     label: str                           # the step
-    redone_model_calls: int              # calls on the bill beyond a clean run's
+    redone_model_calls: int | None       # calls on the bill beyond a clean run's (None: the
+                                         # resume did not finish, so there is nothing to compare)
     replayed_events: int | None          # log events applied at recovery
     aborted_pages: list[int] | None = None
     torn_lines_skipped: int | None = None
@@ -459,22 +460,25 @@ def crash_worker(run_dir: Path, config: RunConfig, point: CrashPoint | str | int
 
 def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
                      extra: tuple[str, ...] = (), code: Path | None = None,
-                     model: ServedModel | None = None) -> CrashRun:
+                     model: ServedModel | None = None, timeout: float = 120) -> CrashRun:
     """Kill a fresh run at `point`, resume it to the end, and measure. `run_dir` must not exist.
 
     `extra` worker flags, `code` (another copy of the package: a mutant) and `model` (a model
     server over HTTP instead of the in-process model; then a `CallCrashRun`) apply to both
-    processes.
+    processes; so does `timeout`, the seconds each may take (then `subprocess.TimeoutExpired`).
+    Redone model calls are counted only when the resume finished: a run that never did has no
+    count to compare with a clean run's.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)
     error = None
-    first = run_worker(run_dir, config, crash_at=point, extra=extra, code=code, model=model)
+    first = run_worker(run_dir, config, crash_at=point, extra=extra, code=code, model=model,
+                       timeout=timeout)
     if first.returncode != -signal.SIGKILL:
         error = (f"first run was not killed at the crash point (exit {first.returncode}): "
                  f"{first.stderr.strip()[-300:]}")
     held = held_of_call(run_dir, point.page) if model is not None else None   # before the resume
-    resume = run_worker(run_dir, config, extra=extra, code=code, model=model)
+    resume = run_worker(run_dir, config, extra=extra, code=code, model=model, timeout=timeout)
     report = None
     if resume.returncode == 0:
         report = json.loads(resume.stdout)
@@ -485,7 +489,9 @@ def crash_and_resume(config: RunConfig, point: CrashPoint, run_dir: Path, *,
     bill = read_bill(run_dir) if model is None else model.calls_of(run_dir)
     measured = dict(
         **seen, crash_point=point.name, index=point.index, page=point.page, label=point.label,
-        redone_model_calls=len(bill) - config.pages, replayed_events=get("replayed_events"),
+        redone_model_calls=(len(bill) - config.pages
+                            if report and len(bill) >= config.pages else None),
+        replayed_events=get("replayed_events"),
         aborted_pages=get("aborted"), torn_lines_skipped=get("torn_lines_skipped"),
         tails_repaired=get("tails_repaired"), temp_files_removed=get("temp_files_removed"),
         snapshot_fallback=get("snapshot_fallback"), resume_exit=resume.returncode,

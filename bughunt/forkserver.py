@@ -44,6 +44,8 @@ from pathlib import Path
 from . import lifeline
 from .interrupts import deferred
 
+BOUNDARY_ENV = "BUGHUNT_BOUNDARY"     # set in every process behind lesson 9's boundary
+
 
 def _entry(name: str):
     """`module:function` -> the function (imported in the server, before the fork, if preloaded)."""
@@ -122,7 +124,9 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str] | None = None, preload: tuple[str, ...] = ()):
         # Unbuffered replies: select() must see every line the server wrote, not one a buffer
-        # already swallowed. A session of its own keeps terminal signals for the caller. `env`
+        # already swallowed. A session of its own keeps terminal signals for the caller; behind
+        # the boundary of lesson 9 (which has no terminal) it stays in its caller's process
+        # group instead, so that ending that group ends the server and its workers too. `env`
         # may put another copy of the package first on PYTHONPATH (lesson 8's mutants).
         extra = ["--preload", ",".join(preload)] if preload else []
         self.tmp = tempfile.TemporaryDirectory(prefix="bughunt-fork-")
@@ -134,14 +138,19 @@ class ForkServer:
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "bughunt.forkserver", *extra],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         bufsize=0, start_new_session=True, env=env)
+                                         bufsize=0, env=env,
+                                         start_new_session=BOUNDARY_ENV not in os.environ)
         except BaseException:
             self.tmp.cleanup()
             raise
+        self.own_group = BOUNDARY_ENV not in os.environ
+        self.worker: int | None = None      # the pid of the worker running now
         # The server ends when its caller closes its stdin, even by dying; its scratch directory
-        # is the caller's, so a caller killed by SIGKILL leaves it to the lifeline.
-        lifeline.watch_group(self.proc.pid)
-        lifeline.watch_dir(self.tmp.name)
+        # is the caller's, so a caller killed by SIGKILL leaves it to the lifeline. Behind the
+        # boundary, the boundary's supervisor ends the server with its caller's group instead.
+        if self.own_group:
+            lifeline.watch_group(self.proc.pid)
+            lifeline.watch_dir(self.tmp.name)
 
     def _reply(self, timeout: float | None) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -166,7 +175,7 @@ class ForkServer:
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         try:
-            pid = self._reply(START_TIMEOUT_S)["pid"]
+            pid = self.worker = self._reply(START_TIMEOUT_S)["pid"]
         except TimeoutError:
             raise RuntimeError(f"the fork server did not start a child in {START_TIMEOUT_S:g} s") \
                 from None
@@ -176,6 +185,8 @@ class ForkServer:
             os.kill(pid, signal.SIGKILL)
             self._reply(None)
             raise subprocess.TimeoutExpired(argv, timeout) from None
+        finally:
+            self.worker = None
         return subprocess.CompletedProcess(argv, status, self.out.read_text(),
                                            self.err.read_text())
 
@@ -192,6 +203,16 @@ class ForkServer:
 
     def kill(self) -> None:
         """SIGKILL the server and every worker it forked (its process group), now."""
+        if not self.own_group:           # in its caller's group: the worker, then the server
+            for pid in (self.worker, self.proc.pid):
+                if pid:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            self.proc.wait()
+            self.tmp.cleanup()
+            return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -11,18 +11,21 @@
    resumed, then the bill, the tracker and a rebuild from disk asked: redone model calls,
    duplicate and lost reports, the three-way check;
 
-and returns a `Grade`: a verdict in plain words and one hint naming the lesson that teaches the fix.
+and returns a `Grade`: a verdict in plain words, what the store printed, and one hint naming the
+lesson that teaches the fix.
 
-A learner's code may raise, loop, sleep, write anywhere or exit the process. None of it runs in
-the caller's process. The suite and the sweep each run in a child process in a session of its own,
-killed with its whole process group when its time is up; each reports where it was (the suite:
-which method of the store, on which event; the sweep: which crash points had not finished).
-Every process of a grade is fenced by an audit hook (`bughunt.instruments.sandbox`): a write,
-rename or removal outside the grade's temporary directory is refused and reported (inside the
-suite, outside the one run directory the store was given), and the kernel cannot be signalled.
-What the fence cannot see (a C extension writing by itself, a child process) is checked after
-the fact for two directories: the children's working directory must stay empty, and the folder
-of the store's file must be unchanged. Everything the grade wrote is removed when it ends.
+A learner's code may print, raise, loop, sleep, exit, fork, or write anywhere. None of it runs in
+the caller's process: both parts run behind the lab's boundary (`bughunt.boundary`), in a child
+process with a private channel for the results, a time limit per call into the store and per part,
+a memory cap, and a supervisor that ends the child with every process it started. Its fence (an
+audit hook, `bughunt.boundary.fence`) refuses process creation, ctypes, signals to other processes
+and writes outside the run directory; a store that tries is graded "refused: the store tried to
+..." with where it was, never "Passes". A store that ends its process, hangs or runs out of memory
+gets a verdict that says so, from what happened.
+
+The fence guards against accidents; it is not a security sandbox. A store written to escape it
+can (`bughunt.boundary.fence` lists how), and a real grader of untrusted code would use the
+operating system instead: a container, a seccomp filter, a separate user.
 """
 
 from __future__ import annotations
@@ -30,21 +33,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .boundary import Boundary, Limits, Printed, Problem, problem as problem_of
 from .config import STORES, RunConfig, is_store_file
-from .instruments import sandbox
 from .stores.contract import RULES
 
 #: Pages of a graded run: the conformance suite's site (a bug page, with its intent and report,
@@ -52,8 +48,8 @@ from .stores.contract import RULES
 GRADE_PAGES = 5
 CONFORM_TIMEOUT_S = 30.0
 SWEEP_TIMEOUT_S = 60.0
-_GRACE_S = 10.0          # after a sweep's own deadline, before its process group is killed
-MEMORY_LIMIT = 4 << 30   # bytes of address space per grader process (Linux)
+OPERATION_TIMEOUT_S = 10.0   # one call into the store (its import, a load, a commit...)
+RUN_TIMEOUT_S = 10.0         # one worker process of the sweep
 
 #: The lessons a hint can send the learner to: number -> (notebook, title).
 LESSONS = {
@@ -67,20 +63,7 @@ LESSONS = {
 
 
 # --- the records --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Problem:
-    """Something that stopped the grader from judging part of the store, in one sentence.
-
-    kind: "spec" (no such file or class), "load" (the file does not import), "exception" (a
-    method raised where the suite cannot go on), "timeout" (a method or a worker never returned),
-    "outside" (a write outside the run directory, refused), "signal" (a signal to another
-    process, refused), "exit" (the store ended the process).
-    """
-
-    kind: str
-    message: str
-
+# A `Problem` (kind, message) is the boundary's: what stopped the lab from judging the store.
 
 @dataclass(frozen=True)
 class RuleResult:
@@ -130,7 +113,8 @@ class DiskProfile:
 
 @dataclass(frozen=True)
 class Grade:
-    """A store's grade. `records` are the sweep's crash runs (`bughunt.experiment.CrashRun`)."""
+    """A store's grade. `records` are the sweep's crash runs (`bughunt.experiment.CrashRun`);
+    `printed`, what the store's processes wrote on their stdout and stderr."""
 
     store: str                      # as given: my_store.py:MyStore
     name: str                       # the class's `name`
@@ -142,6 +126,7 @@ class Grade:
     profile: DiskProfile = DiskProfile()
     hint: Hint | None = None
     seconds: float = 0.0
+    printed: Printed = Printed()
 
     @property
     def conformance_ok(self) -> bool:
@@ -195,10 +180,14 @@ class Grade:
     @property
     def verdict(self) -> str:
         """The grade in plain words, a few sentences."""
-        parts = [_sentence(p.message) for p in self.problems]
-        stopped = any(p.kind != "outside" for p in self.problems)
-        if stopped or not self.rules:
+        if self.problems:
+            parts = [_sentence(p.message) for p in self.problems]
+            if self.problems[0].kind == "refused":
+                return " ".join(parts)
             return " ".join(["Not graded to the end.", *parts])
+        if not self.rules:
+            return "Not graded to the end."
+        parts = []
         if self.conformance_ok:
             parts.append(f"Every rule of the contract holds at all {self.states} crash states.")
         else:
@@ -224,7 +213,7 @@ class Grade:
         return " ".join([head, *parts])
 
     def __str__(self) -> str:
-        lines = [f"{self.name} ({self.store}): {self.verdict}"]
+        lines = [f"{self.name} ({self.store}): {self.verdict}", *self.printed.lines()]
         if self.hint:
             lines.append(str(self.hint))
         return "\n".join(lines)
@@ -232,11 +221,21 @@ class Grade:
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
 
+    def to_json(self) -> dict:
+        """The same verdict as data (`--json`)."""
+        return {"store": self.store, "passed": self.passed, "verdict": self.verdict,
+                "broken": self.broken(), "hint": str(self.hint) if self.hint else None,
+                "hint_lesson": self.hint.lesson if self.hint else None,
+                "problems": [dataclasses.asdict(p) for p in self.problems],
+                "summary": self.summary, "printed": self.printed.to_json()}
+
 
 def _sentence(text: str) -> str:
-    """`text` as a sentence: a first word in lower case is capitalised, unless it is a file."""
-    word = text.split(" ", 1)[0]
-    return text[:1].upper() + text[1:] if word.isalpha() and word.islower() else text
+    """`text` as a sentence: a first word in lower case is capitalised, unless it is a file, and
+    it ends with a full stop."""
+    word = text.split(" ", 1)[0].rstrip(":,")
+    text = text[:1].upper() + text[1:] if word.isalpha() and word.islower() else text
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 def short_error(message: str | None) -> str | None:
@@ -253,12 +252,14 @@ def short_error(message: str | None) -> str | None:
 def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
           pending: str = "redo", pages: int = GRADE_PAGES, sweep: bool = True,
           conform_timeout: float = CONFORM_TIMEOUT_S, sweep_timeout: float = SWEEP_TIMEOUT_S,
+          operation_timeout: float = OPERATION_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
           workers: int | None = None) -> Grade:
     """Grade the store `store` names: `path/to/file.py:ClassName` (or a lab store, `log`).
 
     The key, the intent and the pending policy are the run's settings (lesson 4); fsync is
     "always", so that the suite also holds the store to the power-cut promise. The suite gets
-    `conform_timeout` seconds, the sweep `sweep_timeout`; a store that exceeds them is stopped
+    `conform_timeout` seconds, the sweep `sweep_timeout`, one call into the store
+    `operation_timeout` and one worker process `run_timeout`; a store that exceeds them is stopped
     and named. Never raises for what the store does: every failure is in the Grade.
     """
     t0 = time.perf_counter()
@@ -270,16 +271,30 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
                      problems=(problem,), hint=_hint_for_problem(problem),
                      seconds=time.perf_counter() - t0)
     config = config.replace(store=spec)
-    with _Fence(spec) as fence:
-        conformed = fence.run("_conform", config, conform_timeout, grace=0)
+    store_dir = Path(spec.rpartition(":")[0]).parent if is_store_file(spec) else None
+    before = _listing(store_dir)
+    with Boundary(spec if store_dir else None,
+                  limits=Limits(operation_s=operation_timeout)) as b:
+        args = {"spec": spec, "config": config.to_json(), "pages": pages}
+        conformed = b.call("bughunt.grader:_graded_suite_job", args, timeout=conform_timeout)
+        problems = [p for p in [problem_of(conformed, b.tidy)] if p]
         swept = None
-        if sweep and not conformed.get("problems") and "report" in conformed:
-            swept = fence.run("_sweep", config, sweep_timeout, grace=_GRACE_S,
-                              extra=[str(workers or 0)])
-        problems = fence.after([*conformed.get("problems", []),
-                                *(swept or {}).get("problems", [])])
-    return _assemble(store, config, conformed, swept or {}, problems,
-                     time.perf_counter() - t0, fence.tidy)
+        if sweep and not problems:
+            swept = b.call("bughunt.boundary.jobs:sweep_job",
+                           {"spec": spec, "config": config.to_json(), "workers": workers or 0,
+                            "run_timeout": run_timeout}, timeout=sweep_timeout)
+            problems += [p for p in [problem_of(swept, b.tidy)] if p]
+        changed = _changes(before, _listing(store_dir))
+        if changed:
+            problems.append(Problem("refused", (
+                f"refused: files appeared or vanished beside the store's file while it was "
+                f"graded: {', '.join(changed)} (past the fence: a thread, or a C extension?)")))
+        printed = conformed.printed + (swept.printed if swept else Printed())
+        if conformed.store_name and not conformed.ok:
+            conformed = dataclasses.replace(conformed, result={"name": conformed.store_name})
+        return _assemble(store, config, conformed.result or {},
+                         (swept.result if swept and swept.ok else None) or {}, problems,
+                         time.perf_counter() - t0, b.tidy, printed)
 
 
 def _resolve(store: str) -> tuple[str, Problem | None]:
@@ -300,169 +315,6 @@ def _resolve(store: str) -> tuple[str, Problem | None]:
     return f"{path.resolve()}:{name}", None
 
 
-class _Fence:
-    """The grade's temporary directory, environment and fenced child processes."""
-
-    def __init__(self, spec: str):
-        self.spec = spec
-        file = spec.rpartition(":")[0] if is_store_file(spec) else None
-        self.store_dir = Path(file).parent if file else None
-
-    def __enter__(self) -> "_Fence":
-        from .experiment import ram_dir
-        self.root = Path(tempfile.mkdtemp(prefix="bughunt-grade-", dir=ram_dir()))
-        self.real_root = os.path.realpath(self.root)
-        for d in ("tmp", "out", "cwd", "hook"):
-            (self.root / d).mkdir()
-        (self.root / "hook" / "sitecustomize.py").write_text(sandbox.SITECUSTOMIZE)
-        package_parent = str(Path(__file__).resolve().parents[1])
-        paths = [str(self.root / "hook"), package_parent]
-        if self.store_dir:
-            paths.append(str(self.store_dir))       # so one store file can import another
-        if os.environ.get("PYTHONPATH"):
-            paths.append(os.environ["PYTHONPATH"])
-        protect = {os.getpid(), os.getpgrp(), os.getppid()} - {0, 1}
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
-                    "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(self.root / "tmp"),
-                    "BUGHUNT_RAM_DIR": "", "PYTHONHASHSEED": "0",
-                    sandbox.ENV: sandbox.settings(
-                        [self.root / "tmp", self.root / "out"],
-                        log=self.root / "out" / "outside.jsonl", protect=sorted(protect),
-                        cpu_s=int(CONFORM_TIMEOUT_S + SWEEP_TIMEOUT_S + 60),
-                        memory_bytes=MEMORY_LIMIT)}
-        self.before = _listing(self.store_dir)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def tidy(self, text):
-        """`text` without the grade's temporary paths (and the store's folder): the same words on
-        every run."""
-        if not isinstance(text, str):
-            return text
-        for root in {str(self.root), self.real_root}:
-            text = re.sub(re.escape(root) + r"(?:/[^/\s'\":,()]+)*/", "", text)
-        if self.store_dir:
-            text = text.replace(str(self.store_dir) + os.sep, "")
-        return text
-
-    def run(self, command: str, config: RunConfig, timeout: float, *, grace: float,
-            extra: list[str] = ()) -> dict:
-        """Run `python -m bughunt.grader COMMAND` fenced; its result, or the problems it left."""
-        out = self.root / "out" / command.strip("_")
-        out.mkdir()
-        args = [sys.executable, "-m", "bughunt.grader", command, self.spec,
-                json.dumps(config.to_json()), str(out), str(timeout), *extra]
-        with open(out / "stdout", "wb") as so, open(out / "stderr", "wb") as se:
-            proc = subprocess.Popen(args, cwd=self.root / "cwd", env=self.env,
-                                    stdin=subprocess.DEVNULL, stdout=so, stderr=se,
-                                    start_new_session=True)
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout + grace)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc)            # whatever it left running goes with it
-        try:
-            return json.loads((out / "result.json").read_text())
-        except (OSError, ValueError):
-            pass
-        what = _status(out)
-        if timed_out:
-            message = (f"{what} did not return within {timeout:g} s: a loop that never ends, "
-                       "or a wait for something that never comes? The grader stopped it.")
-            return {"problems": [{"kind": "timeout", "message": message}]}
-        err = (out / "stderr").read_text(errors="replace").strip().splitlines()
-        code = proc.returncode
-        how = (f"died by signal {signal.Signals(-code).name}" if code < 0
-               else f"exited with status {code}")
-        message = (f"the process running {what} {how} before it could report"
-                   + (f" ({self.tidy(err[-1])})" if err else "")
-                   + ": did the store end the process (sys.exit, os._exit, a signal)?")
-        return {"problems": [{"kind": "exit", "message": message}]}
-
-    def after(self, problems: list[dict]) -> list[dict]:
-        """The children's problems, with what the fence refused said once each (a refusal that
-        stopped a method is said where it stopped it), and what was left past the fence."""
-        log = self.root / "out" / "outside.jsonl"
-        entries, seen = [], set()
-        for line in log.read_text().splitlines() if log.exists() else []:
-            entry = json.loads(line)
-            if (entry["what"], entry["path"]) not in seen:
-                seen.add((entry["what"], entry["path"]))
-                entries.append(entry)
-        out = []
-        for p in problems:
-            if p["kind"] == "refused" and entries:
-                entry = entries.pop(0)
-                out.append({"kind": _kind(entry), "message": (
-                    f"{p['where']} {self._outside(entry)}")})
-            elif p["kind"] == "refused":
-                out.append({"kind": "outside", "message": p["message"]})
-            else:
-                out.append(p)
-        problems = out + [{"kind": _kind(e), "message": "the store " + self._outside(e)}
-                          for e in entries]
-        stray = sorted(p.name for p in (self.root / "cwd").iterdir())
-        if stray:
-            problems.append({"kind": "outside", "message": (
-                f"the store wrote {', '.join(stray)} in its working directory, not in its run "
-                "directory (past the fence: by a C extension or a child process?)")})
-        changed = _changes(self.before, _listing(self.store_dir))
-        if changed:
-            problems.append({"kind": "outside", "message": (
-                f"files appeared or vanished beside the store's file while it was graded: "
-                f"{', '.join(changed)} (past the fence: by a C extension or a child process?)")})
-        return problems
-
-    def _outside(self, entry: dict) -> str:
-        path, what, real = entry["path"], entry["what"], entry.get("real") or entry["path"]
-        if what == "signal":
-            return (f"tried to signal {path} (not itself); the grader refused it: a store never "
-                    "signals other processes.")
-        cwd = os.path.realpath(self.root / "cwd")
-        if real.startswith(cwd + os.sep):
-            shown = (f"{os.path.relpath(real, cwd)}, a path relative to the working directory "
-                     "(build paths from run_dir)")
-        elif real.startswith(self.real_root + os.sep):
-            shown = f"{os.path.basename(real)} in the grade's temporary folder"
-        elif self.store_dir and os.path.dirname(real) == os.path.realpath(self.store_dir):
-            shown = f"{os.path.basename(real)} beside the store's file"
-        else:
-            shown = real
-        where = "its own run directory" if entry.get("confined") else "the grade's run directories"
-        return f"tried to {what} {shown}, outside {where}; the grader refused it."
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-def _status(out: Path) -> str:
-    """What a child was doing when it stopped, from its status file: the innermost call that
-    began and did not end."""
-    try:
-        lines = (out / "status").read_text().splitlines()
-    except OSError:
-        return "the grader's child process (starting)"
-    open_calls = []
-    for line in lines:
-        kind, _, what = line.partition(" ")
-        if kind == "begin":
-            open_calls.append(what)
-        elif kind == "end" and open_calls:
-            open_calls.pop()
-        elif kind == "phase":
-            open_calls = [what]
-    return open_calls[-1] if open_calls else "the grader's child process"
-
-
 def _listing(directory: Path | None) -> dict[str, tuple[int, int]]:
     if directory is None or not directory.is_dir():
         return {}
@@ -477,198 +329,54 @@ def _listing(directory: Path | None) -> dict[str, tuple[int, int]]:
 
 
 def _changes(before: dict, after: dict) -> list[str]:
-    """Names that appeared or vanished beside the store's file. Changes to existing files are not
-    counted: a notebook there autosaves, a learner edits."""
+    """Names that appeared or vanished beside the store's file: what the fence cannot have let
+    through, looked for afterwards. Changes to existing files are not counted: a notebook there
+    autosaves, a learner edits."""
     names = set(before) ^ set(after)
     return sorted(n for n in names if not n.startswith(".") and n != "__pycache__"
                   and not n.endswith(".ipynb"))
 
 
-# --- the children: the suite and the sweep, fenced -----------------------------------------------
+# --- in the boundary's child: the suite, and the disk profile -----------------------------------
 
-class _Say:
-    """A status line per step, written straight to a file (no buffer to lose at a SIGKILL)."""
+def _marking_mid(cls):
+    """`cls` with its mid-commit hook marked in the door's journal (for `disk_profile`)."""
 
-    def __init__(self, out: Path):
-        self.fd = os.open(out / "status", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-
-    def __call__(self, line: str) -> None:
-        os.write(self.fd, (line.replace("\n", " ") + "\n").encode())
-
-
-def _write_result(out: Path, result: dict) -> None:
-    tmp = out / "result.json.tmp"
-    tmp.write_text(json.dumps(result, default=str))
-    os.replace(tmp, out / "result.json")
-
-
-def watched(cls, say, *, mark_mid: bool = False):
-    """`cls` as the conformance suite sees it, watched from outside: each method says when it
-    begins and ends (so a hang is named), runs fenced in its own run directory, and with
-    `mark_mid` the mid-commit hook is marked in the door's journal."""
-    from contextlib import contextmanager
-
-    label = cls.__name__
-
-    class Watched:
-        name = getattr(cls, "name", label)
-
+    class Marked(cls):
         def __init__(self, run_dir, config, door):
-            self._dir, self._door = Path(run_dir), door
-            with self._call("__init__"):
-                self.inner = cls(run_dir, config, door)
-
-        @contextmanager
-        def _call(self, method: str, detail: str = ""):
-            say(f"begin {label}.{method}" + (f" ({detail})" if detail else ""))
-            with sandbox.confine(self._dir):
-                yield
-            say("end")
-
-        def load(self):
-            with self._call("load"):
-                return self.inner.load()
-
-        def open_for_append(self):
-            with self._call("open_for_append"):
-                return self.inner.open_for_append()
+            super().__init__(run_dir, config, door)
+            self._journal_door = door
 
         def commit(self, state, event, *, mid):
-            if mark_mid:
-                plain, mid = mid, (lambda: (self._door.mark(what="mid"), plain()))
-            detail = f"event {event.get('seq')}: {event.get('t')}, page {event.get('page')}"
-            with self._call("commit", detail):
-                return self.inner.commit(state, event, mid=mid)
+            door = self._journal_door
+            return super().commit(state, event, mid=lambda: (door.mark(what="mid"), mid()))
 
-        def close(self):
-            with self._call("close"):
-                return self.inner.close()
-
-    Watched.__name__ = Watched.__qualname__ = label
-    return Watched
+    Marked.__name__ = Marked.__qualname__ = cls.__name__
+    return Marked
 
 
-def _in_file(e: BaseException, store_file: str | None) -> bool:
-    return any(store_file and os.path.realpath(f.filename) == store_file
-               for f in traceback.extract_tb(e.__traceback__))
+def _graded_suite_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
+    """The conformance suite on the store (`bughunt.boundary.jobs.conform`), then one more run
+    of it journaled, to say what a commit does on disk."""
+    import tempfile
 
+    from .boundary import child, jobs
+    from .conformance import ConformanceReport, record
+    from .stores import store_class
 
-def _kind(entry: dict) -> str:
-    return "signal" if entry["what"] == "signal" else "outside"
-
-
-def _line_in_file(e: BaseException, store_file: str | None) -> str:
-    """`my_store.py, line 23, in commit`: the last line of the store's file the exception passed
-    through, or ""."""
-    mine = [f for f in traceback.extract_tb(e.__traceback__)
-            if store_file and os.path.realpath(f.filename) == store_file]
-    return f"{Path(mine[-1].filename).name}, line {mine[-1].lineno}, in {mine[-1].name}" \
-        if mine else ""
-
-
-def describe_exception(e: BaseException, store_file: str | None) -> str:
-    """`KeyError: 'seq' (my_store.py, line 23, in commit)`: the exception, and the last line of
-    the store's file it passed through."""
-    line = _line_in_file(e, store_file)
-    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    return text + (f" ({line})" if line else "")
-
-
-def _conform_main(spec: str, config: RunConfig, out: Path) -> None:
-    from .conformance import conform, record, ConformanceReport
-    from .stores import StoreSpecError, store_class
-
-    say = _Say(out)
-    store_file = os.path.realpath(spec.rpartition(":")[0]) if is_store_file(spec) else None
-    file_name = Path(store_file).name if store_file else spec
-    say(f"phase importing {file_name}")
-    try:
-        cls = store_class(spec)
-    except StoreSpecError as e:
-        _write_result(out, {"problems": [{"kind": "load", "message": _spec_message(e, spec)}]})
-        return
-    result: dict = {"name": getattr(cls, "name", cls.__name__)}
-    say("phase the conformance suite")
-    try:
-        report = conform(config, watched(cls, say), pages=config.pages)
-    except BaseException as e:      # a learner's store may raise anything, SystemExit included
-        what = _status(out)
-        if isinstance(e, sandbox.OutsideRunDir):
-            line = _line_in_file(e, store_file)
-            where = what if not line else (f"{what[:-1]}; {line})" if what.endswith(")")
-                                           else f"{what} ({line})")
-            result["problems"] = [{"kind": "refused", "message": str(e), "where": where}]
-        elif _in_file(e, store_file):
-            result["problems"] = [{"kind": "exception", "message": (
-                f"{what} raised {describe_exception(e, store_file)}; the conformance suite "
-                "could not go on.")}]
-        else:
-            result["problems"] = [{"kind": "returns", "message": (
-                f"the conformance suite stopped on what the store returned "
-                f"({describe_exception(e, store_file)}): load() must return a Recovered, "
-                "open_for_append() a Repairs.")}]
-        _write_result(out, result)
-        return
-    result["report"] = report.to_json()
-    say("phase the store's commits, journaled")
-    try:
-        with tempfile.TemporaryDirectory(prefix="bughunt-profile-") as tmp:
-            run_dir = Path(tmp) / "run"
-            run_dir.mkdir()
-            ops, _states, events = record(config, watched(cls, say, mark_mid=True), run_dir,
-                                          ConformanceReport(store="", config=config))
-        result["profile"] = dataclasses.asdict(disk_profile(ops, events))
-    except BaseException:
-        pass                        # the suite ran the same calls: its report has the story
-    _write_result(out, result)
-
-
-def _spec_message(e: Exception, spec: str) -> str:
-    text = str(e)
-    prefix = f"--store {spec}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
-
-
-def _sweep_main(spec: str, config: RunConfig, out: Path, deadline: float, workers: int) -> None:
-    from . import experiment
-
-    running: dict[str, float] = {}
-    lock = threading.Lock()
-    done = [0]
-
-    def measure(cfg, point, run_dir):
-        with lock:
-            running[point.name] = time.monotonic()
+    result = jobs.conform_job(ctx, spec=spec, config=config, pages=pages)
+    run_config = RunConfig.from_json(config)
+    child.set_state("while the grader journals one run's commits")
+    with tempfile.TemporaryDirectory(prefix="bughunt-profile-") as tmp:
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
         try:
-            return experiment.crash_and_resume(cfg, point, run_dir)
-        finally:
-            with lock:
-                running.pop(point.name, None)
-                done[0] += 1
-
-    def give_up() -> None:
-        with lock:
-            hung = sorted(running, key=lambda n: running[n])
-        message = (f"the sweep did not finish within {deadline:g} s: the workers killed and "
-                   f"resumed at {', '.join(hung) or 'the last points'} never finished ("
-                   f"{done[0] or 'no'} crash point{'' if done[0] == 1 else 's'} had); a loop or a "
-                   "wait in the store that only a worker reaches "
-                   "(a resume finds the worker's own files in run_dir)? The grader stopped them.")
-        _write_result(out, {"problems": [{"kind": "timeout", "message": message}]})
-        try:
-            experiment.stop_all_workers()
-        finally:
-            os._exit(3)
-
-    watchdog = threading.Timer(deadline, give_up)
-    watchdog.daemon = True
-    watchdog.start()
-    jobs = [("sweep", config, p) for p in experiment.crash_points(config)]
-    base = out / "runs"
-    with experiment.work_dir(base) as base:
-        records = experiment.run_crash_jobs(jobs, base, workers or None, measure=measure)
-    watchdog.cancel()
-    _write_result(out, {"records": [dataclasses.asdict(r) for r in records]})
+            ops, _states, events = record(run_config, _marking_mid(store_class(spec)), run_dir,
+                                          ConformanceReport(store="", config=run_config))
+        except Exception:
+            return result       # the suite ran the same calls: its report has the story
+    result["profile"] = dataclasses.asdict(disk_profile(ops, events))
+    return result
 
 
 def disk_profile(ops: list[dict], events: list[dict]) -> DiskProfile:
@@ -722,10 +430,9 @@ def disk_profile(ops: list[dict], events: list[dict]) -> DiskProfile:
 
 # --- from the children's results to a Grade -------------------------------------------------------
 
-def _assemble(store, config, conformed, swept, problems, seconds, tidy) -> Grade:
-    from .experiment import CrashRun
+def _assemble(store, config, conformed, swept, problems, seconds, tidy, printed) -> Grade:
+    from .experiment import CallCrashRun, CrashRun
 
-    problems = tuple(Problem(p["kind"], tidy(p["message"])) for p in problems)
     report = conformed.get("report") or {}
     violations = report.get("violations", [])
     rules = []
@@ -740,15 +447,13 @@ def _assemble(store, config, conformed, swept, problems, seconds, tidy) -> Grade
             state=tidy(first.get("state")), file=first.get("file"),
             detail=_grammar(tidy(first.get("detail"))),
             disk={k: tidy(v) for k, v in first.get("disk", {}).items()}))
-    records = []
-    for r in swept.get("records", []):
-        r = {k: tidy(v) for k, v in r.items()}
-        records.append(CrashRun(**r))
+    kind = CallCrashRun if swept.get("call") else CrashRun
+    records = tuple(kind(**{k: tidy(v) for k, v in r.items()}) for r in swept.get("records", []))
     profile = DiskProfile(**{k: tuple(v) if isinstance(v, list) else v
                              for k, v in conformed.get("profile", {}).items()})
     g = Grade(store=store, name=conformed.get("name", store.rpartition(":")[2]), config=config,
-              problems=problems, states=report.get("states", 0), rules=tuple(rules),
-              records=tuple(records), profile=profile, seconds=seconds)
+              problems=tuple(problems), states=report.get("states", 0), rules=tuple(rules),
+              records=records, profile=profile, seconds=seconds, printed=printed)
     return dataclasses.replace(g, hint=choose_hint(g))
 
 
@@ -760,6 +465,28 @@ def _grammar(text):
 
 
 def _hint_for_problem(p: Problem) -> Hint:
+    """The hint of a problem, from what the problem says happened."""
+    if p.kind == "refused":
+        text = p.message
+        if re.search(r"start a (process|program|thread)|fork its process|shell command|"
+                     r"replace its process", text):
+            return Hint(9, "a store starts no process and no thread: everything it does happens "
+                           "in its own files, through the door, before its method returns.")
+        if "ctypes" in text:
+            return Hint(9, "write through the door you are given (self.door, door.files): ctypes "
+                           "goes around it, and the lab can no longer see what reaches the disk.")
+        if "signal " in text:
+            return Hint(9, "a store touches its own files and nothing else: no signals to other "
+                           "processes.")
+        if "resource limits" in text:
+            return Hint(9, "a store leaves its process's limits alone: the lab sets them so that "
+                           "a store that grows without end is stopped, not the machine.")
+        return Hint(9, "build every path from run_dir, and write only through the door you are "
+                       "given (self.door, self.door.files): the lab then sees every byte.")
+    if p.kind == "timeout" and re.search(r"; [1-9]\d* crash points? had", p.message):
+        return Hint(9, "the sweep ran out of time, not into a loop: every crash point starts two "
+                       "workers that import your store's file and run it, so a heavy import "
+                       "(numpy, pandas) or a slow write is paid at each one.")
     text = {
         "spec": "save the store with %%writefile and name it as FILE.py:ClassName (section 2).",
         "load": "the file must import without error and define the class with the contract's "
@@ -768,15 +495,24 @@ def _hint_for_problem(p: Problem) -> Hint:
                      "receives and must return.",
         "timeout": "a method that never returns: look for a loop whose condition never changes, "
                    "or a wait (a sleep, a lock, a read from a pipe) with nothing to end it.",
-        "outside": "build every path from run_dir, and write only through the door you are "
-                   "given (self.door, self.door.files): the lab then sees every byte.",
-        "signal": "a store touches its own files and nothing else: no signals, no other "
-                  "processes.",
         "returns": "return what the contract says: load() a Recovered(state, ...), "
-                   "open_for_append() a Repairs(); the skeleton (section 2) has both.",
+                   "open_for_append() a Repairs(), commit() and close() nothing; the skeleton "
+                   "(section 2) has all four.",
         "exit": "a store never ends the process: raise StoreDamage(path, line, message) to refuse "
                 "a file, and let the worker decide.",
-    }[p.kind]
+        "signal": "a store never signals its own process: to refuse a file, raise "
+                  "StoreDamage(path, line, message) and let the worker decide."
+                  if "own process" in p.message else
+                  "the process died in C code or by a signal from outside: run the method by "
+                  "hand on the files it was given to see where.",
+        "sigstop": "a store never stops its own process: the worker would wait for ever, and "
+                   "nobody would resume it.",
+        "memory": "a store holds one run's state, a few kilobytes: look for a buffer or a list "
+                  "that grows at every call, or a file read whole that never stops growing.",
+        "channel": "a store writes only to files it opened itself, through the door.",
+        "lab": "this is the lab failing, not your store: the output above says where.",
+        "interrupted": "the grade was interrupted: grade again.",
+    }.get(p.kind, "see the sentence above: it says what happened, and where.")
     return Hint(9, text)
 
 
@@ -865,43 +601,43 @@ def choose_hint(g: Grade) -> Hint:
 
 # --- command line -------------------------------------------------------------------------------
 
-def _child(argv: list[str]) -> int:
-    command, spec, config_json, out, timeout = argv[:5]
-    config = RunConfig.from_json(json.loads(config_json))
-    out = Path(out)
-    if command == "_conform":
-        _conform_main(spec, config, out)
-    else:
-        _sweep_main(spec, config, out, float(timeout), int(argv[5]) if len(argv) > 5 else 0)
-    return 0
+EXIT_PROBLEM, EXIT_REFUSED = 1, 2
+
+
+def exit_code(g: Grade) -> int:
+    """0 passes; 2 the store cannot be loaded (no such file, a syntax or import error, no such
+    class, its import ended the process or was refused); 1 anything else that is not a pass."""
+    if g.problems and (g.problems[0].kind in ("spec", "load") or g.problems[0].loading):
+        return EXIT_REFUSED
+    return 0 if g.passed else EXIT_PROBLEM
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("_conform", "_sweep"):
-        return _child(argv)
+    from .interrupts import Interrupted, interruptible
+
     parser = argparse.ArgumentParser(
         prog="python -m bughunt.grader",
-        description="Grade a checkpoint store: the conformance suite, then a real-SIGKILL sweep.")
+        description="Grade a checkpoint store: the conformance suite, then a real-SIGKILL sweep. "
+                    "The verdict goes to stderr; --json prints it as data on stdout.")
     parser.add_argument("--store", required=True, metavar="FILE.py:Class")
     parser.add_argument("--idempotency-key", choices=("on", "off"), default="on")
     parser.add_argument("--intent", choices=("on", "off"), default="on")
     parser.add_argument("--pending", choices=("redo", "abort"), default="redo")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    g = grade(args.store, idempotency_key=args.idempotency_key == "on",
-              intent=args.intent == "on", pending=args.pending)
+    try:
+        with interruptible():
+            g = grade(args.store, idempotency_key=args.idempotency_key == "on",
+                      intent=args.intent == "on", pending=args.pending)
+    except Interrupted as e:
+        print(f"bughunt.grader: {e.what}; the store's processes were stopped and the grade's "
+              "temporary folder removed", file=sys.stderr)
+        return e.code
     if args.json:
-        json.dump({"store": g.store, "passed": g.passed, "verdict": g.verdict,
-                   "broken": g.broken(), "hint": str(g.hint) if g.hint else None,
-                   "problems": [dataclasses.asdict(p) for p in g.problems],
-                   "summary": g.summary}, sys.stdout)
+        json.dump(g.to_json(), sys.stdout)
         print()
-    else:
-        print(g)
-    if any(p.kind == "spec" for p in g.problems):
-        return 2
-    return 0 if g.passed else 1
+    print(g, file=sys.stderr)
+    return exit_code(g)
 
 
 if __name__ == "__main__":

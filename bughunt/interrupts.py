@@ -1,8 +1,9 @@
 """Ctrl-C and SIGTERM: stop with one sentence, never half way through starting a process.
 
-- `interruptible()` turns SIGINT and SIGTERM into `Interrupted` in the main thread, so `finally`
-  clauses and context managers run (workers killed, temp dirs removed) and a command ends with
-  one line and exit 130 (Ctrl-C) or 143 (SIGTERM), as a shell reports them.
+- `interruptible()` turns SIGINT and SIGTERM into `Interrupted` (a BaseException, not an
+  Exception) in the main thread, so `finally` clauses and context managers run (workers killed,
+  temp dirs removed) and a command ends with one line and exit 130 (Ctrl-C) or 143 (SIGTERM),
+  as a shell reports them.
 - `deferred()` holds an interrupt back while a child process is being started: between "the
   child exists" and "we hold its pid" an exception would leave it running with nobody to kill it.
   The signal is acted on as soon as the block ends.
@@ -20,8 +21,12 @@ EXIT_TERMINATED = 143     # 128 + SIGTERM
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Interrupted(Exception):
-    """Ctrl-C (SIGINT) or SIGTERM arrived."""
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) or SIGTERM arrived.
+
+    Not an `Exception`, like `KeyboardInterrupt`: an `except Exception` that judges a store (the
+    conformance suite's "load() raised ...") or reports a failed run must never catch it, or an
+    interrupt would be counted as a broken rule and the run would go on."""
 
     def __init__(self, signum: int):
         super().__init__(signum)

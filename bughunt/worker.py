@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
-                     add_config_arguments, config_from_args, dumps, read_config)
+                     add_config_arguments, config_from_args, dumps, is_store_file, read_config)
 from .crashpoints import CALL_LABELS, CrashPlan, NoSuchPoint, find, scheme
 from .diskio import NOFOLLOW, Door, Files, FsyncError
 from .instruments import journal
@@ -636,6 +636,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
     if args.latency_ms and args.model_url is not None:
         parser.error(f"--latency-ms {args.latency_ms:g}: the model at --model-url takes its own "
                      "time (slow it with the server's faults: delay, ttfb)")
+    report_out = sys.stdout
+    if args.json and is_store_file(config.store):
+        # A learner's store may print: what it prints goes to stderr, so that stdout carries
+        # nothing but the report the lab reads.
+        sys.stdout.flush()
+        report_out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
     try:
         write_fault = args.fail_write or (None, errno.ENOSPC)
         faults = (Faults(fail_write=write_fault[0], write_errno=write_fault[1],
@@ -654,8 +661,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> 
               f"--dir {args.dir} to resume", file=sys.stderr)
         return e.code
     if args.json:
-        json.dump(report, sys.stdout)
-        sys.stdout.write("\n")
+        json.dump(report, report_out)
+        report_out.write("\n")
+        report_out.flush()
     else:
         print_report(report)
     return EXIT_OK

@@ -36,6 +36,14 @@ def test_bench_measures_the_model_server_start_and_an_http_call_against_the_mock
     assert len(calls) == 2 and all(float(r["ratio"]) > 1 for r in calls)
 
 
+def test_bench_grades_lesson_9s_reference_solution_behind_the_boundary(tmp_path):
+    out = tmp_path / "bench.csv"
+    assert bench.main(["--quick", "--only", "grade", "--csv", str(out)]) == 0
+    rows = [r for r in csv.DictReader(out.open()) if r["section"] == "grade"]
+    assert len(rows) == 1 and rows[0]["case"].startswith("lesson 9's reference solution")
+    assert float(rows[0]["value"]) > 0 and "passed: True" in rows[0]["note"]
+
+
 def test_bench_reports_the_explorers_trace_overhead_as_a_ratio_and_states_checked_per_second(tmp_path):
     import shutil
     import sys

@@ -129,13 +129,20 @@ def naive_file(tmp_path):
 
 
 def test_a_learners_naive_store_is_graded_rule_by_rule(naive_file):
-    cls = store_class(f"{naive_file}:NaiveStore")
-    assert isinstance(cls(naive_file.parent, RunConfig(), None), CheckpointStore)
-    r = conform(RunConfig(store=f"{naive_file}:NaiveStore"))
-    assert "crash-leaves-a-real-state" in r.broken()       # a torn file: load() raises
-    assert "kill-keeps-acknowledged" in r.broken()
-    v = r.first("crash-leaves-a-real-state")
-    assert "load() raised JSONDecodeError" in v.detail and "state.json" in v.disk
+    """The same suite, behind the boundary: the learner's store never runs in this process."""
+    from bughunt.boundary import commands
+
+    module = {}
+    exec(compile(NAIVE, str(naive_file), "exec"), module)     # the test's own look at it
+    assert isinstance(module["NaiveStore"](naive_file.parent, RunConfig(), None), CheckpointStore)
+    report, problem, printed = commands.conform_store(
+        "test", RunConfig(store=f"{naive_file}:NaiveStore"), pages=5)
+    assert problem is None and not printed
+    broken = [v["rule"] for v in report["violations"]]
+    assert "crash-leaves-a-real-state" in broken        # a torn file: load() raises
+    assert "kill-keeps-acknowledged" in broken
+    v = next(v for v in report["violations"] if v["rule"] == "crash-leaves-a-real-state")
+    assert "load() raised JSONDecodeError" in v["detail"] and "state.json" in v["disk"]
 
 
 def test_the_worker_and_a_sweep_run_a_learners_store_from_its_file(naive_file, tmp_path):
@@ -164,8 +171,8 @@ def test_a_bad_store_file_is_one_sentence_naming_it(naive_file, tmp_path, spec, 
                 pass
     """))
     spec = spec.format(dir=tmp_path)
-    with pytest.raises(StoreSpecError, match=words):
-        store_class(spec)
+    with pytest.raises(StoreSpecError, match="runs only behind the lab's boundary"):
+        store_class(spec)                  # never imported in this process
     proc = bughunt("run", "--dir", str(tmp_path / "r"), "--store", spec, cwd=tmp_path)
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists()

@@ -9,10 +9,9 @@ outside the grade's temporary directory.
 from __future__ import annotations
 
 import dataclasses
-import os
+import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import jupytext
@@ -119,251 +118,32 @@ def test_the_reference_solution_passes_every_rule_and_every_crash_point():
     assert "rename snapshot.json.tmp -> snapshot.json" in g.profile.commit_ops
 
 
+def test_the_notebook_states_the_boundarys_limits_as_the_grader_sets_them():
+    from bughunt.boundary import Limits
+    text = " ".join(" ".join(line.lstrip("# ") for line in NOTEBOOK.read_text().splitlines())
+                    .split())
+    says = (f"Each call into your store gets {grader.OPERATION_TIMEOUT_S:g} s, the suite "
+            f"{grader.CONFORM_TIMEOUT_S:g} s, the sweep {grader.SWEEP_TIMEOUT_S:g} s (each worker "
+            f"{grader.RUN_TIMEOUT_S:g} s); each process gets "
+            f"{Limits().memory_bytes / (1 << 30):g} GiB of address space")
+    assert says in text
+
+
+def test_the_two_stores_behind_the_boundary_print_and_are_refused():
+    graded = cap.behind_the_boundary()
+    chatty, backup = graded["ChattyStore"], graded["BackupStore"]
+    assert chatty.passed and chatty.printed.stdout[0] == "committing event 1 page_done"
+    assert backup.problems[0].kind == "refused" and not backup.passed
+    assert "(subprocess.Popen: cp events.jsonl events.jsonl.bak)" in backup.verdict
+
+
 def test_the_lab_stores_pass_the_same_grade():
     for store in ("log", "snapshot"):
         assert grader.grade(store).passed
 
 
-# --- a grader robust to learner code ------------------------------------------------------------
-
-BASE = '''
-import json, os, signal, sys, time
-from bughunt.events import initial_state
-from bughunt.stores import Recovered, Repairs
-
-
-class Good:
-    """A passing store: a temp file, fsynced, renamed, and the directory fsynced."""
-
-    def __init__(self, run_dir, config, door):
-        self.path, self.files, self.config = run_dir / "state.json", door.files, config
-
-    def load(self):
-        if not self.path.exists():
-            return Recovered(initial_state())
-        return Recovered(json.loads(self.path.read_bytes()))
-
-    def open_for_append(self):
-        return Repairs()
-
-    def commit(self, state, event, *, mid):
-        tmp = self.path.with_name("state.json.tmp")
-        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        self.files.write(fd, json.dumps(state).encode(), str(tmp))
-        self.files.fsync(fd, str(tmp))
-        self.files.close(fd)
-        mid()
-        self.files.rename(tmp, self.path)
-        self.files.fsync_dir(self.path.parent)
-
-    def close(self):
-        pass
-'''
-
-BAD = {
-    "InitRaises": "def __init__(self, run_dir, config, door):\n    raise KeyError('nope')",
-    "CommitRaises": "def commit(self, state, event, *, mid):\n    return state['no such key']",
-    "WrongReturn": "def load(self):\n    return {'state': 1}",
-    "Spins": "def commit(self, state, event, *, mid):\n    while True:\n        pass",
-    "Sleeps": "def load(self):\n    time.sleep(10 ** 6)",
-    "HangsInWorker": ("def load(self):\n"
-                      "    while (self.path.parent / 'config.json').exists():\n"
-                      "        time.sleep(0.01)\n"
-                      "    return super().load()"),
-    "WritesCwd": ("def commit(self, state, event, *, mid):\n"
-                  "    open('state.json', 'w').write('x')"),
-    "WritesBeside": ("def commit(self, state, event, *, mid):\n"
-                     "    here = os.path.dirname(os.path.abspath(__file__))\n"
-                     "    open(os.path.join(here, 'leak.json'), 'w').write('x')"),
-    "RemovesParent": ("def open_for_append(self):\n"
-                      "    import shutil\n"
-                      "    shutil.rmtree(self.path.parent.parent)\n"
-                      "    return Repairs()"),
-    "PastTheFence": ("def load(self):\n"
-                     "    import subprocess\n"
-                     "    here = os.path.dirname(os.path.abspath(__file__))\n"
-                     "    if not os.path.exists(os.path.join(here, 'bypass.txt')):\n"
-                     "        subprocess.run(['sh', '-c', 'echo x > bypass.txt'], cwd=here)\n"
-                     "    return super().load()"),
-    "Exits": "def commit(self, state, event, *, mid):\n    sys.exit(3)",
-    "HardExit": "def commit(self, state, event, *, mid):\n    os._exit(0)",
-    "SignalsKernel": ("def load(self):\n"
-                      "    os.kill(os.getppid(), signal.SIGWINCH)\n"
-                      "    return super().load()"),
-}
-
-
-@pytest.fixture(scope="module")
-def bad_file(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("bad")
-    body = BASE + "".join(f"\n\nclass {name}(Good):\n{textwrap.indent(method, '    ')}\n"
-                          for name, method in BAD.items())
-    (folder / "bad.py").write_text(body)
-    (folder / "broken.py").write_text("class Store:\n    def load(self) return 1\n")
-    (folder / "raises.py").write_text("x = 1 / 0\n")
-    (folder / "loops.py").write_text("while True:\n    pass\n")
-    return folder / "bad.py"
-
-
-@pytest.fixture
-def deadline():
-    """A grade that never returns must fail this test, not hang the suite: SIGALRM after 90 s."""
-    import signal
-
-    def expired(signum, frame):
-        raise TimeoutError("the grade did not return within 90 s")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(90)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
-
-def grader_processes(root: Path) -> set[int]:
-    """Processes a grade under `root` started (their environment names its folder), Linux only:
-    by this grade's own folder, not by a name, since other engineers' grades run beside it."""
-    mark = f"{root}/bughunt-grade-".encode()
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                env = Path(f"/proc/{entry}/environ").read_bytes()
-            except OSError:
-                continue
-            if mark in env and int(entry) != os.getpid():
-                found.add(int(entry))
-    return found
-
-
-@pytest.mark.parametrize("spec, kind, words", [
-    ("missing.py:Store", "spec", "missing.py: no such file"),
-    ("no colon", "spec", "expected FILE.py:ClassName"),
-    ("broken.py:Store", "load", "broken.py:2: expected ':'"),
-    ("raises.py:Store", "load", "importing raises.py raised ZeroDivisionError"),
-    ("bad.py:Nope", "load", "bad.py has no class Nope"),
-    ("bad.py:InitRaises", "exception",
-     "InitRaises.__init__ raised KeyError: 'nope' (bad.py, line"),
-    ("bad.py:CommitRaises", "exception",
-     "CommitRaises.commit (event 1: page_done, page 1) raised KeyError: 'no such key'"),
-    ("bad.py:WrongReturn", "returns", "load() must return a Recovered"),
-    ("bad.py:Exits", "exception", "raised SystemExit: 3"),
-    ("bad.py:HardExit", "exit", "exited with status 0 before it could report"),
-    ("bad.py:WritesCwd", "outside",
-     "tried to write state.json, a path relative to the working directory"),
-    ("bad.py:WritesBeside", "outside", "tried to write leak.json beside the store's file"),
-    ("bad.py:RemovesParent", "outside", "tried to rmtree"),
-    ("bad.py:SignalsKernel", "signal", "tried to signal process"),
-])
-def test_a_store_that_misbehaves_gets_one_sentence_and_one_hint(bad_file, monkeypatch, spec,
-                                                                kind, words):
-    monkeypatch.chdir(bad_file.parent)              # named as a learner names it, by its file
-    before = set(os.listdir(bad_file.parent))
-    g = grader.grade(spec, conform_timeout=20, sweep_timeout=20)
-    assert [p.kind for p in g.problems][:1] == [kind], g.problems
-    assert words in g.problems[0].message, g.problems[0].message
-    assert not g.passed and g.verdict.startswith("Not graded to the end.")
-    assert g.hint.lesson == 9 and "Traceback" not in g.verdict
-    assert str(bad_file.parent) not in g.verdict          # no temporary paths in the words
-    assert set(os.listdir(bad_file.parent)) == before      # nothing written beside the store
-
-
-@pytest.mark.parametrize("spec, limit, words", [
-    ("loops.py:Store", "conform_timeout", "importing loops.py did not return within 3 s"),
-    ("bad.py:Spins", "conform_timeout",
-     "Spins.commit (event 1: page_done, page 1) did not return within 3 s"),
-    ("bad.py:Sleeps", "conform_timeout", "Sleeps.load did not return within 3 s"),
-    ("bad.py:HangsInWorker", "sweep_timeout", "the sweep did not finish within 3 s"),
-])
-def test_a_store_that_never_returns_is_stopped_at_its_time_limit_and_leaves_nothing_running(
-        bad_file, monkeypatch, deadline, spec, limit, words, tmp_path):
-    import time
-
-    monkeypatch.chdir(bad_file.parent)
-    monkeypatch.setenv("BUGHUNT_RAM_DIR", str(tmp_path))        # the grade's folder: ours alone
-    before = grader_processes(tmp_path) if sys.platform.startswith("linux") else set()
-    t0 = time.monotonic()
-    g = grader.grade(spec, **{limit: 3})
-    elapsed = time.monotonic() - t0
-    assert [p.kind for p in g.problems] == ["timeout"], g.problems
-    assert words in g.problems[0].message, g.problems[0].message
-    assert elapsed < 3 + grader._GRACE_S + 20            # the outer limit holds, loaded or not
-    if sys.platform.startswith("linux"):
-        assert grader_processes(tmp_path) <= before      # no worker, server or suite left
-    if limit == "sweep_timeout":                         # the suite never sees a worker's files:
-        assert g.conformance_ok                          # it passed; the hung points are named
-        assert "never finished" in g.problems[0].message and "p1." in g.problems[0].message
-
-
-def test_a_write_past_the_fence_is_found_afterwards_and_said(bad_file, monkeypatch):
-    """A shell started by the store is not fenced: the grader cannot stop its write, but finds
-    the new file beside the store's own and says so."""
-    monkeypatch.chdir(bad_file.parent)
-    g = grader.grade("bad.py:PastTheFence")
-    try:
-        message = " ".join(p.message for p in g.problems if p.kind == "outside")
-        assert "bypass.txt" in message and "past the fence" in message
-        assert not g.passed and g.conformance_ok    # every rule held: only the write is wrong
-    finally:
-        (bad_file.parent / "bypass.txt").unlink(missing_ok=True)
-
-
-def test_the_fence_refuses_writes_outside_its_roots_and_allows_them_inside(tmp_path):
-    inside, outside = tmp_path / "inside", tmp_path / "outside"
-    inside.mkdir(), outside.mkdir()
-    script = textwrap.dedent(f"""
-        import os, shutil, sys
-        from pathlib import Path
-        from bughunt.instruments import sandbox
-        sandbox.install([{str(inside)!r}], log={str(inside / 'log.jsonl')!r})
-        inside, outside = Path({str(inside)!r}), Path({str(outside)!r})
-        (inside / "a").write_text("ok")
-        os.replace(inside / "a", inside / "b")
-        (inside / "d" / "e").mkdir(parents=True)
-        shutil.rmtree(inside / "d")                    # removes by names relative to a dir fd
-        results = []
-        for attempt in (lambda: (outside / "x").write_text("no"),
-                        lambda: os.replace(inside / "b", outside / "b"),
-                        lambda: os.remove(outside / "keep"),
-                        lambda: shutil.rmtree(outside),
-                        lambda: os.kill(os.getppid(), 0)):
-            try:
-                attempt()
-                results.append("allowed")
-            except sandbox.OutsideRunDir:
-                results.append("refused")
-        with sandbox.confine(inside / "c"):
-            try:
-                (inside / "b").write_text("no")
-                results.append("allowed")
-            except sandbox.OutsideRunDir:
-                results.append("refused")
-        print(" ".join(results))
-    """)
-    (outside / "keep").write_text("keep")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["refused", "refused", "refused", "refused", "allowed",
-                                   "refused"]
-    assert sorted(os.listdir(outside)) == ["keep"] and (inside / "b").read_text() == "ok"
-
-
-def test_the_fence_protects_the_pids_it_is_given(tmp_path):
-    script = textwrap.dedent(f"""
-        import os
-        from bughunt.instruments import sandbox
-        sandbox.install([{str(tmp_path)!r}], protect=[os.getppid()])
-        for pid in (os.getppid(), -os.getppid(), -1):
-            try:
-                os.kill(pid, 0)
-                print("allowed")
-            except sandbox.OutsideRunDir:
-                print("refused")
-        os.kill(os.getpid(), 0)
-        print("self")
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert proc.stdout.split() == ["refused", "refused", "refused", "self"], proc.stderr
+# What the grader does with a store that misbehaves (prints, exits, hangs, forks, writes outside,
+# returns the wrong thing) is tested row by row in tests/test_boundary.py.
 
 
 # --- the hint, the journal, the records ---------------------------------------------------------
@@ -407,7 +187,7 @@ def test_a_grade_with_a_problem_hints_at_the_problem_first():
     g = dataclasses.replace(_grade(["crash-leaves-a-real-state"]),
                             problems=(Problem("timeout", "X.load did not return within 3 s"),))
     assert choose_hint(g).lesson == 9 and "never returns" in choose_hint(g).text
-    assert g.verdict == "Not graded to the end. X.load did not return within 3 s"
+    assert g.verdict == "Not graded to the end. X.load did not return within 3 s."
 
 
 def test_the_journal_tells_an_in_place_write_from_a_durable_rename():
@@ -509,9 +289,10 @@ def test_the_grader_from_the_command_line(steps, tmp_path):
         return subprocess.run([sys.executable, "-m", "bughunt.grader", *args],
                               capture_output=True, text=True, cwd=steps, timeout=120)
     bad = run("--store", "naive_store.py:NaiveStore")
-    assert bad.returncode == 1 and "Not yet." in bad.stdout and "lesson 5" in bad.stdout
+    assert bad.returncode == 1 and "Not yet." in bad.stderr and "lesson 5" in bad.stderr
+    assert bad.stdout == ""                   # the verdict is a sentence: stderr; --json: stdout
     good = run("--store", "repaired_log_store.py:RepairedLogStore", "--json")
-    assert good.returncode == 0 and '"passed": true' in good.stdout
+    assert good.returncode == 0 and json.loads(good.stdout)["passed"] is True
     missing = run("--store", "nope.py:X")
-    assert missing.returncode == 2 and "nope.py: no such file" in missing.stdout
+    assert missing.returncode == 2 and "nope.py: no such file" in missing.stderr
     assert "Traceback" not in missing.stdout + missing.stderr

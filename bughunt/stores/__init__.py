@@ -6,7 +6,8 @@ Three designs, one contract (`contract.py`: the promises, which the conformance 
 - `snapshot`  keeps the whole state in one checksummed file, rewritten at every commit;
 - `log`       appends every event to a JSONL log and replays it, optionally with a snapshot every
               N pages so that recovery replays only the events after it (Codex's compaction);
-- a learner's own: `--store path/to/module.py:ClassName` (see `store_class`).
+- a learner's own: `--store path/to/module.py:ClassName`, which runs only behind the lab's
+  boundary (`bughunt.boundary`; see `store_class`).
 
 Each store has two ways in. `load()` only reads: it is what recovery uses first, and what the
 experiment's "fresh rebuild from disk" uses, so a rebuild can never repair what it is checking.
@@ -61,7 +62,9 @@ class StoreSpecError(ValueError):
 
 def store_class(spec: str):
     """The class a `store` setting names: a built-in design, or `path/to/module.py:ClassName`
-    (a learner's store), loaded from that file. Raises StoreSpecError naming what is wrong."""
+    (a learner's store). A learner's store is imported only behind the lab's boundary, in a fenced
+    process (`bughunt.boundary.child.load_store`); anywhere else this refuses. Raises
+    StoreSpecError naming what is wrong."""
     from .log import LogStore
     from .none import NoStore
     from .snapshot import SnapshotStore
@@ -69,54 +72,8 @@ def store_class(spec: str):
     builtin = {"none": NoStore, "snapshot": SnapshotStore, "log": LogStore}
     if spec in builtin:
         return builtin[spec]
-    return _load_class(spec)
-
-
-_LOADED: dict[tuple[str, float], type] = {}
-
-
-def _load_class(spec: str):
-    import hashlib
-    import importlib.util
-    import sys
-
-    file, _, name = spec.rpartition(":")
-    path = Path(file).expanduser()
-    try:
-        key = (str(path.resolve()), path.stat().st_mtime)
-    except OSError as e:
-        raise StoreSpecError(f"--store {spec}: cannot read {file} ({e.strerror})") from None
-    if key in _LOADED:
-        return _cls_from(_LOADED[key], spec, name)
-    module_name = "bughunt_user_store_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    if loader is None:
-        raise StoreSpecError(f"--store {spec}: {file} is not a Python module")
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    try:
-        loader.loader.exec_module(module)
-    except SyntaxError as e:
-        del sys.modules[module_name]
-        raise StoreSpecError(f"--store {spec}: {file}:{e.lineno}: {e.msg}") from None
-    except Exception as e:         # a learner's module may raise anything while importing
-        del sys.modules[module_name]
-        raise StoreSpecError(f"--store {spec}: importing {file} raised "
-                             f"{type(e).__name__}: {e}") from None
-    _LOADED[key] = module
-    return _cls_from(module, spec, name)
-
-
-def _cls_from(module, spec: str, name: str):
-    cls = getattr(module, name, None)
-    if not isinstance(cls, type):
-        raise StoreSpecError(f"--store {spec}: {module.__file__} has no class {name}")
-    missing = [m for m in ("load", "open_for_append", "commit", "close")
-               if not callable(getattr(cls, m, None))]
-    if missing:
-        raise StoreSpecError(f"--store {spec}: class {name} has no {', '.join(missing)} "
-                             "(see bughunt/stores/contract.py)")
-    return cls
+    from ..boundary.child import load_store
+    return load_store(spec)
 
 
 def store_for(config: RunConfig):

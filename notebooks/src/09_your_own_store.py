@@ -17,7 +17,8 @@
 # %% [markdown]
 # **Contents.**
 # [1 The contract](#1.-The-contract) ·
-# [2 The skeleton, the door, the grader](#2.-The-skeleton,-the-door,-the-grader) ·
+# [2 The skeleton, the door, the grader](#2.-The-skeleton,-the-door,-the-grader)
+# ([behind the boundary](#Behind-the-boundary:-what-the-grader-does-with-your-code,-and-what-it-does-not)) ·
 # [3 A naive store](#3.-Step-1:-a-naive-store) ·
 # [4 Old or new, never half](#4.-Steps-2-and-3:-old-or-new,-never-half) ·
 # [5 The directory](#5.-Step-4:-the-directory-fsync) ·
@@ -83,19 +84,54 @@ cap.door_methods()
 # `cap.grade("file.py:ClassName")` grades a store in two parts: the conformance suite, then a sweep
 # that kills a real worker using your store at every crash point and resumes it, and asks the three
 # witnesses (the bill, the tracker, a rebuild from disk). Your code never runs in this notebook's
-# process: each part runs in a child process with a time limit, and every process of a grade is
-# fenced by an audit hook that refuses a write, rename or removal outside the run directory (PEP
-# 578). A store that raises, loops, sleeps, exits or writes elsewhere gets a sentence, not a hung
-# kernel. The skeleton as it is, graded:
+# process: it runs behind the lab's boundary (below). A store that raises, loops, sleeps, exits or
+# writes elsewhere gets a sentence, not a hung kernel. The skeleton as it is, graded:
 
 # %%
 print(cap.explain(cap.grade_skeleton()))
 
 # %% [markdown]
-# What the fence cannot see, said plainly: a C extension writing with its own system calls, or a
-# process the store starts. For those the grader checks two folders afterwards (the children's
-# working directory must stay empty; no file may appear beside your store's file).
+# ### Behind the boundary: what the grader does with your code, and what it does not
 #
+# - **A process of its own.** Your store runs in a child process the lab starts, in a session and
+#   a process group of their own. The results come back over a private channel (a socket the lab
+#   opened), never over your store's stdout or stderr: what it prints is captured and shown under
+#   the verdict, the first lines, then "… N more lines". A `print()` cannot fail a correct store.
+# - **Limits.** Each call into your store gets 10 s, the suite 30 s, the sweep 60 s (each worker
+#   10 s); each process gets 1 GiB of address space (`RLIMIT_AS`, setrlimit(2), on Linux; macOS
+#   accepts that limit and does not enforce it, so there only the time limits stop a store that
+#   grows without end). A verdict names the limit and the call it stopped.
+# - **Nothing left running.** When the grade ends, the child's whole process group is killed. On
+#   Linux the lab's supervisor is a child subreaper (prctl(2), `PR_SET_CHILD_SUBREAPER`): a process
+#   your store double-forked, or moved to a session of its own, is handed to it when its parent
+#   dies, and killed too. macOS has no subreaper: there a process that leaves its session escapes.
+# - **The fence.** An audit hook (PEP 578) in every process of the grade refuses, as your store
+#   tries, and names with where it was: starting a process (`subprocess`, `os.system`, `fork`,
+#   `posix_spawn`, `exec`), `ctypes`, a signal to any process but its own, and a write, rename or
+#   removal outside its run directory. Its state lives in the hook's closure, not in an attribute
+#   your code could flip. Such a store is graded "refused: the store tried to ...", never "Passes".
+
+# %% [markdown]
+# What it is not: a security sandbox. It guards against accidents (a path built from the working
+# directory, a debugging `subprocess.run`); code written to get out can (a thread that calls
+# `os.system` later, with none of your store's frames on the stack; `_posixsubprocess` called
+# directly; the interpreter's frames walked to the hook's state). A grader of untrusted code would
+# use the operating system: a container, a seccomp filter, a separate user. Two stores built on the
+# reference solution, graded: one prints as it commits, the other asks a shell to copy its log
+# (within its own run directory: starting a process is refused wherever it would write).
+#
+# Sources: [PEP 578](https://peps.python.org/pep-0578/) (audit hooks),
+# [prctl(2)](https://man7.org/linux/man-pages/man2/prctl.2.html) (`PR_SET_CHILD_SUBREAPER`),
+# [setrlimit(2)](https://man7.org/linux/man-pages/man2/setrlimit.2.html) (`RLIMIT_AS`),
+# [seccomp(2)](https://man7.org/linux/man-pages/man2/seccomp.2.html) (what a sandbox is built on).
+
+# %%
+behind = cap.behind_the_boundary()
+print(behind["ChattyStore"])
+print()
+print(behind["BackupStore"])
+
+# %% [markdown]
 # ## 3. Step 1: a naive store
 #
 # The first store anyone writes: the whole state as JSON, written over the old file in place, no

@@ -3,9 +3,10 @@
 The learner writes a store in a notebook cell (`%%writefile my_store.py`), against the store
 contract (`bughunt.stores.contract`). `grade("my_store.py:MyStore")` (the robust part lives in
 `bughunt.grader`) runs the conformance suite at every kill -9 and power-cut state, and a
-real-SIGKILL sweep at every named crash point; this module shows the grades beside the lab's own
-stores, as tables and a figure, and holds the skeleton, the reference solution, the panel and the
-exercises.
+real-SIGKILL sweep at every named crash point, both behind the lab's boundary
+(`bughunt.boundary`: a child process, a fence, limits); this module shows the grades beside the
+lab's own stores, as tables and a figure, and holds the skeleton, the reference solution, the
+panel and the exercises.
 """
 
 from __future__ import annotations
@@ -254,6 +255,35 @@ def reference(**settings) -> Grade:
     return _graded_source(REFERENCE, "MyStore", "reference_store.py", **settings)
 
 
+#: Section 2's two stores behind the boundary, built on the reference solution (exercise 9.1):
+#: one prints as it commits (its words are shown under the verdict, and change nothing), the other
+#: asks a shell to copy its log, even within its run directory (the fence refuses the process).
+BEHIND_THE_BOUNDARY = REFERENCE + '''
+
+class ChattyStore(MyStore):
+    name = "chatty"
+
+    def commit(self, state, event, *, mid):
+        print("committing event", event["seq"], event["t"])
+        super().commit(state, event, mid=mid)
+
+
+class BackupStore(ChattyStore):
+    name = "with a backup"
+
+    def commit(self, state, event, *, mid):
+        super().commit(state, event, mid=mid)
+        import subprocess
+        subprocess.run(["cp", str(self.log), str(self.log) + ".bak"])
+'''
+
+
+def behind_the_boundary() -> dict[str, Grade]:
+    """Section 2's two stores, graded: what the store prints, and what the fence refuses."""
+    return {name: _graded_source(BEHIND_THE_BOUNDARY, name, "chatty_store.py")
+            for name in ("ChattyStore", "BackupStore")}
+
+
 def grade_skeleton() -> Grade:
     """The skeleton as it is, graded: what the grader says about a store that is not written
     yet (without touching a file of yours)."""
@@ -386,6 +416,8 @@ def explain(g: Grade) -> str:
     """The grade in words: the verdict, the hint, the first violation (crash state, file, what
     was on disk), and what one commit did on disk."""
     lines = [f"{g.name} ({g.store})", "", textwrap.fill(g.verdict, 100)]
+    if g.printed:                     # captured behind the boundary, shown under the verdict
+        lines += ["", *g.printed.lines()]
     if g.hint:
         lines += ["", textwrap.fill(str(g.hint), 100)]
     broken = g.broken()

@@ -1,0 +1,382 @@
+"""Inside the boundary: the process that imports a learner's store and calls it.
+
+    python -m bughunt.boundary FD      (started by the supervisor, never by hand)
+
+By the time this module runs, the `sitecustomize` the boundary wrote has fenced the process
+(`fence.install_from_env`) and set its resource limits. It reads jobs from the private channel on
+descriptor FD (`{"t": "job", "job": "module:function", "args": {...}}`), runs each with a
+`Context`, and answers on the same channel: the job's result, or how it stopped. The store's own
+stdout and stderr are this process's, which the lab captures; nothing of the lab's travels there.
+
+Two things here are used in every fenced process, the sweep's workers too:
+
+- `load_store(spec)`: the one place a learner's store file is imported (`bughunt.stores.store_class`
+  sends every FILE.py:Class here). Outside a fenced process it refuses: a learner's store runs only
+  behind the boundary.
+- the guard around the class it returns: each call into the store (its import, `__init__`, `load`,
+  `open_for_append`, `commit`, `close`) is bracketed for the fence (confined to that store's run
+  directory), announced on the channel when there is one (so that a hang is named), and checked
+  on the way out: what it returned against what the contract says it returns, and an end of the
+  process (sys.exit, MemoryError, another BaseException) turned into a `fence.StoreStopped` that
+  names it, so that no `except Exception` on the lab's side mistakes it for a rule broken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+from . import fence as _fence
+from .channel import Channel
+
+#: The channel of this process when it is the boundary's child (None in the sweep's workers).
+_STATUS: list = []
+#: What the conformance suite is checking right now (a crash state), for the guard's labels.
+_STATE: list[str] = []
+_LOADED: dict[tuple[str, int], type] = {}
+
+
+def status(message: dict) -> None:
+    """Tell the lab (the boundary's caller) where this process is, if it is listening."""
+    if _STATUS:
+        try:
+            _STATUS[0].send({"t": "status", **message})
+        except OSError:
+            pass
+
+
+def set_state(at: str | None) -> None:
+    """What the lab is doing now, as a phrase ("while the suite records its run", "at the crash
+    state kill -9 after operation 12 (...)"), for the words about the store's calls in it."""
+    _STATE[:] = [at] if at else []
+    status({"state": at})
+
+
+# --- loading a learner's store --------------------------------------------------------------------
+
+def learner_line(tb) -> str:
+    """`my_store.py, line 23, in commit`: the innermost frame of the store's files, or ""."""
+    found = ""
+    fence = _fence.installed()
+    dirs = fence.learner_dirs if fence else ()
+    for frame in traceback.extract_tb(tb):
+        real = os.path.realpath(frame.filename)
+        if any(real.startswith(d + os.sep) for d in dirs) and not real.startswith(_PACKAGE):
+            found = f"{Path(frame.filename).name}, line {frame.lineno}, in {frame.name}"
+    return found
+
+
+_PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1]) + os.sep   # bughunt/
+
+
+def load_store(spec: str):
+    """The class `spec` (`/abs/path/file.py:ClassName`) names, imported inside the fence, wrapped
+    in the guard. Raises `StoreSpecError` naming the file, the line or the class;
+    `fence.StoreStopped` when the import ended the process or was refused."""
+    from ..stores import StoreSpecError
+
+    fence = _fence.installed()
+    file, _, name = spec.rpartition(":")
+    if fence is None:
+        raise StoreSpecError(
+            f"--store {spec}: a learner's store runs only behind the lab's boundary, never in "
+            "this process: grade it (bughunt.grader.grade, python -m bughunt.grader --store "
+            "FILE.py:Class) or give it to python -m bughunt run, sweep or conformance")
+    path = Path(file).expanduser()
+    try:
+        key = (str(path.resolve()), path.stat().st_mtime_ns)
+    except OSError as e:
+        raise StoreSpecError(f"--store {spec}: cannot read {file} ({e.strerror})") from None
+    if key in _LOADED:
+        return _guarded(_LOADED[key], spec, name)
+    module_name = "bughunt_user_store_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+    loader = importlib.util.spec_from_file_location(module_name, path.resolve())
+    if loader is None:
+        raise StoreSpecError(f"--store {spec}: {file} is not a Python module")
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    label = f"importing {path.name}"
+    try:
+        _call_store(fence, fence.default_dir, label, lambda: loader.loader.exec_module(module))
+    except SyntaxError as e:
+        del sys.modules[module_name]
+        raise StoreSpecError(f"--store {spec}: {path.name}:{e.lineno}: {e.msg}") from None
+    except _fence.StoreStopped:
+        sys.modules.pop(module_name, None)
+        raise
+    except Exception as e:          # a learner's module may raise anything while importing
+        del sys.modules[module_name]
+        line = learner_line(e.__traceback__)
+        raise StoreSpecError(f"--store {spec}: importing {path.name} raised "
+                             f"{type(e).__name__}: {e}" + (f" ({line})" if line else "")) from None
+    _LOADED[key] = module
+    return _guarded(module, spec, name)
+
+
+def _guarded(module, spec: str, name: str):
+    from ..stores import StoreSpecError
+
+    cls = getattr(module, name, None)
+    if not isinstance(cls, type):
+        raise StoreSpecError(f"--store {spec}: {Path(module.__file__).name} has no class {name}")
+    missing = [m for m in ("load", "open_for_append", "commit", "close")
+               if not callable(getattr(cls, m, None))]
+    if missing:
+        raise StoreSpecError(f"--store {spec}: class {name} has no {', '.join(missing)} "
+                             "(see bughunt/stores/contract.py)")
+    return guard(cls)
+
+
+# --- the guard ----------------------------------------------------------------------------------
+
+def _call_store(fence, directory, label: str, fn):
+    """Run `fn` (the store's code) bracketed: confined to `directory`, announced, and an end of
+    the process or a MemoryError turned into `fence.StoreStopped`."""
+    at = _STATE[0] if _STATE else ""
+    where = label
+    depth = fence.enter(directory, label, at)
+    status({"begin": label, "at": at})
+    try:
+        return fn()
+    except _fence.StoreStopped:
+        raise
+    except MemoryError as e:
+        raise _stopped(fence, "memory", f"ran out of memory (MemoryError{_memory_limit()})",
+                       where, directory, e) from None
+    except Exception as e:
+        try:
+            e._bughunt_where = (label, at)   # the suite or the worker judges it; the lab names it
+        except AttributeError:
+            pass
+        raise
+    except BaseException as e:
+        if isinstance(e, SystemExit):
+            code = e.code
+            what = f"ended its process with sys.exit({'' if code is None else repr(code)})"
+            kind = "exit"
+        else:
+            what, kind = f"raised {type(e).__name__}" + (f": {e}" if str(e) else ""), "raised"
+        raise _stopped(fence, kind, what, where, directory, e) from None
+    finally:
+        fence.leave(depth)
+        status({"end": where})
+
+
+def _memory_limit() -> str:
+    """ "; its limit is 1 GiB of address space" where the lab set one (Linux), else "". """
+    import resource
+
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError, AttributeError):
+        return ""
+    if soft == resource.RLIM_INFINITY or not sys.platform.startswith("linux"):
+        return ""
+    return f"; the lab's limit is {soft / (1 << 30):g} GiB of address space"
+
+
+def _stopped(fence, how: str, what: str, where: str, directory, e: BaseException):
+    record = {"kind": "stopped", "how": how, "what": what, "where": where,
+              "at": _STATE[0] if _STATE else "", "dir": str(directory),
+              "line": learner_line(e.__traceback__)}
+    fence.log(record)
+    return _fence.StoreStopped({**record, "sentence": f"the store {what}, in {where}"})
+
+
+def _broken(fence, where: str, what: str, directory):
+    record = {"kind": "returns", "what": what, "where": where, "dir": str(directory), "line": ""}
+    fence.log(record)
+    return _fence.StoreStopped({**record, "sentence": what})
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    return f"{text} ({article} {kind})" if value is not None else "None"
+
+
+def check_recovered(label: str, got) -> str | None:
+    """What is wrong with what load() returned, against the contract, or None."""
+    from ..events import initial_state
+    from ..stores import Recovered
+
+    says = "the contract says it returns a Recovered(state, ...) (bughunt.stores.Recovered)"
+    if not isinstance(got, Recovered):
+        return f"{label}.load() returned {_shown(got)}; {says}"
+    state = got.state
+    if not isinstance(state, dict):
+        return (f"{label}.load() returned a Recovered whose state is {_shown(state)}; the "
+                "contract says the state is a dict, as initial_state() and apply_event() make it")
+    missing = [k for k in initial_state() if k not in state]
+    if missing:
+        return (f"{label}.load() returned a state without {', '.join(missing)}; the contract says "
+                "the state is a dict, as initial_state() and apply_event() make it")
+    for field, kind in (("replayed_events", int), ("torn_lines_skipped", int),
+                        ("snapshot_used", bool)):
+        value = getattr(got, field)
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 0)):
+            return (f"{label}.load() returned a Recovered whose {field} is {_shown(value)}; the "
+                    f"contract says {field} is " + ("a count (an int, 0 or more)" if kind is int
+                                                    else "True or False"))
+    if got.snapshot_fallback is not None and not isinstance(got.snapshot_fallback, str):
+        return (f"{label}.load() returned a Recovered whose snapshot_fallback is "
+                f"{_shown(got.snapshot_fallback)}; the contract says None or a word (\"log\")")
+    if not isinstance(got.notes, list) or not all(isinstance(n, str) for n in got.notes):
+        return (f"{label}.load() returned a Recovered whose notes is {_shown(got.notes)}; the "
+                "contract says notes is a list of strings")
+    return None
+
+
+def check_repairs(label: str, got) -> str | None:
+    from ..stores import Repairs
+
+    if not isinstance(got, Repairs):
+        return (f"{label}.open_for_append() returned {_shown(got)}; the contract says it returns "
+                "a Repairs() (bughunt.stores.Repairs)")
+    for field in ("tails_repaired", "temp_files_removed"):
+        value = getattr(got, field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return (f"{label}.open_for_append() returned a Repairs whose {field} is "
+                    f"{_shown(value)}; the contract says a count (an int, 0 or more)")
+    return None
+
+
+def guard(cls):
+    """`cls` as the lab calls it behind the boundary: each call bracketed, announced, checked."""
+    fence = _fence.installed()
+    label = cls.__name__
+
+    class Guarded:
+        name = getattr(cls, "name", label)
+
+        def __init__(self, run_dir, config, door):
+            self._dir = Path(run_dir)
+            self.inner = _call_store(fence, self._dir, f"{label}.__init__",
+                               lambda: cls(run_dir, config, door))
+
+        def load(self):
+            got = _call_store(fence, self._dir, f"{label}.load", self.inner.load)
+            wrong = check_recovered(label, got)
+            if wrong:
+                raise _broken(fence, f"{label}.load", wrong, self._dir)
+            return got
+
+        def open_for_append(self):
+            got = _call_store(fence, self._dir, f"{label}.open_for_append",
+                              self.inner.open_for_append)
+            wrong = check_repairs(label, got)
+            if wrong:
+                raise _broken(fence, f"{label}.open_for_append", wrong, self._dir)
+            return got
+
+        def commit(self, state, event, *, mid):
+            detail = (f" (event {event.get('seq')}: {event.get('t')}, page {event.get('page')})"
+                      if isinstance(event, dict) else "")
+            where = f"{label}.commit{detail}"
+            got = _call_store(fence, self._dir, where,
+                        lambda: self.inner.commit(state, event, mid=mid))
+            if got is not None:
+                raise _broken(fence, where, f"{label}.commit() returned {_shown(got)}; the "
+                                            "contract says it returns None", self._dir)
+
+        def close(self):
+            got = _call_store(fence, self._dir, f"{label}.close", self.inner.close)
+            if got is not None:
+                raise _broken(fence, f"{label}.close", f"{label}.close() returned "
+                                                       f"{_shown(got)}; the contract says it "
+                                                       "returns None", self._dir)
+
+    Guarded.__name__ = Guarded.__qualname__ = label
+    Guarded.__doc__ = cls.__doc__
+    Guarded.learner_class = cls
+    return Guarded
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+class Context:
+    """What a job gets: the channel (status, progress) and the fence."""
+
+    def __init__(self, channel: Channel, fence):
+        self.channel, self.fence = channel, fence
+
+    def status(self, **message) -> None:
+        status(message)
+
+    def events(self) -> list[dict]:
+        """What the fence's log holds so far (every process of this boundary writes to it)."""
+        import json
+
+        try:
+            with open(self.fence.log_path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                out.append({"kind": "damaged", "what": line[:120]})
+        return out
+
+
+def _job_entry(name: str):
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def describe_failure(e: BaseException) -> dict:
+    """A job's exception as the lab reports it: type, words, the store's line, where."""
+    from ..stores import StoreSpecError
+
+    where, at = getattr(e, "_bughunt_where", None) or ("", "")
+    return {"type": type(e).__name__, "text": str(e), "line": learner_line(e.__traceback__),
+            "where": where, "at": at,
+            "spec": isinstance(e, StoreSpecError),
+            "traceback": "".join(traceback.format_exception(e))[-4000:]}
+
+
+def main(argv: list[str]) -> int:
+    from ..interrupts import Interrupted, interruptible
+
+    fence = _fence.installed()
+    channel = Channel(socket.socket(fileno=int(argv[0])))
+    if fence is None:
+        channel.send({"t": "raised", "type": "RuntimeError", "text": "the process is not fenced",
+                      "line": "", "where": "", "spec": False, "traceback": ""})
+        return 70
+    _STATUS.append(channel)
+    context = Context(channel, fence)
+    try:
+        with interruptible():
+            while True:
+                request = channel.recv()
+                if request is None:
+                    break
+                try:
+                    result = _job_entry(request["job"])(context, **request.get("args", {}))
+                    channel.send({"t": "result", "result": result})
+                except _fence.StoreStopped as e:
+                    channel.send({"t": "stopped", "record": e.record})
+                except Interrupted:
+                    raise
+                except BaseException as e:       # noqa: the job's own failure is its answer
+                    channel.send({"t": "raised", **describe_failure(e)})
+                finally:
+                    set_state(None)
+    except Interrupted as e:
+        try:
+            channel.send({"t": "interrupted", "signal": e.signum})
+        except OSError:
+            pass
+        return e.code
+    return 0

@@ -1,0 +1,558 @@
+"""Lesson 9's boundary: learner code runs in a child process the lab controls, behind a fence.
+
+The table below is a learner's (and a careless or hostile learner's) stores, each graded as the
+notebook grades them: what the store does (prints, exits, hangs, forks, writes outside its run
+directory, flips the fence, returns the wrong thing) and the verdict and hint it must get. After
+each grade, nothing the grade started is running (found by an environment marker this test sets,
+never by process name) and nothing is left in the test's own temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bughunt import grader
+from bughunt.boundary import Boundary, problem
+
+ROOT = Path(__file__).resolve().parent.parent
+LINUX = sys.platform.startswith("linux")
+
+GOOD = '''
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+OUTSIDE = Path(os.environ["BUGHUNT_TEST_OUTSIDE"])
+
+
+class Good:
+    """A passing store: a temp file, fsynced, renamed, and the directory fsynced."""
+    name = "good"
+
+    def __init__(self, run_dir, config, door):
+        self.path, self.files = run_dir / "state.json", door.files
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_bytes()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        tmp = self.path.with_name("state.json.tmp")
+        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, json.dumps(state).encode(), str(tmp))
+        self.files.fsync(fd, str(tmp))
+        self.files.close(fd)
+        mid()
+        self.files.rename(tmp, self.path)
+        self.files.fsync_dir(self.path.parent)
+
+    def close(self):
+        pass
+'''
+
+SIGNATURES = {"__init__": "(self, run_dir, config, door)", "load": "(self)",
+              "open_for_append": "(self)", "commit": "(self, state, event, *, mid)",
+              "close": "(self)"}
+AFTER = {"__init__": "super().__init__(run_dir, config, door)", "load": "return super().load()",
+         "open_for_append": "return super().open_for_append()",
+         "commit": "super().commit(state, event, mid=mid)", "close": "super().close()"}
+
+
+def method(name: str, *body: str) -> str:
+    """A method of a subclass of Good: `body`, then what Good does."""
+    lines = "\n".join(f"    {b}" for b in body)
+    return f"def {name}{SIGNATURES[name]}:\n{lines}\n    {AFTER[name]}"
+
+
+OUT = "OUTSIDE / 'x.txt'"
+#: class name -> (its methods, expected problem kind or None (passes), words in the verdict,
+#: the hint's lesson, the grade's settings)
+ROWS = {
+    "PrintsStdout": (method("commit", "print('debug', event['seq'])"), None,
+                     "What the store printed on stdout", 10, {}),
+    "PrintsStderr": (method("load", "print('a warning', file=sys.stderr)"), None,
+                     "What the store printed on stderr", 10, {}),
+    "SlowWrites": (method("commit", "time.sleep(0.1)"), None, "Passes.", 10,
+                   {"operation_timeout": 2.0, "pages": 2}),
+    **{f"Exit0{m.title().replace('_', '')}": (method(m, "sys.exit(0)"), "exit",
+                                              f"sys.exit(0), in Exit0{m.title().replace('_', '')}"
+                                              f".{m}", 9, {}) for m in SIGNATURES},
+    **{f"Exit3{m.title().replace('_', '')}": (method(m, "sys.exit(3)"), "exit",
+                                              f"sys.exit(3), in Exit3{m.title().replace('_', '')}"
+                                              f".{m}", 9, {}) for m in SIGNATURES},
+    **{f"HardExit{m.title().replace('_', '')}": (method(m, "os._exit(0)"), "exit",
+                                                 f"os._exit(0), in HardExit"
+                                                 f"{m.title().replace('_', '')}.{m}", 9, {})
+       for m in SIGNATURES},
+    "RaisesInInit": (method("__init__", "raise KeyError('nope')"), "exception",
+                     "RaisesInInit.__init__ raised KeyError: 'nope' (bad.py, line", 9, {}),
+    "RaisesBase": (method("load", "raise BaseException('why not')"), "exception",
+                   "raised BaseException: why not, in RaisesBase.load", 9, {}),
+    "Spins": (method("commit", "while True:", "    pass"), "timeout",
+              "Spins.commit (event 1: page_done, page 1) did not return within 2 s", 9,
+              {"operation_timeout": 2.0}),
+    "Sleeps": (method("load", "time.sleep(10 ** 6)"), "timeout",
+               "Sleeps.load did not return within 2 s", 9, {"operation_timeout": 2.0}),
+    "StopsItself": (method("load", "os.kill(os.getpid(), signal.SIGSTOP)"), "sigstop",
+                    "stopped its own process (SIGSTOP), in StopsItself.load", 9, {}),
+    "KillsItself": (method("load", "os.kill(os.getpid(), signal.SIGKILL)"), "signal",
+                    "sent SIGKILL to its own process, in KillsItself.load", 9, {}),
+    "ChildNewSession": (method("__init__", "subprocess.Popen(['sleep', '60'], "
+                                           "start_new_session=True)"), "refused",
+                        "the store tried to start a process (subprocess.Popen: sleep 60), in "
+                        "ChildNewSession.__init__", 9, {}),
+    "ChildSameGroup": (method("__init__", "subprocess.Popen(['sleep', '60'])"), "refused",
+                       "start a process (subprocess.Popen: sleep 60)", 9, {}),
+    "DoubleFork": (method("__init__", "if os.fork() == 0:", "    os.setsid()",
+                          "    if os.fork() == 0:", "        os.execvp('sleep', ['sleep', '60'])",
+                          "    os._exit(0)"), "refused",
+                   "the store tried to fork its process (os.fork)", 9, {}),
+    "WritesOpen": (method("commit", f"open({OUT}, 'w').write('x')"), "refused",
+                   "to write", 9, {}),
+    "WritesOsOpen": (method("commit", f"os.close(os.open({OUT}, os.O_WRONLY | os.O_CREAT))"),
+                     "refused", "to write", 9, {}),
+    "WritesPathlib": (method("commit", f"({OUT}).write_text('x')"), "refused", "to write", 9, {}),
+    "WritesShutil": (method("commit", "import shutil",
+                            f"shutil.copyfile(__file__, {OUT})"), "refused", "to copy a file to",
+                     9, {}),
+    "WritesSubprocess": (method("commit", f"subprocess.run(['sh', '-c', 'echo x > {{}}'"
+                                          f".format({OUT})])"), "refused",
+                         "start a process (subprocess.Popen: sh -c echo x >", 9, {}),
+    "WritesCtypes": (method("commit", "import ctypes", "libc = ctypes.CDLL(None)",
+                            f"fd = libc.open(str({OUT}).encode(), 65, 0o644)",
+                            "libc.write(fd, b'x', 1)"), "refused",
+                     "load a C library or function through ctypes", 9, {}),
+    "FlipsTheFence": (method("commit", "from bughunt.boundary import fence, child",
+                             "fence._INSTALLED.clear()",
+                             "child._LOADED.clear()",
+                             "fence.FenceRefused = Exception",
+                             "os.path.realpath = lambda p, **k: str(self.path.parent)",
+                             "import posixpath; posixpath.realpath = os.path.realpath",
+                             f"open({OUT}, 'w').write('x')"), "refused", "to write", 9, {}),
+    "WritesRelative": (method("commit", "open('state.json', 'w').write('x')"), "refused",
+                       "write state.json, a path relative to the working directory", 9, {}),
+    "WritesBeside": (method("commit", "open(Path(__file__).with_name('leak.json'), 'w')"),
+                     "refused", "write leak.json beside the store's file", 9, {}),
+    "RemovesAbove": (method("open_for_append", "import shutil",
+                            "shutil.rmtree(self.path.parent.parent)"), "refused",
+                     "remove the directory tree the directory above its run directory", 9, {}),
+    "HangsInWorker": (method("load", "while (self.path.parent / 'run.lock').exists():",
+                             "    time.sleep(0.01)"), "timeout",
+                      "at p1.after_model_call did not finish within 2 s: a loop or a wait in "
+                      "the store?", 9, {"run_timeout": 2.0, "workers": 1}),
+    "SignalsAnother": (method("load", "os.kill(os.getppid(), signal.SIGWINCH)"), "refused",
+                       "to signal process", 9, {}),
+    "LoadReturnsNone": (method("load", "return None"), "returns",
+                        "LoadReturnsNone.load() returned None; the contract says it returns a "
+                        "Recovered", 9, {}),
+    "LoadReturnsText": (method("load", "return Recovered('hello')"), "returns",
+                        "returned a Recovered whose state is 'hello' (a str)", 9, {}),
+    "LoadReturnsNotes": (method("load", "r = super().load()", "r.notes = 5", "return r"),
+                         "returns", "whose notes is 5 (an int); the contract says notes is a "
+                                    "list of strings", 9, {}),
+    "OpenReturnsNone": (method("open_for_append", "return None"), "returns",
+                        "OpenReturnsNone.open_for_append() returned None", 9, {}),
+    "CommitReturns": (method("commit", "super().commit(state, event, mid=mid)", "return 5"),
+                      "returns", "CommitReturns.commit() returned 5 (an int); the contract says "
+                                 "it returns None", 9, {}),
+    "CloseReturns": (method("close", "return 'closed'"), "returns",
+                     "CloseReturns.close() returned 'closed' (a str)", 9, {}),
+    "RunsOutOfMemory": (method("load", "x = bytes(3 << 30)"), "memory",
+                        "ran out of memory (MemoryError", 9, {}),
+}
+#: store files of their own: (source, class, kind, words, lesson)
+FILES = {
+    "megabytes.py": ("from good import Good\nfor i in range(20000):\n    print('x' * 50, i)\n",
+                     "Good", None, "more lines", 10),
+    "exit0_import.py": ("import sys\nsys.exit(0)\n", "Good", "exit",
+                        "sys.exit(0), in importing exit0_import.py", 9),
+    "exit3_import.py": ("import sys\nsys.exit(3)\n", "Good", "exit",
+                        "sys.exit(3), in importing exit3_import.py", 9),
+    "hard_exit_import.py": ("import os\nos._exit(0)\n", "Good", "exit",
+                            "os._exit(0), in importing hard_exit_import.py", 9),
+    "loops.py": ("while True:\n    pass\n", "Good", "timeout",
+                 "Importing loops.py did not return within 2 s", 9),
+    "syntax.py": ("class Good:\n    def load(self) return 1\n", "Good", "load",
+                  "syntax.py:2: expected ':'", 9),
+    "missing.py": ("from good import Good\n", "Nope", "load", "missing.py has no class Nope", 9),
+}
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("stores")
+    (folder / "good.py").write_text(GOOD)
+    body = GOOD + "".join(f"\n\nclass {name}(Good):\n{textwrap.indent(methods, '    ')}\n"
+                          for name, (methods, *_rest) in ROWS.items())
+    (folder / "bad.py").write_text(body)
+    for name, (source, *_rest) in FILES.items():
+        (folder / name).write_text(source)
+    return folder
+
+
+@pytest.fixture
+def sealed(tmp_path, monkeypatch):
+    """Temporary folders (TMPDIR, and a folder of /dev/shm where the machine has one: where the
+    boundary puts its own) and an environment marker of this test's own: afterwards, no process
+    carries the marker and neither folder holds anything the grade left."""
+    marker = uuid.uuid4().hex
+    tmp = tmp_path / "tmp"
+    outside = tmp_path / "outside"
+    tmp.mkdir(), outside.mkdir()
+    ram = Path(tempfile.mkdtemp(prefix="bughunt-test-", dir="/dev/shm")) if os.access(
+        "/dev/shm", os.W_OK) else tmp
+    monkeypatch.setenv("BUGHUNT_TEST_TAG", marker)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv("BUGHUNT_RAM_DIR", str(ram))
+    monkeypatch.setenv("BUGHUNT_TEST_OUTSIDE", str(outside))
+    yield {"marker": marker, "tmp": tmp, "ram": ram, "outside": outside}
+    try:
+        assert tagged(marker) == [], "a process the grade started is still running"
+        assert list(tmp.iterdir()) == [], "the grade left files in TMPDIR"
+        assert list(ram.iterdir()) == [], "the grade left files in /dev/shm"
+        assert list(outside.iterdir()) == [], "the store wrote outside its run directory"
+    finally:
+        if ram != tmp:
+            shutil.rmtree(ram, ignore_errors=True)
+
+
+def tagged(marker: str) -> list[str]:
+    """Live processes whose environment carries BUGHUNT_TEST_TAG=marker (Linux /proc)."""
+    if not LINUX:
+        return []
+    found = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"BUGHUNT_TEST_TAG={marker}".encode() in env.read_bytes():
+                state = (env.parent / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z" and int(env.parent.name) != os.getpid():
+                    found.append(env.parent.name)
+        except OSError:
+            pass
+    return found
+
+
+SMALL = {"pages": 1, "conform_timeout": 60, "sweep_timeout": 90}
+
+
+@pytest.mark.parametrize("name", list(ROWS) + list(FILES))
+def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name):
+    if name in ROWS:
+        _, kind, words, lesson, settings = ROWS[name]
+        spec = f"{stores / 'bad.py'}:{name}"
+    else:
+        _, cls, kind, words, lesson = FILES[name]
+        spec, settings = f"{stores / name}:{cls}", {"operation_timeout": 2.0}
+    g = grader.grade(spec, **{**SMALL, **settings})
+    said = str(g)
+    assert [p.kind for p in g.problems][:1] == ([kind] if kind else []), said
+    assert words in said, said
+    assert g.hint.lesson == lesson, said
+    assert g.passed == (kind is None), said
+    words_only = said.split(":", 1)[1]
+    assert "Traceback" not in said and str(stores) not in words_only, said
+    assert str(sealed["tmp"]) not in said and str(sealed["ram"]) not in said, said
+    if kind == "refused":
+        assert g.verdict.startswith("Refused: the store tried to"), g.verdict
+        assert "Passes" not in said
+
+
+# --- the boundary itself -------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_a_double_forked_daemon_is_ended_with_the_boundary(sealed, tmp_path):
+    """The lab's own code in the child (not a store: the fence lets it) double-forks a sleeper
+    that holds a file open; once the boundary has closed, nothing holds it."""
+    held = tmp_path / "held.log"
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:double_fork_sleeper", {"holding": str(held)}, timeout=30)
+        assert ended.ok, ended
+        daemon = ended.result["daemon"]
+    assert tagged(sealed["marker"]) == []
+    if LINUX:
+        assert not Path(f"/proc/{daemon}").exists() or "Z" in (
+            Path(f"/proc/{daemon}/stat").read_text().rsplit(")", 1)[1].split()[:1])
+        holders = [fd for fd in Path("/proc").glob("[0-9]*/fd/*")
+                   if _points_at(fd, held)]
+        assert holders == []
+
+
+def _points_at(fd: Path, target: Path) -> bool:
+    try:
+        return os.readlink(fd) == str(target)
+    except OSError:
+        return False
+
+
+def test_a_child_left_in_the_group_is_ended_with_the_boundary(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        assert b.call("boundary_jobs:child_in_group", {}, timeout=30).ok
+        assert tagged(sealed["marker"])          # the child and its sleeper, while it is open
+    assert tagged(sealed["marker"]) == []
+
+
+def test_what_the_child_prints_is_captured_and_never_mistaken_for_its_answer(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:prints_and_returns", {"lines": 5000}, timeout=60)
+    assert ended.result == {"answer": 42}
+    p = ended.printed
+    assert p.stdout_lines == 5000 and p.stderr_lines == 1 and p.stderr == ("and on stderr",)
+    assert p.stdout[0].startswith('{"t": "result"') and len(p.stdout) < 20
+    assert "… 4,992 more lines" in str(p)
+
+
+def test_bytes_written_to_the_channel_by_accident_are_named_not_read(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:writes_to_the_channel", {}, timeout=60)
+        said = problem(ended)
+    assert ended.how == "channel" and said.kind == "channel", ended
+
+
+def test_a_job_past_its_time_is_stopped_and_named(sealed):
+    with Boundary(paths=[TESTS]) as b:
+        ended = b.call("boundary_jobs:sleeps", {"seconds": 600}, timeout=1.0)
+    said = problem(ended)
+    assert ended.how == "timeout" and said.kind == "timeout"
+    assert "did not finish within 1 s (it was sleeping)" in said.message
+
+
+def test_a_learners_store_is_never_imported_outside_the_boundary(tmp_path):
+    from bughunt.stores import StoreSpecError, store_class
+    marker = tmp_path / "imported"
+    (tmp_path / "s.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass S: pass\n")
+    with pytest.raises(StoreSpecError, match="runs only behind the lab's boundary"):
+        store_class(f"{tmp_path / 's.py'}:S")
+    assert not marker.exists()
+
+
+def test_the_fence_refuses_the_store_and_lets_the_labs_own_code_through(sealed, tmp_path):
+    """In a fenced process, the same operation is refused from the store's file and allowed from
+    the lab's: the sweep's fork servers and workers depend on it."""
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    (store_dir / "tries.py").write_text(textwrap.dedent("""
+        import os, subprocess
+        def start():
+            subprocess.run(["true"])
+        def write(path):
+            open(path, "w").close()
+    """))
+    script = textwrap.dedent(f"""
+        import subprocess, sys
+        sys.path.insert(0, {str(store_dir)!r})
+        from bughunt.boundary import fence
+        fence.install(roots=[{str(sealed['tmp'])!r}], default_dir={str(sealed['tmp'])!r},
+                      learner_dirs=[{str(store_dir)!r}], log={str(tmp_path / 'log')!r})
+        import tries
+        results = []
+        for attempt in (tries.start, lambda: tries.write({str(sealed['outside'] / 'x')!r}),
+                        lambda: tries.write({str(sealed['tmp'] / 'ok')!r})):
+            try:
+                attempt()
+                results.append("allowed")
+            except fence.FenceRefused:
+                results.append("refused")
+        subprocess.run(["true"])            # the lab's own code
+        results.append("lab allowed")
+        print(" ".join(results))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.stdout.split() == ["refused", "refused", "allowed", "lab", "allowed"], proc.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    assert len(log) == 2 and '"event": "subprocess.Popen"' in log[0] and "tries.py, line" in log[0]
+    (sealed["tmp"] / "ok").unlink()
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+def bughunt(*args, cwd, env=None, timeout=180):
+    return subprocess.run([sys.executable, "-m", "bughunt", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("command", [
+    ["conformance"], ["sweep", "--pages", "2"], ["run", "--dir", "{tmp}/run"],
+])
+@pytest.mark.parametrize("store, words", [
+    ("syntax.py:Good", "syntax.py:2: expected ':'"),
+    ("missing.py:Nope", "missing.py has no class Nope"),
+    ("exit3_import.py:Good", "sys.exit(3), in importing exit3_import.py"),
+    ("nowhere.py:X", "nowhere.py"),
+])
+def test_a_store_file_that_cannot_be_loaded_is_refused_with_exit_2_by_every_command(
+        stores, sealed, command, store, words):
+    command = [c.replace("{tmp}", str(sealed["tmp"].parent)) for c in command]
+    proc = bughunt(*command, "--store", store, cwd=stores)
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_the_graders_exit_codes_and_streams(stores, sealed):
+    def grade(*args):
+        return subprocess.run([sys.executable, "-m", "bughunt.grader", *args],
+                              capture_output=True, text=True, cwd=stores, timeout=180)
+    import json
+    refused = grade("--store", "syntax.py:Good")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "syntax.py:2: expected ':'" in refused.stderr
+    bad = grade("--store", "bad.py:Exit3Commit", "--json")
+    verdict = json.loads(bad.stdout)
+    assert bad.returncode == 1 and verdict["passed"] is False
+    assert verdict["problems"][0]["kind"] == "exit" and verdict["hint_lesson"] == 9
+    assert verdict["verdict"] in bad.stderr
+
+
+def test_a_sweep_whose_store_cannot_start_is_refused_once_and_never_summarised(stores, sealed):
+    proc = bughunt("sweep", "--store", "bad.py:RaisesInInit", "--pages", "2", cwd=stores)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "RaisesInInit.__init__ raised KeyError: 'nope' (bad.py, line" in \
+        lines[0] and "bad.py:RaisesInInit" in lines[0], proc.stderr
+
+
+def test_a_sweep_whose_store_hangs_is_stopped_at_the_runs_timeout_with_its_crash_point(
+        stores, sealed):
+    from bughunt.boundary import commands
+    from bughunt.config import RunConfig
+    config = RunConfig(store=f"{stores / 'bad.py'}:Spins", pages=2)
+    records, said, _printed = commands.sweep_store(config, run_timeout=2.0)
+    assert records == [] and said.kind == "timeout"
+    assert "did not finish within 2 s" in said.message and "after p1." in said.message
+
+
+def test_a_sweep_whose_resumes_fail_counts_nothing_negative(stores, sealed, tmp_path):
+    """A store whose resume fails at every point: the sweep's numbers say so, and no redone
+    count is made up from a run that never finished."""
+    import json
+    (tmp_path / "fails.py").write_text(
+        "from good import Good\nimport os\n\nclass Fails(Good):\n"
+        "    def load(self):\n"
+        "        if (self.path.parent / 'bill.jsonl').exists():\n"
+        "            raise ValueError('cannot read my own file')\n"
+        "        return super().load()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(stores), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = bughunt("sweep", "--store", "fails.py:Fails", "--pages", "2", "--json", cwd=tmp_path,
+                   env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["summary"]["errors"] == out["summary"]["crash_points"] == 8
+    assert out["summary"]["avg_redone_model_calls"] is None
+    assert all(p["redone_model_calls"] is None for p in out["points"])
+
+
+def test_run_with_a_store_that_prints_keeps_its_json_report_clean(stores, sealed):
+    import json
+    run_dir = sealed["tmp"].parent / "run"
+    proc = bughunt("run", "--dir", str(run_dir), "--store", "bad.py:PrintsStdout", "--pages", "3",
+                   "--json", cwd=stores)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["findings"] == [3]
+    assert "debug 1" in proc.stderr
+    crashed = bughunt("run", "--dir", str(sealed["tmp"].parent / "run2"), "--store",
+                      "good.py:Good", "--crash-at", "p1.after_visit", cwd=stores)
+    assert crashed.returncode == -signal.SIGKILL      # as a worker's caller sees a crash point
+
+
+def test_conformance_names_a_store_that_ends_its_process(stores, sealed):
+    proc = bughunt("conformance", "--store", "bad.py:HardExitCommit", cwd=stores)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert ("os._exit(0), in HardExitCommit.commit (event 1: page_done, page 1)"
+            in proc.stderr), proc.stderr
+    ok = bughunt("conformance", "--store", "bad.py:PrintsStderr", cwd=stores)
+    assert ok.returncode == 0 and "passes every rule" in ok.stdout
+    assert "What the store printed on stderr" in ok.stderr and "a warning" in ok.stderr
+
+
+# --- interrupts ---------------------------------------------------------------------------------
+
+def wait_for(condition, timeout: float = 120.0) -> None:
+    """Wait for a state of the file system (never for a time): poll until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the command never reached the state to interrupt")
+        time.sleep(0.01)
+
+
+def running(tmp: Path, pattern: str) -> bool:
+    """Something matching `pattern` exists under `tmp`: a conformance suite checking crash states
+    (`bughunt-conformance-*/s1`), a sweep's run directories (`sweep-*`)."""
+    try:
+        return any(True for _ in tmp.glob(f"**/{pattern}"))
+    except OSError:                      # a folder removed while it was listed
+        return False
+
+
+SUITE, SWEEP = "bughunt-conformance-*/s1", "sweep-*"
+
+
+@pytest.mark.parametrize("command, when, signum, code", [
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGINT, 130),
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGTERM, 143),
+    (["-m", "bughunt.grader", "--store", "bad.py:SlowWrites"], SWEEP, signal.SIGTERM, 143),
+    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGINT, 130),
+    (["-m", "bughunt", "conformance", "--store", "bad.py:SlowWrites"], SUITE, signal.SIGTERM,
+     143),
+    (["-m", "bughunt", "conformance", "--all"], SUITE, signal.SIGINT, 130),
+    (["-m", "bughunt", "conformance", "--all"], SUITE, signal.SIGTERM, 143),
+], ids=["grader-ctrl-c", "grader-sigterm", "grader-sigterm-in-its-sweep", "conformance-ctrl-c",
+        "conformance-sigterm", "conformance-all-ctrl-c", "conformance-all-sigterm"])
+def test_an_interrupt_stops_the_grade_at_once_and_is_never_a_broken_rule(stores, sealed, command,
+                                                                         when, signum, code):
+    proc = subprocess.Popen([sys.executable, *command], cwd=stores, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: running(sealed["ram"], when) or running(sealed["tmp"], when)
+             or proc.poll() is not None)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and ("interrupted" if code == 130 else "terminated") in lines[0], err
+    assert "breaks" not in out + err and "Traceback" not in err
+
+
+def test_kill_random_refuses_a_learners_store_rather_than_run_it_outside_the_boundary(stores):
+    proc = bughunt("kill-random", "--store", "good.py:Good", "--tries", "2", cwd=stores)
+    assert proc.returncode == 2 and "kill-random takes the lab's stores only" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_a_caller_killed_by_sigkill_leaves_nothing_behind(sealed):
+    """The notebook's kernel dies with a grade open (SIGKILL, nothing of its own runs): the
+    supervisor sees its end of the pipe close, ends the child and removes the boundary's folder."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(TESTS)!r})
+        from bughunt.boundary import Boundary
+        with Boundary(paths=[{str(TESTS)!r}]) as b:
+            print(b.root, flush=True)
+            b.call("boundary_jobs:sleeps", {{"seconds": 600}}, timeout=600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    root = Path(proc.stdout.readline().strip())
+    wait_for(lambda: len(tagged(sealed["marker"])) >= 3)      # caller, supervisor, child
+    proc.kill()
+    proc.wait()
+    wait_for(lambda: not root.exists() and tagged(sealed["marker"]) == [], timeout=30)
