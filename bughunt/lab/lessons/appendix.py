@@ -283,10 +283,16 @@ def further_reading() -> str:
         if len(part) < 2:
             continue
         section = re.split(r"\n## |\n---", part[1], maxsplit=1)[0]
-        for title, url in re.findall(r"\[([^\]]+)\]\((https?://[^)\s]+)\)", section):
-            name, where = cited.setdefault(url, (title, []))
-            if lesson.label not in where:
-                where.append(lesson.label)
+        for bullet in re.split(r"\n(?=- )", section):
+            flat = bullet.replace("\n", " ")
+            for link in re.finditer(r"\[([^\]]+)\]\((https?://[^)\s]+)\)", flat):
+                title, url = link.groups()
+                if re.fullmatch(r"[\w.-]+\.\w+", title):      # a bare site name: the title
+                    quoted = re.findall(r'"([^"]+)"', flat[:link.start()])   # quoted before it
+                    title = quoted[-1] if quoted else title
+                name, where = cited.setdefault(url, (title, []))
+                if lesson.label not in where:
+                    where.append(lesson.label)
     lines = [f"- [{title}]({url}) (lesson{'s' if len(where) > 1 else ''} {', '.join(where)})"
              for url, (title, where) in cited.items()]
     return "\n".join(lines)

@@ -150,10 +150,13 @@ def sweep_summary(records: list[CallKilled], page: int = PAGE) -> Table:
                      "billed 3 times or more": int((d["billed_calls"] >= 3).sum()),
                      "held the whole answer": int((d["prefix_held"] == whole).sum()),
                      "avg tokens billed": round(float(d["billed_tokens"].mean()), 2)})
-    inv = Invariants(total="crash points", parts=("billed once", "billed twice",
-                                                  "billed 3 times or more"),
-                     within=("held the whole answer",))
-    return summary_table(rows, "the kill sweep, by resume rule", inv, index="resume")
+    return summary_table(rows, "the kill sweep, by resume rule", SWEEP_INVARIANTS, index="resume")
+
+
+#: The sweep summary's promise: the three billing columns partition its crash points.
+SWEEP_INVARIANTS = Invariants(total="crash points", parts=("billed once", "billed twice",
+                                                           "billed 3 times or more"),
+                              within=("held the whole answer",))
 
 
 def _plural(n: int, noun: str) -> str:
