@@ -131,7 +131,7 @@ cif.CLAIMS.say("every_point_costs_the_same", "whole_answer_held_still_paid")
 # output token), and output tokens exist only once the model has generated them. So a real
 # provider may bill a killed stream for the prompt and only the tokens it generated before it
 # noticed the client was gone: less than this server's whole answer, and still money for nothing.
-# OpenAI's documentation does not say how a stream the client dropped is billed. It does say that
+# None of OpenAI's pages cited here says how a stream the client dropped is billed. They say that
 # the usage of a streamed call comes in a last chunk (`stream_options: {"include_usage": true}`),
 # and that "if the stream is interrupted, you may not receive the final usage chunk"
 # ([Chat Completions reference, `stream_options`](https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options);

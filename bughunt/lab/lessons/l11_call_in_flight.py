@@ -1175,6 +1175,7 @@ LESSON = Lesson(
     prerequisites="Lessons 2, 4 and 7 (granularity, the danger window, the durable runtime's "
                   "model request); Python exceptions; what an HTTP request and a streamed "
                   "response are.",
+    runs="the notebook runs in one to two minutes",
     panel=panel,
     exercises=defined_in(__name__),
     claims=CLAIMS,
