@@ -25,7 +25,7 @@
 # [5 The real worker](#5.-The-real-worker,-killed-inside-its-call) ·
 # [6 A real local model](#6.-A-real-local-model) ·
 # [Try it](#Try-it) · [What to remember](#What-to-remember) ·
-# [Exercises](#Exercises) ·
+# [Exercises](#Exercises) · [Common wrong statements](#Common-wrong-statements) ·
 # [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
@@ -453,6 +453,13 @@ check("11.5", prediction_11_5)
 # %% [markdown]
 # Stuck? `solution("11.1")` prints a worked answer.
 #
+# ## Common wrong statements
+#
+# This lesson asked its three true-or-false statements where they come up, before the part that
+# answers them: Q11.3 before the sweep of section 2, Q11.1 before section 3, Q11.2 before the
+# timeout. `solution("Q11.2")` explains one again.
+
+# %% [markdown]
 # ## Further reading
 #
 # - The SDK: [openai-python README, retries and timeouts](https://github.com/openai/openai-python#retries),
@@ -467,6 +474,8 @@ check("11.5", prediction_11_5)
 #   (`continue_final_message`)
 # - Local servers: [Ollama's OpenAI compatibility](https://github.com/ollama/ollama/blob/main/docs/openai.md),
 #   [llama.cpp's `llama-server`](https://github.com/ggml-org/llama.cpp/tree/master/tools/server)
+
+# %% [markdown]
 # - Billing and usage of a stream: [OpenAI pricing](https://openai.com/api/pricing/) (per input and
 #   output token), the [Chat Completions reference](https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options)
 #   (`stream_options.include_usage`: an interrupted stream may not deliver its usage chunk), the

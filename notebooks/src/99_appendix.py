@@ -14,6 +14,10 @@
 
 # %% [markdown]
 # <!-- lesson: about -->
+#
+# **Contents.** [One checkpoint write](#One-checkpoint-write,-against-the-floor) ·
+# [Recovery against log length](#Recovery-against-log-length) ·
+# [Further reading](#Further-reading) · [Sources](#Sources) · [Glossary](glossary.md)
 
 # %%
 # %matplotlib inline
@@ -80,9 +84,10 @@ costs.CLAIMS.say("full_replay_grows_with_the_log", "snapshot_recovery_grows_slow
 #
 # ## Further reading
 #
-# - SQLite, "Write-Ahead Logging", and what `synchronous=NORMAL` and `FULL` give up or pay for:
-#   https://www.sqlite.org/wal.html and https://www.sqlite.org/pragma.html#pragma_synchronous
-# - fsync(2), Linux man-pages: https://man7.org/linux/man-pages/man2/fsync.2.html
+# - SQLite, what `synchronous=NORMAL` and `FULL` give up or pay for:
+#   [Write-Ahead Logging](https://www.sqlite.org/wal.html) and
+#   [`PRAGMA synchronous`](https://www.sqlite.org/pragma.html#pragma_synchronous)
+# - [fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html), Linux man-pages
 #
 # ## Sources
 #
