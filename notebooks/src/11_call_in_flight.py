@@ -238,11 +238,11 @@ cif.attempts_table(cif.timed_out_attempts())
 cif.CLAIMS.say("retries_carry_no_key")
 
 # %% [markdown]
-# The SDK makes an idempotency key per call
-# and reuses it across retries (`_idempotency_key` in `_base_client.py`), but the OpenAI client
-# sends it under no header (`_idempotency_header` is `None`). The only difference the server can
-# see is `x-stainless-retry-count`. A server that wanted to deduplicate retries has nothing to key
-# on: lesson 4's effectively-once needs the receiver to recognise a repeat, and here it cannot.
+# The SDK makes an idempotency key per call and reuses it across retries (`_idempotency_key` in
+# `_base_client.py`), but the OpenAI client sends it under no header (`_idempotency_header` is
+# `None`). The only difference the server can see is `x-stainless-retry-count`. A server that
+# wanted to deduplicate retries has nothing to key on: lesson 4's effectively-once needs the
+# receiver to recognise a repeat, and here it cannot.
 
 # %% [markdown]
 # ## 4. The choices for the call in flight
@@ -261,8 +261,9 @@ cif.call_choices_table(sweep)
 cif.CLAIMS.say("resume_from_prefix_is_dearer")
 
 # %% [markdown]
-# Real providers price output tokens higher than input, which is where resuming can save. And the continuation is *a* continuation, not the lost words,
-# unless sampling is deterministic. None of the three gets the first call's money back.
+# Real providers price output tokens higher than input, which is where resuming can save. And the
+# continuation is *a* continuation, not the lost words, unless sampling is deterministic. None of
+# the three gets the first call's money back.
 
 # %% [markdown]
 # **Lesson 2, granularity.** An agent's natural checkpoint boundaries (天然的检查点边界) are a

@@ -1,4 +1,7 @@
-"""Lesson 11, the call in flight: its tables, figures, exercises and panel, over the engine.
+"""Lesson 11, the call in flight: its tables, figures, exercises and panel, over the engine; the
+sentences in which the notebook states what its run found (`CLAIMS`, each checked on that run);
+and its practice problems (`practice_problem(seed)`: a page, a crash point or a fault the lesson
+did not run).
 
 The engine is `bughunt.modelserver` (a local OpenAI-compatible server that bills every request at
 arrival), `bughunt.llm` (the model through the real `openai` SDK) and `bughunt.inflight` (a call
@@ -190,8 +193,8 @@ def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
     top.set_ylim(0, max(2.0, float(df["billed_calls"].max())) + 0.8)
     top.set_yticks(range(0, int(top.get_ylim()[1]) + 1))
     top.legend(fontsize=8, loc="upper left", ncols=3)
-    top.set_title(f"A call killed in flight (page {page}): the server billed it whole, the client "
-                  "held only a prefix", fontsize=10)
+    top.set_title(f"A call killed in flight (page {page}): this server billed it whole at arrival, "
+                  "the client held only a prefix", fontsize=10)
     held = df.drop_duplicates("crash_point").set_index("crash_point").loc[points]
     whole = len(answer_of(page))
     got = [_words(p) for p in held["prefix_held"]]
