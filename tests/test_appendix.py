@@ -1,4 +1,4 @@
-"""The appendix (lesson 9) and lesson 6 read the source text's figures from one module, and put
+"""The appendix and lesson 6 read the source text's figures from one module, and put
 each on the row of the kind of write it measured."""
 
 import re
@@ -14,10 +14,10 @@ from bughunt.lab.lessons import l06_kill9_vs_power_loss as durability
 LAB = Path(durability.__file__).parent
 
 
-def test_lessons_6_and_9_put_each_source_figure_on_the_same_kind_of_write():
+def test_lesson_6_and_the_appendix_put_each_source_figure_on_the_same_kind_of_write():
     nine = costs.source_medians_for_bench(list(costs.BENCH_KINDS))          # bench row -> µs
     six = durability.source_medians_us(durability.KINDS)             # kind -> (µs, rerun µs)
-    assert nine, "lesson 9 shows no source-text figure at all"
+    assert nine, "the appendix shows no source-text figure at all"
     for case, value in nine.items():
         assert six[costs.BENCH_KINDS[case]][0] == value, case
     assert set(costs.BENCH_KINDS.values()) <= set(durability.KINDS)
