@@ -137,7 +137,6 @@ check("0.2", prediction_0_2)
 tour.CLAIMS.say("intents_add_one_point_per_bug_page")
 
 # %% [markdown]
-#
 # Each point has a **name**: the page, then the step, e.g. `p3.after_submit` (page 3, right after
 # the report is filed). A name means the same moment in every configuration, so the lab, its panels
 # and its exercises speak in names. Each point also has a **number**, its position in a clean run
@@ -198,7 +197,7 @@ check("Q0.2", answer_q0_2)
 #
 # The source text behind this lab reports a table of figures from its own experiment. Here is that
 # table beside the same experiment on this machine: five sweeps, every crash point killed with
-# SIGKILL and resumed, 528 real processes (a few seconds).
+# SIGKILL and resumed: 528 real processes.
 
 # %%
 result, table = tour.lesson_overview()

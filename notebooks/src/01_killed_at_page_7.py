@@ -209,7 +209,7 @@ restart.plot_restart_timeline(stories["snapshot per page, key on"])
 restart.TRANSFER
 
 # %%
-prediction_1_3 = None        # in the form the problem asks for
+prediction_1_3 = None        # a list of page numbers, e.g. [7] (or [] for none)
 
 # %%
 check("1.3", prediction_1_3)
@@ -234,8 +234,9 @@ p.show()
 #   a deploy.
 # - Starting over costs twice: work paid again (model calls, the call in flight included) and side
 #   effects done again (duplicate reports). The second is a correctness bug, not just a cost.
-# - A checkpoint saves the work; an idempotency key makes a repeated side effect harmless. Neither
-#   does the other's job.
+# - A checkpoint saves the work, and a kill long after a side effect was saved does not repeat
+#   it; an idempotency key makes a repeated side effect harmless wherever the kill falls, and
+#   saves no work at all.
 # - Judge recovery by the outside world's records (the bill, the tracker), not by the agent's memory.
 
 # %% [markdown]

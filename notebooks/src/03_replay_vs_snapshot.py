@@ -265,7 +265,7 @@ show_text_code("atomic_write")
 # What a power cut right after the write can leave, for three ways of writing the same file. Each
 # way is journaled and put through lesson 8's power-loss simulation: at the cut it builds the two
 # extreme disk states (every unsynced write and rename reached the disk, or none did) and a seeded
-# sample of mixes in between.
+# sample of mixes in between; where nothing is left unsynced, they are all one state.
 
 # %%
 replay.power_cut_after_write()
@@ -275,8 +275,7 @@ replay.CLAIMS.say("only_the_full_sequence_survives_a_power_cut")
 
 # %% [markdown]
 # Without the fsync before the rename, the new name can point at data that never reached the disk;
-# without the directory fsync, the old file can come back. Lessons 5, 6 and 8 refer to this
-# section for the atomic write, and go further.
+# without the directory fsync, the old file can come back. Lessons 5, 6 and 8 go further.
 
 # %%
 check("Q3.3", answer_q3_3)

@@ -347,8 +347,8 @@ def killed_then_started_over():
 
 @CLAIMS.claim("**Cost.** The bill holds {both} calls where a clean run pays {clean}: {redone} "
               "paid twice. The source text counts the {done} pages that were done (前 6 页的模型"
-              "调用重新花一遍钱); the bill also shows the {in_flight} more, page 7's own call, "
-              "answered and billed the instant before the kill.")
+              "调用重新花一遍钱); the bill also shows page 7's own call ({in_flight} more), "
+              "answered and billed the instant before the kill: the call in flight.")
 def the_bill_counts_the_call_in_flight():
     story = page_7()
     loss = story.losses()
@@ -374,8 +374,8 @@ def page_3_is_filed_twice():
             f"the first process filed pages {by_run[1]}, the second {by_run[2]}")
 
 
-@CLAIMS.claim("The snapshot alone saves the calls and the tracker here: {calls} call paid "
-              "again, {dups} duplicate report. Page 3's snapshot was durable long before the "
+@CLAIMS.claim("The snapshot alone saves the calls and the tracker here: calls paid again "
+              "{calls}, duplicate reports {dups}. Page 3's snapshot was durable long before the "
               "kill, so the second process started at page 7 and never sent page 3's report.")
 def the_snapshot_alone_saves_both_here():
     loss = page_7(SNAPSHOT).losses()
@@ -383,8 +383,8 @@ def the_snapshot_alone_saves_both_here():
             {"calls": loss["redone model calls"], "dups": loss["duplicate reports"]})
 
 
-@CLAIMS.claim("The key alone saves the tracker and not one call: {calls} calls paid again, "
-              "{dups} duplicate reports, although the second process sent page 3's report again.")
+@CLAIMS.claim("The key alone saves the tracker and not one call: calls paid again {calls}, "
+              "duplicate reports {dups}, although the second process sent page 3's report again.")
 def the_key_alone_saves_the_tracker_only():
     story = page_7(WITH_KEY)
     loss = story.losses()
@@ -421,7 +421,7 @@ def practice_problem(seed: int) -> Problem:
     config = NO_CHECKPOINT.replace(store=store, idempotency_key=key)
     name = rng.choice([p.name for p in crash_points(config) if (config, p.name) not in LESSON_RUNS])
     bugs = Site.load(config.pages).bug_pages
-    setting = (f"{PRACTICE_DESIGNS[(store, key)]}, intents off, 12 pages (bugs on pages "
+    setting = (f"{PRACTICE_DESIGNS[(store, key)].capitalize()}, intents off, 12 pages (bugs on pages "
                f"{', '.join(map(str, bugs[:-1]))} and {bugs[-1]}). The worker is killed with "
                f"SIGKILL at `{name}` and run again in the same directory.")
     kind = rng.choice(["calls", "twice", "reports"])
@@ -441,9 +441,10 @@ def practice_problem(seed: int) -> Problem:
         def measure() -> Answer:
             r = run()
             twice = tuple(pages_filed_twice(list(r.tracker_pages)))
+            said = ("no page twice" if not twice else
+                    f"page{'s' if len(twice) > 1 else ''} {' and '.join(map(str, twice))} twice")
             return Answer(twice, f"the tracker holds reports for pages "
-                          f"{', '.join(map(str, r.tracker_pages)) or 'none'}: "
-                          f"{', '.join(map(str, twice)) or 'none'} twice.")
+                          f"{', '.join(map(str, r.tracker_pages)) or 'none'}: {said}.")
         return Problem(1, seed, setting, "Which pages' reports does the tracker hold twice once "
                        "the second run has finished?", PAGES, measure,
                        "Which reports had the first process filed before it died, and does the "

@@ -721,7 +721,8 @@ def snapshots_reset_the_count():
             f"the worst crashes ({top} events) are {', '.join(worst['crash_point'])}")
 
 
-@CLAIMS.claim("All {points} crash runs of each design recovered correctly ({log} and {snap}): "
+@CLAIMS.claim("Every crash run of both designs recovered correctly ({log} of {points} with the "
+              "pure log, {snap} of {points} with a snapshot every 4): "
               "replaying from the start and replaying from a snapshot reach the same state, "
               "because the snapshot is that state.")
 def both_designs_recover_the_same_state():
@@ -744,8 +745,9 @@ def intents_push_the_max_and_n12_is_a_pure_log():
             {"n": n, "top": int(table.loc[n, "max replayed"]), "avg12": avg12, "avg0": avg0})
 
 
-@CLAIMS.claim("Every N pages the whole state is written again: {rule} snapshot writes per clean "
-              "run for N = {ns}, on top of the {appends} log appends, crash or no crash.")
+@CLAIMS.claim("Every N pages the whole state is written again: 12 ÷ N snapshot writes per clean "
+              "run, rounded down ({rule} for N = {ns}), on top of the {appends} log appends, "
+              "crash or no crash.")
 def snapshot_writes_are_12_over_n():
     table = interval_table(replay_by_interval()).df
     snap = table[table.index > 0]
@@ -805,7 +807,7 @@ def practice_problem(seed: int) -> Problem:
     config = LOG.replace(pages=pages, snapshot_every=n, intent=intent)
     bugs = list(Site.load(pages).bug_pages)
     where = ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}" if len(bugs) > 1 else str(bugs[0])
-    setting = (f"the event log with a snapshot every {n} page{'s' if n > 1 else ''}, intents "
+    setting = (f"The event log with a snapshot every {n} page{'s' if n > 1 else ''}, intents "
                f"{'on' if intent else 'off'}, key on, on a site of {pages} pages (bugs on "
                f"{'pages ' if len(bugs) > 1 else 'page '}{where}).")
     kind = rng.choice(["max", "average", "point"])
