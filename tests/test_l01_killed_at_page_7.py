@@ -49,9 +49,11 @@ def test_practice_never_draws_a_kill_the_lesson_made_and_varies_with_the_seed():
 def test_transfer_1_3_is_the_practice_problem_judged_by_a_live_kill():
     p = restart.TRANSFER
     assert p.drawn == restart.practice_problem(restart.TRANSFER_SEED).drawn
+    assert p.drawn["point"] == "p10.after_model_call" and p.drawn["kind"] == "twice"
     truth = p.measure().value
-    assert judge("1.3", p.form.write(truth))
-    assert not judge("1.3", "1,2")
+    assert truth == (3, 7)           # filed by the first process, sent again by the second
+    assert judge("1.3", [3, 7]) and judge("1.3", "3,7")
+    assert not judge("1.3", [3, 7, 10]) and not judge("1.3", "none")
 
 
 def test_the_story_and_the_losses_tables_refuse_rows_that_do_not_add_up():
