@@ -24,7 +24,8 @@
 # <!-- lesson: table -->
 #
 # [Glossary (English · 中文)](glossary.md)
-#
+
+# %% [markdown]
 # ### How long a lesson takes
 #
 # <!-- lesson: time-rule -->

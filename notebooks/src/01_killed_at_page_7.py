@@ -14,12 +14,9 @@
 # <!-- lesson: about -->
 #
 # **Contents.** [Predict first](#Predict-first) · [The scene, for real](#The-scene,-for-real) ·
-# [Two losses](#Two-losses:-money-and-correctness) ·
-# [Where the worker picks up](#Where-the-worker-picks-up,-in-the-lab's-code) ·
-# [The four questions](#The-four-questions-of-resuming) ·
-# [With a checkpoint](#The-same-kill,-with-a-checkpoint) ·
-# [Transfer](#Transfer:-a-kill-this-lesson-did-not-make) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Two losses](#Two-losses:-money-and-correctness) · [Where the worker picks up](#Where-the-worker-picks-up,-in-the-lab's-code) ·
+# [The four questions](#The-four-questions-of-resuming) · [With a checkpoint](#The-same-kill,-with-a-checkpoint) ·
+# [Transfer](#Transfer:-a-kill-this-lesson-did-not-make) · [Try it](#Try-it) · [What to remember](#What-to-remember) ·
 # [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
 
 # %%
@@ -248,7 +245,8 @@ p.show()
 # seed S.
 #
 # Stuck? `solution("1.1")`, `solution("1.3")` or `solution("Q1.2")` prints a worked answer.
-#
+
+# %% [markdown]
 # ## Further reading
 #
 # - [signal(7)](https://man7.org/linux/man-pages/man7/signal.7.html), Linux man-pages: SIGKILL

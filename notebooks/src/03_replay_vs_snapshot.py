@@ -257,7 +257,8 @@ show_text_code("atomic_write")
 #   rename.
 # - **The temp name.** `snapshot.json.tmp`, not `with_suffix(".tmp")`, which gives `a.json` and
 #   `a.txt` the same temp file.
-#
+
+# %% [markdown]
 # Why fsync at all? Because a byte passes through three places on its way to the disk (the
 # process's buffer, the kernel's page cache, the disk itself), and a kill -9 and a power cut take
 # different ones: [lesson 6](06_kill9_vs_power_loss.ipynb) draws them and measures both.

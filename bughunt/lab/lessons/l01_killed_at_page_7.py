@@ -475,14 +475,14 @@ LESSON = Lesson(
     teaches="a restart from scratch pays every model call again and files page 3's report "
             "twice; the four questions of resuming",
     objectives=(
-        "say what a restart from scratch costs, in model calls paid twice, and what it "
-        "breaks, in reports filed twice, and tell the cost from the correctness bug;",
+        "say what a restart from scratch costs (model calls paid twice) and what it breaks "
+        "(reports filed twice), and tell the cost from the correctness bug;",
         "explain why a process killed with SIGKILL saves nothing on its way out;",
         "read a recovery from the outside world's records (the bill, the tracker), not the "
         "agent's;",
         "name the four questions of resuming that lessons 2 to 5 answer.",
     ),
-    runs="the notebook runs in a few seconds",
+    runs="the notebook runs in under a minute",
     prerequisites="The start page (lesson 0). Words you meet here are in the "
                   "[glossary](glossary.md).",
     panel=panel,
