@@ -200,10 +200,11 @@ def _q0_1():
 
 
 @results.memoized
-def worker_word_vs_bill(point: str = "p7.after_model_call") -> dict:
-    """Kill a run with no checkpoint at `point`, resume it: the resumed worker's own count of
-    model calls, against the provider's bill for both processes."""
-    config = RunConfig(store="none", intent=False)
+def worker_word_vs_bill(point: str = "p5.after_visit") -> dict:
+    """Kill the lesson's run (event log, intents on) at `point`, resume it: the resumed worker's
+    own count of model calls, against the provider's bill for both processes. (Not lesson 1's
+    kill at page 7: lesson 1 asks for its count as a prediction.)"""
+    config = RunConfig()
     with tempfile.TemporaryDirectory(prefix="bughunt-bill-") as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
@@ -224,9 +225,9 @@ def worker_word_vs_bill(point: str = "p7.after_model_call") -> dict:
 def _q0_2():
     m = worker_word_vs_bill()
     return Measured(m["worker says"] == m["bill says"],
-                    f"Measured just now (no checkpoint, killed at p7.after_model_call, resumed): "
+                    f"Measured just now (event log, killed at p5.after_visit, resumed): "
                     f"the resumed worker reports {m['worker says']} model calls; the bill holds "
-                    f"{m['bill says']}, of which {m['bill says'] - m['clean run']} were paid twice.")
+                    f"{m['bill says']} (paid twice: {m['bill says'] - m['clean run']}).")
 
 
 # --- what the lesson says its run found (each sentence checked against that run) -------------
@@ -300,12 +301,13 @@ def the_no_newline_trap():
              "fails": nn["rebuild_failures"]})
 
 
-@CLAIMS.claim("Killed at `p7.after_model_call` with no checkpoint and resumed, the resumed "
-              "worker reports {worker} model calls; the bill holds {bill}, so {twice} were paid "
-              "twice. The worker that died took its own count with it.")
+@CLAIMS.claim("Killed at `p5.after_visit` (page 5's model call answered, its page not yet "
+              "saved) and resumed from the event log, the resumed worker reports {worker} model "
+              "calls; the bill holds {bill}: {twice} paid twice, page 5's own call. The worker "
+              "that died took its own count with it.")
 def the_bill_not_the_worker_counts_calls():
     m = worker_word_vs_bill()
-    return (m["worker says"] < m["bill says"],
+    return (m["worker says"] < m["bill says"] and m["bill says"] - m["clean run"] == 1,
             {"worker": m["worker says"], "bill": m["bill says"],
              "twice": m["bill says"] - m["clean run"]})
 
