@@ -124,7 +124,8 @@ def event_kinds(events) -> dict[str, int]:
 
 #: What a clean run left behind adds up: every event of the log is a page's `page_done` or an
 #: intent, and the tracker holds one report per bug page.
-CLEAN_RUN_INVARIANTS = Invariants(total="events in the log", parts=("page_done events", "intent events"),
+CLEAN_RUN_INVARIANTS = Invariants(total="events in the log",
+                                  parts=("page_done events", "intent events"),
                                   within=("intent events",),
                                   counts=("pages", "bug pages", "model calls on the bill",
                                           "reports in the tracker"))
@@ -171,7 +172,9 @@ def clean_log_events(config: RunConfig) -> int:
 
 def _where(pages) -> str:
     pages = list(pages)
-    return ", ".join(map(str, pages[:-1])) + f" and {pages[-1]}" if len(pages) > 1 else str(pages[0])
+    if len(pages) == 1:
+        return str(pages[0])
+    return ", ".join(map(str, pages[:-1])) + f" and {pages[-1]}"
 
 
 @exercise("0.2", "Predict, then run: a site of 20 pages with bugs on pages "
@@ -315,7 +318,8 @@ def the_bill_not_the_worker_counts_calls():
 def _table_matches_its_own_figures(df) -> list[str]:
     """The "match" column says whether lesson and lab agree: it must say so row by row."""
     return [f"row {i!r}: 'match' is {r['match']}, but lesson {r['lesson']!r} and lab "
-            f"{r['lab']!r}" for i, r in df.iterrows() if bool(r["match"]) != (r["lesson"] == r["lab"])]
+            f"{r['lab']!r}" for i, r in df.iterrows()
+            if bool(r["match"]) != (r["lesson"] == r["lab"])]
 
 
 def lesson_table_view(table):

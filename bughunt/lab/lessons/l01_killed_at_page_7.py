@@ -421,8 +421,8 @@ def practice_problem(seed: int) -> Problem:
     config = NO_CHECKPOINT.replace(store=store, idempotency_key=key)
     name = rng.choice([p.name for p in crash_points(config) if (config, p.name) not in LESSON_RUNS])
     bugs = Site.load(config.pages).bug_pages
-    setting = (f"{PRACTICE_DESIGNS[(store, key)].capitalize()}, intents off, 12 pages (bugs on pages "
-               f"{', '.join(map(str, bugs[:-1]))} and {bugs[-1]}). The worker is killed with "
+    setting = (f"{PRACTICE_DESIGNS[(store, key)].capitalize()}, intents off, 12 pages (bugs on "
+               f"pages {', '.join(map(str, bugs[:-1]))} and {bugs[-1]}). The worker is killed with "
                f"SIGKILL at `{name}` and run again in the same directory.")
     kind = rng.choice(["calls", "twice", "reports"])
     where = {"design": store, "idempotency_key": key, "point": name, "kind": kind}
