@@ -432,8 +432,10 @@ def practice_problem(seed: int) -> Problem:
     if kind == "calls":
         def measure() -> Answer:
             r = run()
-            return Answer(r.redone_model_calls, f"killed at {name} and run again: the bill holds "
-                          f"{r.redone_model_calls} calls beyond a clean run's {config.pages}.")
+            n = r.redone_model_calls
+            return Answer(n, f"killed at {name} and run again: {n} model call"
+                          f"{'' if n == 1 else 's'} on the bill beyond a clean run's "
+                          f"{config.pages}.")
         return Problem(1, seed, setting, "How many model calls does the task pay twice?", NUMBER,
                        measure, "Where does the second process start, and was the killed "
                        "page's model call already billed?", unit="calls", drawn=where)
