@@ -1,5 +1,5 @@
 """Nothing of the lab is left behind: the lessons that start servers and fork pools (11, the call in
-flight: a model server and a fork server; 12, the closing: every kind of sweep and lesson 11's
+flight: a model server and a fork server; 13, the closing: every kind of sweep and lesson 11's
 servers again) run under strict nbval exactly as `make test` runs them, whose kernels end by
 SIGKILL; then no process of theirs runs and nothing of theirs is in their temp dir.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ["notebooks/11_call_in_flight.ipynb", "notebooks/12_closing.ipynb"]
+NOTEBOOKS = ["notebooks/11_call_in_flight.ipynb", "notebooks/13_closing.ipynb"]
 MARK = "BUGHUNT_TEST_RUN"
 
 

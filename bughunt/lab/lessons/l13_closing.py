@@ -210,14 +210,14 @@ def behind_the_answer(result: dict | None = None) -> str:
 
 # --- exercises ---------------------------------------------------------------------------------
 
-@exercise("12.1", "The interviewer asks: with a snapshot after every page, how many model calls "
+@exercise("13.1", "The interviewer asks: with a snapshot after every page, how many model calls "
           "does a crash cost, on average over the 51 crash points? Answer with this machine's "
           "figure, to 2 decimals.",
           "0.76, the source text's figure, reproduced by the lesson's table above: of each page's "
           "four crash points, three (after the model call, after the visit, inside the commit) "
           "pay the page's one call again and one (after the commit) pays nothing; a bug page's "
           "after_submit pays it too. 39 redone calls over 51 points.")
-def _ex_12_1(answer):
+def _ex_13_1(answer):
     truth = round(lesson_results()["figures"]["redo_snapshot"], 2)
     try:
         value = float(answer)
@@ -228,7 +228,7 @@ def _ex_12_1(answer):
         said, hint=" Read the lesson's table: the row 'avg redone model calls', snapshot per page.")
 
 
-@exercise("12.2", "An agent pays invoices. It checkpoints after every step, atomically and with "
+@exercise("13.2", "An agent pays invoices. It checkpoints after every step, atomically and with "
           "fsync, but sends each payment with no idempotency key. Is every payment made "
           "exactly once, whatever the crash? Answer True or False.",
           "False. A perfect store cannot close the danger window: the payment is made, then the "
@@ -237,7 +237,7 @@ def _ex_12_1(answer):
           "report twice at the after_submit and mid_commit points of every bug page without the "
           "key. Only a key the receiver deduplicates (with the intent recorded first) makes it "
           "effectively once.")
-def _ex_12_2(answer):
+def _ex_13_2(answer):
     dup = lesson_results()["figures"]["duplicate_points_no_key"]
     said = (f" The atomic snapshot store, without the key, files a report twice at {dup} crash "
             "points.")
@@ -247,8 +247,8 @@ def _ex_12_2(answer):
 
 
 LESSON = Lesson(
-    number=12,
-    notebook="12_closing",
+    number=13,
+    notebook="13_closing",
     kind="closing",
     title="The interview answer, and what to do in your own agent",
     short_title="closing",

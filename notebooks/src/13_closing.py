@@ -28,7 +28,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from bughunt.lab.judges import check, solution
-from bughunt.lab.lessons import l12_closing as closing
+from bughunt.lab.lessons import l13_closing as closing
 
 pd.options.display.width = 140
 pd.options.display.max_colwidth = 60
@@ -140,24 +140,24 @@ print(f"append + fsync is {durability.fsync_ratio(lat):.0f} times slower than a 
 #
 # ## Exercises
 #
-# **12.1** The interviewer asks: with a snapshot after every page, how many model calls does a
+# **13.1** The interviewer asks: with a snapshot after every page, how many model calls does a
 # crash cost, on average over the 51 crash points? Answer with this machine's figure.
 
 # %%
-answer_12_1 = None
-check("12.1", answer_12_1)
+answer_13_1 = None
+check("13.1", answer_13_1)
 
 # %% [markdown]
-# **12.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
+# **13.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
 # sends each payment with no idempotency key. Is every payment made exactly once, whatever the
 # crash? (True or False)
 
 # %%
-answer_12_2 = None
-check("12.2", answer_12_2)
+answer_13_2 = None
+check("13.2", answer_13_2)
 
 # %% [markdown]
-# Stuck? `solution("12.1")` prints a worked answer.
+# Stuck? `solution("13.1")` prints a worked answer.
 #
 # ## Further reading
 #
