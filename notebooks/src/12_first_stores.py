@@ -12,7 +12,8 @@
 
 # %% [markdown]
 # <!-- lesson: about -->
-#
+
+# %% [markdown]
 # **Contents.** [1 The explorer](#1.-The-explorer:-the-crash-states-of-any-program) ·
 # [2 The workload](#2.-The-workload:-an-agent-saving-its-checkpoint-five-times) ·
 # [3 Predict](#3.-Predict-first) · [Common wrong statements](#Common-wrong-statements) ·
