@@ -288,8 +288,8 @@ first_stores.CLAIMS.say("every_fix_holds")
 # %% [markdown]
 # ## 6. Your own agent
 #
-# Here is a ten-line skeleton of an agent's checkpoint code, with the `BEGIN`/`ACK` lines in place
-# and its reader as the `check` branch. Its save is the plain `json.dump` of section 4.1:
+# Here is a thirteen-line skeleton of an agent's checkpoint code, with the `BEGIN`/`ACK` lines
+# in place and its reader as the `check` branch. Its save is the plain `json.dump` of section 4.1:
 
 # %%
 show_code(first_stores.SKELETON, "my_agent.py: the skeleton")
