@@ -166,7 +166,7 @@ GLOSSARY = NOTEBOOKS / "glossary.md"
 
 
 def test_the_lists_of_lessons_hold_what_the_records_say():
-    assert "12_closing" in SCAFFOLDED and "12_closing" not in LEARN_BY_DOING
+    assert "13_closing" in SCAFFOLDED and "13_closing" not in LEARN_BY_DOING
     assert len(LEARN_BY_DOING) == len(LESSONS) - 2       # not the closing, not the appendix
 
 
