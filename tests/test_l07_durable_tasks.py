@@ -117,7 +117,7 @@ def test_panel_replay_grid_always_shows_all_four_cells(monkeypatch):
 def test_restart_limit_title_says_only_what_its_rows_show():
     five = dt.restart_limit_story(5)
     only = dt.plot_restart_limits({"limit 5": five}).axes[0].get_title()
-    assert "no limit" not in only and "limit ended it (limit 5)" in only
+    assert "no limit" not in only and "ended by the limit: limit 5" in only
     both = dt.plot_restart_limits({"limit 5": five, "no limit": dt.restart_limit_story(None, 8)})
     assert "no limit: still restarting after 8 starts" in both.axes[0].get_title()
 

@@ -326,7 +326,7 @@ beyond.CLAIMS.say("the_safe_design_breaks_no_rule")
 
 # %% [markdown]
 # **8.4 Transfer.** A problem drawn for this lesson (`python -m bughunt practice --lesson 8 --seed
-# 3` prints the same one; other seeds give others). Predict, then check: the check runs the
+# 12` prints the same one; other seeds give others). Predict, then check: the check runs the
 # experiment.
 
 # %%

@@ -87,10 +87,10 @@ def plot_restart_limits(stories: dict):
     ax.set_ylabel("restart limit")
     ends = [label for label, df in stories.items() if (df["outcome"] != "—").any()]
     never = [label for label in stories if label not in ends]
-    ax.set_title("A step that always dies: " + "; ".join(filter(None, [
-        f"the limit ended it ({', '.join(ends)})" if ends else "",
+    ax.set_title("A step that always dies, started again and again\n" + "; ".join(filter(None, [
+        f"ended by the limit: {' and '.join(ends)}" if ends else "",
         f"{' and '.join(never)}: still restarting after {max(len(stories[x]) for x in never)} "
-        "starts" if never else ""])))
+        "starts" if never else ""])), fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
@@ -470,15 +470,15 @@ def the_killed_step_reruns_without_reprinting():
              "left": "none left" if not left else left})
 
 
-@CLAIMS.claim("Both end `{close_after}` and `{crash_after}` with n = {n}, but only the crash counts "
+@CLAIMS.claim("After the next open both are `{close_after}` with n = {n}, but only the crash counts "
               "as a restart: restarts = {close} after the clean close, {crash} after SIGKILL.")
 def only_a_crash_counts():
     df = close_vs_crash()
     close, crash = df.loc["clean close"], df.loc["crash (SIGKILL)"]
     return (close["restarts"] == 0 and crash["restarts"] == 1
             and close["after the next open"] == crash["after the next open"] == "pending",
-            {"close_after": close["after the next open"], "crash_after": crash["after the next open"],
-             "n": close["n"], "close": int(close["restarts"]), "crash": int(crash["restarts"])})
+            {"close_after": close["after the next open"], "n": close["n"],
+             "close": int(close["restarts"]), "crash": int(crash["restarts"])})
 
 
 @CLAIMS.claim("Process 1 proposed {a} and was killed right after its write; process 2 proposed {b} "
