@@ -27,9 +27,20 @@ def test_fault_tables_name_the_failing_file_and_show_every_k_recovered():
     files = list(beyond.fault_table(fsync)["failing file"])
     assert files[:3] == ["config.json.tmp", "the run directory", "the run directory"]
     assert "the" not in files and None not in files
-    summary = beyond.fault_summary(write=disk, fsync=fsync)
+    summary = beyond.fault_summary(write=disk, fsync=fsync).df
     assert summary.loc[("fsync", "the run directory"), "k"] == "2-3"
     assert (summary["correct after resume"] == summary["runs"]).all()
+
+
+def test_a_fault_summary_that_counts_more_runs_than_it_has_is_refused():
+    # a mutant of the summary's arithmetic: a row claims more correct resumes than runs
+    from bughunt.lab.claims import TableError
+    from bughunt.lab.views import Table
+
+    df = beyond.fault_summary(write=beyond.disk_full(B.SAFE.replace(pages=3))).df.copy()
+    df.iloc[0, df.columns.get_loc("correct after resume")] = int(df.iloc[0]["runs"]) + 1
+    with pytest.raises(TableError, match="'correct after resume' is .*more than 'runs'"):
+        Table(df, "full disk and failed fsync", beyond.FAULT_COUNTS)
 
 
 def test_failing_file_reads_every_message_the_worker_writes():
