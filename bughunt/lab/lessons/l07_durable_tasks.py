@@ -453,8 +453,8 @@ def the_close_leaves_the_texts_row():
 @CLAIMS.claim("Still `{status}` after the kill: nobody was left to say otherwise. After the next "
               "open it is `{after}` with n = {n} and restarts = {restarts}; the resume printed "
               "{resume}. Tick {tick}'s step ran again (the checkpoint said n = {n}) but did not "
-              "print again: the memo `printed-{tick}` was already set. At the end the task is `{end}`, its "
-              "memos and restart count gone ({left}).")
+              "print again: the memo `printed-{tick}` was already set. At the end the task is "
+              "`{end}`, its memos and restart count gone ({left}).")
 def the_killed_step_reruns_without_reprinting():
     story = count_story(2)
     crashed = story.moments["after the crash"].iloc[0]

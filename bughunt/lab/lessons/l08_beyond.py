@@ -699,9 +699,10 @@ NO_FSYNC = "snapshot, atomic, fsync never"
 def _ex_8_2(answer):
     t = power_table(power_loss()).df.loc[NO_FSYNC]
     c = assess(answer, int(t["most committed pages lost"]), what="committed pages lost, at most")
-    return c.reply(f" Simulated: {int(t['refused by recovery'] + t['lost committed pages silently'])}"
-                   f" of {int(t['states explored'])} states of the 6-page run lose committed "
-                   "pages.", hint=" Which of the run's writes is on the disk before any fsync?")
+    lost = int(t["refused by recovery"] + t["lost committed pages silently"])
+    return c.reply(f" Simulated: {lost} of {int(t['states explored'])} states of the 6-page run "
+                   "lose committed pages.",
+                   hint=" Which of the run's writes is on the disk before any fsync?")
 
 
 @exercise("8.3", "Transfer: the snapshot store writing its snapshot in place (write mode torn), "
@@ -745,15 +746,19 @@ def _q8_1():
                     "tracker.")
 
 
+def chain_counts() -> tuple[dict, int]:
+    """Section 1's sweep, counted: its summary, and how many second kills fell inside recovery."""
+    df = chain()
+    return B.chain_summary(df.to_dict("records")), int(df["second"].isin(B.RECOVERY_LABELS).sum())
+
+
 @statement("Q8.2", "A crash during recovery is a new kind of crash: recovery needs code of its "
            "own to survive it.",
            "False. Here recovery is the normal start-up path: read the files, repair the tail, "
            "append. It keeps no state of its own that a second crash could leave half done, so "
            "a crash inside it is one more crash like any other, and the next start handles it.")
 def _q8_2():
-    df = chain()
-    s = B.chain_summary(df.to_dict("records"))
-    in_recovery = int(df["second"].isin(B.RECOVERY_LABELS).sum())
+    s, in_recovery = chain_counts()
     return Measured(s["correct"] < s["pairs"],
                     f"Measured in section 1's sweep ({describe_run(CHAIN)}): {s['correct']} of "
                     f"{s['pairs']} (first crash, second crash) pairs correct, {in_recovery} of "
@@ -822,9 +827,7 @@ CLAIMS = Claims(8)
               "{noop} of them. The second kill really happened in {killed} of the {pairs} pairs, "
               "{in_recovery} of them inside recovery itself.")
 def every_chain_pair_correct():
-    df = chain()
-    s = B.chain_summary(df.to_dict("records"))
-    in_recovery = int(df["second"].isin(B.RECOVERY_LABELS).sum())
+    s, in_recovery = chain_counts()
     same = s["pairs"] - s["differs from a single resume"]
     noop = s["pairs"] - s["a no-op resume changed files"]
     return (s["correct"] == s["pairs"] == same == noop and s["errors"] == 0,
@@ -870,11 +873,9 @@ def faults_stop_and_lose_nothing():
               "a worker {child_second} while the child lived, and once the child had ended a "
               "worker took the run (exit {child_after}).")
 def the_lock_outlives_a_pause_and_a_dead_parent():
-    import re as re_
-
     df = lock_demos()
     paused, child = df.iloc[0], df.iloc[1]
-    after = re_.search(r"exit (\d+)$", child["afterwards"])
+    after = re.search(r"exit (\d+)$", child["afterwards"])
     return (paused["a second worker"].startswith("exit 75") and child["a second worker"].startswith(
         "exit 75") and "exit 0" in paused["afterwards"] and after and after.group(1) == "0",
             {"paused_second": f"ended {paused['a second worker'].split(':', 1)[0]}, busy",
