@@ -767,5 +767,6 @@ LESSON = Lesson(
     exercises=defined_in(__name__),
     claims=CLAIMS,
     practice=practice_problem,
+    runs="its stories run real processes for a minute or two",
 )
 

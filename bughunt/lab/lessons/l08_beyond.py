@@ -1119,5 +1119,6 @@ LESSON = Lesson(
     exercises=defined_in(__name__),
     claims=CLAIMS,
     practice=practice_problem,
+    runs="its experiments run real processes for a few minutes",
 )
 
