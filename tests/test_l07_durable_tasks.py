@@ -94,7 +94,7 @@ def test_tool_checkpoints_measure_what_reruns_at_each_kill():
 def test_replay_table_is_measured_in_all_four_cells():
     cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
     assert [c["tool ran again"] for c in cells] == [True, False, False, False]
-    table = dt.replay_policy_table(cells)
+    table = dt.replay_policy_table(cells).df
     assert table.loc["safe", "safe"].startswith("ran again: 2 line(s)")
     assert table.loc["unsafe", "safe"].startswith("not run: 1 line(s)")
     assert isinstance(dt.plot_replay(cells, ("unsafe", "safe")), Figure)

@@ -580,13 +580,13 @@ check("7.5", prediction_7_5)
 
 # %% [markdown]
 # **7.6 Transfer.** A problem drawn for this lesson (`python -m bughunt practice --lesson 7 --seed
-# 1` prints the same one; other seeds give others). Predict, then check: the check runs it.
+# 6` prints the same one; other seeds give others). Predict, then check: the check runs it.
 
 # %%
 dt.TRANSFER
 
 # %%
-prediction_7_6 = None        # a number of requests
+prediction_7_6 = None        # a number of lines
 
 # %%
 check("7.6", prediction_7_6)

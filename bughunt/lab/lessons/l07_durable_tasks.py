@@ -142,8 +142,9 @@ def replay_policy_table(cells: list[dict] | None = None):
     df["cell"] = df.apply(lambda r: ("ran again: " if r["tool ran again"] else "not run: ")
                           + f"{r['notes.txt lines']} line(s), {r['result']}", axis=1)
     table = df.pivot(index="stored", columns="current", values="cell")
-    table.index.name, table.columns.name = "stored with the intent ↓", "declared now →"
-    return table
+    table.index.name = "stored with the intent ↓ / declared now →"
+    table.columns.name = None
+    return Table(table, "stored × current replay", Invariants())
 
 
 def plot_replay(cells: list[dict], highlight: tuple | None = None):
@@ -738,7 +739,7 @@ def practice_problem(seed: int) -> Problem:
 
 
 #: The transfer question: a configuration the lesson did not run (`practice_problem`).
-TRANSFER_SEED = 1
+TRANSFER_SEED = 6
 TRANSFER = as_exercise("7.6", practice_problem(TRANSFER_SEED), __name__)
 
 
