@@ -81,7 +81,7 @@ def test_the_sweep_summary_partitions_the_points_by_what_was_billed(at_chunk5):
 
     records = [at_chunk5["redo"], replace(at_chunk5["redo"], crash_point="sent"),
                at_chunk5["abort"]]
-    df = cif.sweep_summary(records).df
+    df = cif.kill_sweep_summary(records).df
     assert df.loc["redo", "crash points"] == 2 and df.loc["redo", "billed twice"] == 2
     assert df.loc["abort", "billed once"] == 1 and df.loc["abort", "held the whole answer"] == 0
     bad = df.copy()

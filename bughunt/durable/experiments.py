@@ -323,7 +323,7 @@ def tool_story(stored: str = "unsafe", current: str | None = None,
     return story
 
 
-def tool_checkpoints(replay: str = "unsafe"):
+def run_tool_checkpoints(replay: str = "unsafe"):
     """Kill one tool call right after each of its checkpoints (and inside the tool), resume, and
     measure: what ran again, what the agent got."""
     import pandas as pd

@@ -120,7 +120,7 @@ sweep = cif.call_sweep()
 cif.plot_kill_sweep(sweep)
 
 # %%
-cif.sweep_summary(sweep)
+cif.kill_sweep_summary(sweep)
 
 # %%
 cif.CLAIMS.say("every_point_costs_the_same", "whole_answer_held_still_paid")

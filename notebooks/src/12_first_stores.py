@@ -151,7 +151,7 @@ first_stores.CLAIMS.say("three_of_four_break_at_a_kill")
 # The operations strace saw, numbered as the tables number them:
 
 # %%
-print(first_stores.operations("json-dump"))
+print(first_stores.traced_operations("json-dump"))
 
 # %%
 first_stores.violating_states("json-dump")
@@ -171,7 +171,7 @@ first_stores.CLAIMS.say("json_dump_truncates_first")
 # ### 4.2 TinyDB
 
 # %%
-print(first_stores.operations("tinydb"))
+print(first_stores.traced_operations("tinydb"))
 
 # %%
 first_stores.violating_states("tinydb")
@@ -205,7 +205,7 @@ fig = first_stores.figure("tinydb")
 # ### 4.3 `shelve` on `dbm.dumb`
 
 # %%
-print(first_stores.operations("shelve"))
+print(first_stores.traced_operations("shelve"))
 
 # %%
 first_stores.violating_states("shelve")

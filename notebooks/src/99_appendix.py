@@ -41,7 +41,7 @@ pd.options.display.max_colwidth = 80
 # machine noise hits them alike, and the ratio is what counts.
 
 # %% tags=["nbval-ignore-output"]
-writes = costs.write_costs()
+writes = costs.measured_write_costs()
 costs.write_cost_table(writes)
 
 # %%

@@ -38,7 +38,7 @@ def _sig(value, digits: int = 3):
 
 
 @results.memoized
-def write_costs(n: int = 400, fsync_n: int = 60):
+def measured_write_costs(n: int = 400, fsync_n: int = 60):
     """Each checkpoint write against the floor, measured now (once per kernel): the bench's rows
     as a DataFrame, unrounded (timings vary)."""
     import pandas as pd
@@ -66,7 +66,7 @@ WRITE_INVARIANTS = Invariants(may_be_empty=(), extra=(_ratio_is_value_over_floor
 def write_cost_table(df=None) -> Table:
     """The write costs as a learner reads them: times to 3 significant figures, the ratio to 2
     decimals, numbered from 1."""
-    df = write_costs() if df is None else df
+    df = measured_write_costs() if df is None else df
     shown = df[["section", "case", "value", "unit", "reference", "ratio"]].rename(columns={
         "value": "time (median)", "reference": "floor (median)", "ratio": "ratio to the floor"})
     shown = shown.assign(**{"time (median)": shown["time (median)"].map(_sig),
@@ -170,12 +170,12 @@ CLAIMS = Claims(99)
 
 
 def _time(case: str) -> float:
-    df = write_costs()
+    df = measured_write_costs()
     return float(df.loc[df.case == case, "value"].iloc[0])
 
 
 def _floor_ratio(case: str) -> float:
-    df = write_costs()
+    df = measured_write_costs()
     return float(df.loc[df.case == case, "ratio"].iloc[0])
 
 
@@ -220,7 +220,7 @@ def crc_is_a_fraction_of_an_append():
               "`sqlite3` doing the same statement ({ours} against {floor} µs). With `FULL` the "
               "ratio was {full}: there the fsync is most of the time.")
 def task_store_costs_more_than_plain_sqlite():
-    df = write_costs()
+    df = measured_write_costs()
     row = df[df.case == "SQLite WAL, synchronous NORMAL (lesson 7)"].iloc[0]
     ratio = float(row["ratio"])
     return (ratio > 1, {"ratio": ratio, "ours": _sig(row["value"]),

@@ -47,7 +47,7 @@ refusals = results.memoized(E.refusals)
 def tool_checkpoints(replay: str = "unsafe"):
     """The tool call killed after each of its checkpoints (and inside the tool), resumed: what ran
     again, what the agent got (once per kernel), as a checked table."""
-    df = E.tool_checkpoints(replay)
+    df = E.run_tool_checkpoints(replay)
     return Table(df, "the tool call's checkpoints", Invariants(
         counts=("beforeTool ran", "notes.txt lines")))
 

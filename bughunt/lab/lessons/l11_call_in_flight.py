@@ -139,7 +139,7 @@ def kill_table(records: list[CallKilled]) -> Table:
                  KILL_INVARIANTS)
 
 
-def sweep_summary(records: list[CallKilled], page: int = PAGE) -> Table:
+def kill_sweep_summary(records: list[CallKilled], page: int = PAGE) -> Table:
     """Per resume rule, over every crash point inside the call: at how many the server billed the
     page once, twice, or more (these partition the points), at how many the killed process held
     the whole answer, and the tokens billed."""
@@ -849,7 +849,7 @@ def _q11_3():
 CLAIMS = Claims(11)
 
 
-def _whole(page: int = PAGE) -> str:
+def _whole_answer(page: int = PAGE) -> str:
     return " ".join(answer_of(page))
 
 
@@ -901,7 +901,7 @@ def every_point_costs_the_same():
               "`answer` as done. That is lesson 4's danger window in small: the effect (the "
               "answer) happened, its record did not.")
 def whole_answer_held_still_paid():
-    held = [r for r in call_sweep() if r.pending == "redo" and r.prefix_held == _whole()]
+    held = [r for r in call_sweep() if r.pending == "redo" and r.prefix_held == _whole_answer()]
     return (bool(held) and all(r.billed_calls == 2 for r in held),
             {"points": [f"`{r.crash_point}`" for r in held],
              "calls": sorted({r.billed_calls for r in held})})

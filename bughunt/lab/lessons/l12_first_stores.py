@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from ...explore import workloads as W
+from ...explore import why_not_traceable, workloads as W
 from ...explore.check import CLASSES
 from ...explore.report import MODEL_NAMES, Exploration, ModelResult, StateViolation
 from .. import results
@@ -56,17 +54,7 @@ MODELS = ("kill", "strict", "ext4")
 @results.memoized
 def why_not_live() -> str | None:
     """None when strace can trace a program here; else the sentence saying why not."""
-    if not sys.platform.startswith("linux"):
-        return (f"this is {sys.platform}, and the explorer is Linux only: it traces with strace, "
-                "which needs Linux's ptrace")
-    if shutil.which("strace") is None:
-        return "strace is not installed here (Debian/Ubuntu: apt-get install strace)"
-    probe = subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, "--", "true"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        said = probe.stderr.strip().splitlines()[-1:] or ["no message"]
-        return f"strace cannot trace here, ptrace is denied ({said[0][:120]})"
-    return None
+    return why_not_traceable()
 
 
 def where_from() -> str:
@@ -239,7 +227,7 @@ def violating_states(name: str, model: str = "kill", first: int | None = None) -
                          Invariants(counts=("after operation",)))
 
 
-def operations(name: str):
+def traced_operations(name: str):
     """The operations strace saw, numbered as the tables number them."""
     return "\n".join(f"{i:3d}  {op['text']}" for i, op in enumerate(explored(name)["ops"], 1))
 

@@ -133,7 +133,7 @@ def _nn() -> dict:
     return lesson_results()["no_newline"]
 
 
-def _sweep(tag: str) -> list:
+def _closing_sweep(tag: str) -> list:
     return [r for r in lesson_results()["records"] if r.sweep == tag]
 
 
@@ -163,7 +163,7 @@ def side_effects_once():
 @CLAIMS.claim("**A damaged checkpoint:** without the newline repair, the rebuild from disk fails "
               "at {fails} crash points, and at {right} of them the resumed run itself was right.")
 def damaged_checkpoint():
-    bad = [r for r in _sweep("log_no_newline") if r.rebuild_ok is False or r.disk_error]
+    bad = [r for r in _closing_sweep("log_no_newline") if r.rebuild_ok is False or r.disk_error]
     right = sum(bool(r.resumed_right) for r in bad)
     return bool(bad) and right == len(bad), {"fails": len(bad), "right": right}
 
@@ -211,11 +211,11 @@ def item_intent_and_key():
 def item_every_point():
     from ...world import Site
 
-    dups = [r for r in _sweep("snapshot") if r.duplicate_reports]
+    dups = [r for r in _closing_sweep("snapshot") if r.duplicate_reports]
     bugs = Site.load(12).bug_pages
     want = {(p, label) for p in bugs for label in ("after_submit", "mid_commit")}
     return ({(r.page, r.label) for r in dups} == want and len(dups) == len(want),
-            {"points": len(_sweep("snapshot")), "dup": len(dups), "bugs": len(bugs),
+            {"points": len(_closing_sweep("snapshot")), "dup": len(dups), "bugs": len(bugs),
              "random": SOURCE_RANDOM_KILLS, "bound": f"{rule_of_three(SOURCE_RANDOM_KILLS):.1%}"})
 
 
