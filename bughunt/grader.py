@@ -580,7 +580,8 @@ def choose_hint(g: Grade) -> Hint:
         if not g.config.idempotency_key:
             return Hint(4, "the report was filed, the checkpoint did not know it (the danger "
                            "window): give the report a deterministic idempotency key "
-                           "(idempotency_key=True) and record an intent first (intent=True).")
+                           "(idempotency_key=True), and the tracker ignores the resume's second "
+                           "filing.")
         return Hint(4, "a report was filed twice although it carries a key: does your store keep "
                        "the intent (the state's `pending`) so the redo reuses the same key?")
     if s.get("lost_points"):
