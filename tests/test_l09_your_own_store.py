@@ -346,4 +346,8 @@ def test_the_transfer_is_measured_by_grading_the_drawn_store_now():
     assert p.drawn["kind"] == "points"
     measured = p.measure()
     assert isinstance(measured.value, int) and 0 < measured.value < 22
+    # in place: a kill inside every commit leaves an empty file; no key: page 3's report again
+    assert all(f"p{n}.mid_commit (error)" in measured.said for n in range(1, 6))
+    assert "p3.after_submit (duplicate)" in measured.said
+    assert f"{measured.value} did not recover correctly" in measured.said
     assert judge("9.3", measured.value) and not judge("9.3", measured.value + 1)
