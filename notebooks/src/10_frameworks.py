@@ -32,7 +32,7 @@ import pandas as pd
 from bughunt.frameworks import dbos_agent, fake, langgraph_agent
 from bughunt.lab.judges import check, quiz, solution
 from bughunt.lab.lessons import l10_frameworks as fw
-from bughunt.lab.views import show_source, show_text_code
+from bughunt.lab.views import show_source
 
 pd.options.display.width = 140
 pd.options.display.max_columns = 20
@@ -63,14 +63,9 @@ show_source(dbos_agent.submit)
 show_source(dbos_agent.bughunt)
 
 # %% [markdown]
-# `ask_model` and `visit` are steps just like `submit`. The second source text's runtime (lesson 7)
-# guards its side effect with a memo of its own, in the order shown here:
-
-# %%
-show_text_code("tick")
-
-# %% [markdown]
-# The two orders differ. The source text writes the memo `printed-${n}` **before** it prints: a kill
+# `ask_model` and `visit` are steps just like `submit`. The second source text's runtime guards
+# its side effect with a memo of its own (its `tick`, shown in lesson 7), in the other order. The
+# source text writes the memo `printed-${n}` **before** it prints: a kill
 # between the two loses the print, never repeats it (at most once, 至多一次). DBOS records a step's
 # output **after** the step returns: a kill between the report and the record files it again (at
 # least once). Neither order is effectively once on its own; section 4 measures DBOS's side.

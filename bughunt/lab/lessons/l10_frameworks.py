@@ -433,17 +433,6 @@ def danger_window(cmp: FrameworkComparison, progress=None):
     return table
 
 
-def danger_summary(table) -> dict:
-    """What the danger-window table shows, in the words that hold in every sweep: the point right
-    after the report (the main thread's) is a duplicate without the key, and nothing is one with
-    it. (Whether the kill inside LangGraph's commit of the node's writes also duplicates depends on
-    whether the step's checkpoint, written by another thread, got there first.)"""
-    after_report = table.xs("submit.after#1", level="crash point")
-    return {"right after the report, key off: duplicate":
-            bool((after_report["key off"] == "duplicate").all()),
-            "every point, key on: correct": bool((table["key on"] == "correct").all())}
-
-
 # --- resume styles -------------------------------------------------------------------------------
 
 def resume_styles(progress=None) -> dict[str, SweepResult]:
@@ -466,27 +455,6 @@ def resume_table(results: dict[str, SweepResult]):
     return Table(pd.DataFrame(rows).set_index("resume"), "resume styles", Invariants(
         total="crash points", within=("duplicate points", "lost points", "wrong memory",
                                       "wrong disk", "correct"), counts=("max redone calls",)))
-
-
-def resume_summary(results: dict[str, SweepResult]) -> dict:
-    """The resume styles' outcomes in the words that hold in every sweep."""
-    def s(name):
-        return summarize(results[name].records)
-
-    lg, dbos = "LangGraph: invoke(None) (documented)", "DBOS: start by workflow ID"
-    return {
-        "LangGraph documented: no lost report, no wrong state":
-            s(lg)["lost_points"] == 0 and s(lg)["wrong_memory"] == 0,
-        "LangGraph empty .next = done: loses reports":
-            s("LangGraph: empty .next = done")["lost_points"] > 0,
-        "LangGraph invoke(input) again: wrong state":
-            s("LangGraph: invoke(input) again")["wrong_memory"] > 0,
-        "DBOS by workflow ID and by recovery alone: the same outcome at every point":
-            [r.verdict for r in results[dbos].records]
-            == [r.verdict for r in results["DBOS: recovery alone"].records],
-        "DBOS new workflow ID: more redone calls than one page":
-            s("DBOS: new workflow ID")["avg_redone_model_calls"] > 1,
-    }
 
 
 def plot_resume_styles(results: dict[str, SweepResult]):
@@ -650,7 +618,10 @@ def plot_sweep(res: SweepResult):
     for x, (_, r) in zip(xs, first.iterrows()):
         color, hatch = STRIP_STYLE[r["verdict"]]
         h = r["redone_model_calls"] if r["redone_model_calls"] == r["redone_model_calls"] else 0
-        ax.bar(x, max(h, 0.05), color=color, hatch=hatch, edgecolor="white", linewidth=0.4)
+        if h:
+            ax.bar(x, h, color=color, hatch=hatch, edgecolor="white", linewidth=0.4)
+        else:                     # a zero is a mark on the axis, never a bar of some height
+            ax.plot([x], [0], marker="o", markersize=4, color=color, clip_on=False)
     ticks = [i for i, p in enumerate(first["point"]) if p.startswith("ask_model.after")]
     ax.set_xticks(ticks, [f"p{first['page'].iloc[i]}" for i in ticks], fontsize=7)
     ax.set_xlabel("crash point, in the clean run's order (tick: the model call of page N)")
@@ -673,7 +644,9 @@ def sweep_summary(res: SweepResult):
             rows.append({"kind": kind, **summarize(recs), **sweep_timing(recs, res.clean)})
     df = pd.DataFrame(rows).set_index("kind")
     df["varying points"] = len(varying_points(res.records))
-    return df
+    return Table(df, "the panel's sweep", Invariants(
+        total="crash_points", within=("duplicate_points", "lost_points", "correct_runs"),
+        may_be_empty=tuple(c for c in df.columns if df[c].isna().all())))
 
 
 class FrameworkPanel(Panel):
