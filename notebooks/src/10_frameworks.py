@@ -336,8 +336,8 @@ fw.plot_async(repeats, sync=cmp.frameworks["LangGraph sync"])
 fw.CLAIMS.say("async_is_a_sample")
 
 # %% [markdown]
-# A real model call takes seconds, far longer than a write, so the writer keeps up in production
-# more often than here; the sweep has `repeat` for the rest. What a late writer costs depends on
+# A real model call takes seconds, far longer than a write, which gives the writer time to keep
+# up; whether it does on your machine, under your load, is what `repeat` measures. What a late writer costs depends on
 # the key. The same points with the key on, swept twice:
 
 # %% tags=["nbval-ignore-output"]
@@ -425,8 +425,7 @@ prediction_10_4 = None       # a number of crash points
 
 # %%
 mine = fw.sweep_adapter("my_adapter.py:EveryOtherPage", key=False)
-table = fw.adapter_table(mine)
-table.df[table.df["verdict"] != "correct"]
+fw.adapter_table(mine, wrong_only=True)
 
 # %%
 check("10.4", prediction_10_4)

@@ -923,15 +923,19 @@ def sweep_adapter(store: str, *, key: bool = False, points: str = "user", progre
     return res
 
 
-def adapter_table(res: SweepResult) -> Table:
-    """One row per crash point of an adapter's sweep: what the resume cost, and what it broke."""
+def adapter_table(res: SweepResult, *, wrong_only: bool = False) -> Table:
+    """One row per crash point of an adapter's sweep (`wrong_only`: those whose verdict is not
+    correct): what the resume cost, and what it broke."""
     import pandas as pd
 
     rows = [{"crash point": r.point, "page": r.page, "verdict": r.verdict,
              "redone calls": r.redone_model_calls, "duplicate reports": r.duplicate_reports,
              "lost reports": r.lost_reports}
-            for r in sorted(res.records, key=lambda r: r.order)]
-    return Table(pd.DataFrame(rows).set_index("crash point"), "your adapter's sweep",
+            for r in sorted(res.records, key=lambda r: r.order)
+            if not (wrong_only and r.verdict == "correct")]
+    df = pd.DataFrame(rows, columns=["crash point", "page", "verdict", "redone calls",
+                                     "duplicate reports", "lost reports"])
+    return Table(df.set_index("crash point"), "your adapter's sweep",
                  Invariants(counts=("redone calls", "duplicate reports", "lost reports")))
 
 
@@ -1003,19 +1007,28 @@ def _redone_by_node(records) -> dict[str, set]:
     return out
 
 
+def _one_node_redone(design: str):
+    """A claim's check for a design that saves each node's or step's results: one call redone
+    after a model call, none after a visit or a report, and without a key a duplicate right after
+    each report, and nowhere else."""
+    recs = _records(design)
+    by = _redone_by_node(recs)
+    dup = [r.point for r in recs if r.duplicate_reports]
+    after_report = [r.point for r in recs if r.name == "submit.after"]
+    ask, other = by.get("ask_model.after", set()), by.get("visit.after", set()) | by.get(
+        "submit.after", set())
+    return (ask == {1} and other == {0} and dup == after_report,
+            {"ask": min(ask, default=None), "other": min(other, default=None),
+             "n": len(after_report), "dups": len(dup), "points": len(recs)},
+            f"redone calls by point: {by}; duplicates at {', '.join(dup) or 'none'}")
+
+
 @CLAIMS.claim("**LangGraph `sync`**: a kill after the model call re-runs `ask_model` ({ask} redone "
               "call), a kill after a visit or a report re-runs that node without a model call "
               "({other}). The {n} points right after a report re-run `submit`: without a key, "
               "{dups} duplicates.")
 def sync_redoes_one_node():
-    recs = _records("LangGraph sync")
-    by = _redone_by_node(recs)
-    dup = [r.point for r in recs if r.duplicate_reports]
-    after_report = [r.point for r in recs if r.name == "submit.after"]
-    return (by.get("ask_model.after") == {1} and by.get("visit.after") == {0}
-            and by.get("submit.after") == {0} and dup == after_report,
-            {"ask": 1, "other": 0, "n": len(after_report), "dups": len(dup)},
-            f"redone calls by point: {by}; duplicates at {', '.join(dup) or 'none'}")
+    return _one_node_redone("LangGraph sync")
 
 
 @CLAIMS.claim("**LangGraph `exit`** saves nothing until the graph exits: every kill restarts from "
@@ -1033,14 +1046,7 @@ def exit_restarts_from_page_one():
               "a kill inside `ask_model`, {other} after a recorded step, and without a key a "
               "duplicate at each of the {dups} points right after a report.")
 def dbos_behaves_like_sync():
-    recs = _records("DBOS (workflow ID)")
-    by = _redone_by_node(recs)
-    dup = [r.point for r in recs if r.duplicate_reports]
-    return (by.get("ask_model.after") == {1} and by.get("visit.after") == {0}
-            and by.get("submit.after") == {0}
-            and dup == [r.point for r in recs if r.name == "submit.after"],
-            {"points": len(recs), "ask": 1, "other": 0, "dups": len(dup)},
-            f"redone calls by point: {by}; duplicates at {', '.join(dup) or 'none'}")
+    return _one_node_redone("DBOS (workflow ID)")
 
 
 @CLAIMS.claim("**The lab's stores** checkpoint once per page, so every point inside a page redoes "
@@ -1053,7 +1059,8 @@ def lab_stores_redo_one_call():
     user = [r for r in log + snap if LAB_KIND.get(r.label) == "user"]
     avgs = {round(statistics.mean(r.redone_model_calls for r in recs
                                   if LAB_KIND.get(r.label) == "user"), 2) for recs in (log, snap)}
-    dups = sorted({r.crash_point for r in snap if r.duplicate_reports})
+    dups = sorted({r.crash_point for r in snap if r.duplicate_reports},
+                  key=lambda p: int(p.split(".")[0][1:]))
     return (avgs == {1.0} and all(r.correct for r in log) and bool(dups)
             and all(r.label == "after_submit" for r in snap if r.duplicate_reports),
             {"avg": min(avgs) if avgs else None, "log_points": len(log),
