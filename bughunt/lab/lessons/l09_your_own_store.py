@@ -880,9 +880,9 @@ def practice_problem(seed: int) -> Problem:
     store = rng.choice(list(PRACTICE_STORES))
     settings = dict(rng.choice(PRACTICE_SETTINGS))
     kind = rng.choice(["rules", "points", "reports"])
-    setting = (f"A store whose commit is {store} (its source: "
-               f"`cap.practice_source({store!r})`), graded with {_settings_words(settings)}, "
-               f"fsync policy \"always\", on the grader's {GRADE_PAGES}-page run.")
+    setting = (f"The drawn store: {store} (its source: `practice_source({store!r})` in "
+               f"`{__name__}`), graded with {_settings_words(settings)}, fsync policy "
+               f"\"always\", on the grader's {GRADE_PAGES}-page run.")
     what = {"store": store, "settings": settings, "kind": kind}
     if kind == "rules":
         def measure() -> Answer:
