@@ -20,6 +20,7 @@
 # [2 The skeleton, the door, the grader](#2.-The-skeleton,-the-door,-the-grader)
 # ([behind the boundary](#Behind-the-boundary:-what-the-grader-does-with-your-code,-and-what-it-does-not)) ·
 # [3 A naive store](#3.-Step-1:-a-naive-store) ·
+# [Common wrong statements](#Common-wrong-statements) ·
 # [4 Old or new, never half](#4.-Steps-2-and-3:-old-or-new,-never-half) ·
 # [5 The directory](#5.-Step-4:-the-directory-fsync) ·
 # [6 A log](#6.-Steps-5-and-6:-a-log,-and-the-newline-repair) ·
@@ -200,14 +201,10 @@ table = naive.sweep_table()
 table[table["verdict"] != "correct"]
 
 # %% [markdown]
-# ## 4. Steps 2 and 3: old or new, never half
+# ## Common wrong statements
 #
-# The hint sends us to lesson 5: write the new state to a temp file, then rename it over the old
-# one. `os.replace` (what `door.files.rename` calls) is atomic: a reader sees the old file or the
-# new one, never half. The new store subclasses the naive one and changes only `commit`; the
-# grader puts the store's folder on the import path, so one file can import another.
-#
-# Before you grade it, decide:
+# Two statements the rest of this lesson settles. True or false? Decide now; each check measures
+# on the lab's own stores and explains, and sections 4 and 7 show why on yours.
 
 # %%
 quiz("Q9.1")
@@ -215,6 +212,21 @@ quiz("Q9.1")
 # %%
 answer_q9_1 = None
 check("Q9.1", answer_q9_1)
+
+# %%
+quiz("Q9.2")
+
+# %%
+answer_q9_2 = None
+check("Q9.2", answer_q9_2)
+
+# %% [markdown]
+# ## 4. Steps 2 and 3: old or new, never half
+#
+# The hint sends us to lesson 5: write the new state to a temp file, then rename it over the old
+# one. `os.replace` (what `door.files.rename` calls) is atomic: a reader sees the old file or the
+# new one, never half. The new store subclasses the naive one and changes only `commit`; the
+# grader puts the store's folder on the import path, so one file can import another.
 
 # %% tags=["nbval-ignore-output"]
 # %%writefile rename_store.py
@@ -434,15 +446,7 @@ cap.CLAIMS.say("repaired_passes")
 #
 # Every grade so far ran with lesson 4's effectively once (效果上恰好一次): an intent recorded before
 # the report is filed, and a deterministic idempotency key the tracker deduplicates. Those are
-# settings of the run, not of the store. Before you grade the same, passing store without them,
-# decide:
-
-# %%
-quiz("Q9.2")
-
-# %%
-answer_q9_2 = None
-check("Q9.2", answer_q9_2)
+# settings of the run, not of the store. Grade the same, passing store without them:
 
 # %%
 no_key = cap.grade("repaired_log_store.py:RepairedLogStore", idempotency_key=False,
@@ -549,6 +553,8 @@ print(cap.practice_source(cap.TRANSFER.drawn["store"]))
 
 # %%
 prediction_9_3 = None      # a number of crash points
+
+# %%
 check("9.3", prediction_9_3)
 
 # %% [markdown]

@@ -18,6 +18,7 @@
 # %% [markdown]
 # **Contents.** [1 One agent, two frameworks](#1.-One-agent,-two-frameworks) ·
 # [2 Where a kill can land](#2.-Where-a-kill-can-land) ·
+# [Common wrong statements](#Common-wrong-statements) ·
 # [3 Every framework beside the lab](#3.-Every-framework-and-mode,-beside-the-lab's-stores) ·
 # [4 The danger window](#4.-The-danger-window-in-each-framework,-key-off-and-on) ·
 # [5 Resuming](#5.-Resuming:-the-documented-call,-and-two-that-look-right) ·
@@ -97,15 +98,16 @@ fw.point_counts(cmp)
 fw.CLAIMS.say("langgraph_writes_per_step")
 
 # %% [markdown]
-# Each node's results are named after the node. DBOS writes the workflow's row, each step's output (named after the step) and the outcome. To stay within a
-# minute, this notebook sweeps every point in the agent's code and the first four committed writes
+# Each node's results are named after the node. DBOS writes the workflow's row, each step's output
+# (named after the step) and the outcome. To stay within a minute, this notebook sweeps every point in the agent's code and the first four committed writes
 # of each kind (pages 1 to 4, and every report); a kill *inside* a commit is shown in section 4.
 # The full sweep, every write and every point inside every write, is a command:
 # `python -m bughunt.frameworks --framework all --mode all`.
 #
-# ## 3. Every framework and mode, beside the lab's stores
+# ## Common wrong statements
 #
-# Before the table, decide:
+# Three statements sections 3 to 5 settle. True or false? Decide now; each check answers from the
+# sweeps this notebook runs below, and explains.
 
 # %%
 quiz("Q10.1")
@@ -114,7 +116,23 @@ quiz("Q10.1")
 answer_q10_1 = None
 check("Q10.1", answer_q10_1)
 
+# %%
+quiz("Q10.2")
+
+# %%
+answer_q10_2 = None
+check("Q10.2", answer_q10_2)
+
+# %%
+quiz("Q10.3")
+
+# %%
+answer_q10_3 = None
+check("Q10.3", answer_q10_3)
+
 # %% [markdown]
+# ## 3. Every framework and mode, beside the lab's stores
+#
 # The frameworks as a user first meets them: the documented resume and no idempotency key; the
 # lab's two stores as lessons 2 to 4 left them. Per kind of point: redone model calls (calls paid
 # again, from the bill), points with a duplicate or a lost report (from the tracker), and points
@@ -193,15 +211,8 @@ fw.plot_timing(cmp)
 # ## 4. The danger window in each framework, key off and on
 #
 # Page 3's report is filed; then the framework writes the node's results (LangGraph) or the step's
-# output (DBOS): first the rows are written but not committed, then committed. Before a kill at
-# each of those moments, without and with the idempotency key, decide:
-
-# %%
-quiz("Q10.2")
-
-# %%
-answer_q10_2 = None
-check("Q10.2", answer_q10_2)
+# output (DBOS): first the rows are written but not committed, then committed. A kill at each of
+# those moments, without and with the idempotency key:
 
 # %% tags=["nbval-ignore-output"]
 window = fw.danger_window(cmp)
@@ -234,6 +245,8 @@ fw.TRANSFER
 
 # %%
 prediction_10_3 = None       # a number of model calls
+
+# %%
 check("10.3", prediction_10_3)
 
 # %% [markdown]
@@ -249,16 +262,6 @@ check("10.3", prediction_10_3)
 #   it ([workflow IDs and idempotency](https://docs.dbos.dev/python/tutorials/idempotency-tutorial)).
 #   The mistake: start it without an ID, so each start gets a new one.
 #
-# Before the sweeps, decide:
-
-# %%
-quiz("Q10.3")
-
-# %%
-answer_q10_3 = None
-check("Q10.3", answer_q10_3)
-
-# %% [markdown]
 # The lab's LangGraph adapter, the documented resume and the first mistake, as each sweep runs them:
 
 # %%

@@ -871,6 +871,10 @@ def practice_grade(store: str, settings: dict) -> Grade:
     return _graded_source(practice_source(store), "DrawnStore", "drawn_store.py", **settings)
 
 
+def _listed(records) -> str:
+    return ", ".join(f"{r.crash_point} ({r.verdict})" for r in records) or "none"
+
+
 def practice_problem(seed: int) -> Problem:
     """A store with a flaw the lesson did not grade (`PRACTICE_STORES`), under drawn settings of
     the run, and one question answered by grading it now: how many of the contract's rules it
@@ -901,7 +905,7 @@ def practice_problem(seed: int) -> Problem:
             bad = _failing(g)
             return Answer(len(bad), f"the sweep killed the worker at {len(g.records)} crash "
                           f"points: {len(bad)} did not recover correctly "
-                          f"({', '.join(f'{r.crash_point} ({r.verdict})' for r in bad) or 'none'}).")
+                          f"({_listed(bad)}).")
         return Problem(9, seed, setting, "The grader's sweep kills the worker by SIGKILL at every "
                        "crash point and resumes it. At how many crash points does the resume not "
                        "recover correctly (any verdict but correct)?", NUMBER, measure,
@@ -913,7 +917,7 @@ def practice_problem(seed: int) -> Problem:
         g = practice_grade(store, settings)
         wrong = [r for r in g.records if r.duplicate_reports or r.lost_reports]
         return Answer(len(wrong), f"of {len(g.records)} crash points, {len(wrong)} filed a report "
-                      f"twice or never ({', '.join(f'{r.crash_point} ({r.verdict})' for r in wrong) or 'none'}).")
+                      f"twice or never ({_listed(wrong)}).")
     return Problem(9, seed, setting, "At how many of the sweep's crash points is a bug report "
                    "filed twice, or never filed?", NUMBER, measure,
                    "The store decides what survives; the key and the intent decide what happens "
@@ -933,7 +937,8 @@ POWER_RULES = ("power-cut-leaves-a-real-state", "fsync-keeps-acknowledged")
 
 
 def _failing(g: Grade) -> list:
-    return sorted((r for r in g.records if not r.correct), key=lambda r: _point_order(r.crash_point))
+    return sorted((r for r in g.records if not r.correct),
+                  key=lambda r: _point_order(r.crash_point))
 
 
 @CLAIMS.claim("The real-SIGKILL sweep agrees where a kill can see it: at every `mid_commit` point "

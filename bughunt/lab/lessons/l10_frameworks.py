@@ -1042,8 +1042,8 @@ def exit_restarts_from_page_one():
             f"at {', '.join(wrong)} the resume redid another number of calls")
 
 
-@CLAIMS.claim("**DBOS** behaves like `sync` at the agent's {points} points: {ask} redone call after "
-              "a kill inside `ask_model`, {other} after a recorded step, and without a key a "
+@CLAIMS.claim("**DBOS** behaves like `sync` at the agent's {points} points: {ask} redone call "
+              "after a kill inside `ask_model`, {other} after a recorded step, and without a key a "
               "duplicate at each of the {dups} points right after a report.")
 def dbos_behaves_like_sync():
     return _one_node_redone("DBOS (workflow ID)")
@@ -1084,9 +1084,9 @@ def the_window_and_the_key():
               "up to {redone} calls again.\n"
               "- **The documented `invoke(None, config)`** lost nothing and left no wrong state "
               "({doc_points} points).\n"
-              "- **DBOS by workflow ID and by recovery alone** gave the same verdict at every one of "
-              "their {dbos_points} points; **a new workflow ID** redid {new_avg} calls per crash on "
-              "average.")
+              "- **DBOS by workflow ID and by recovery alone** gave the same verdict at every one "
+              "of their {dbos_points} points; **a new workflow ID** redid {new_avg} calls per "
+              "crash on average.")
 def the_resume_styles():
     got = resume_styles()
 
