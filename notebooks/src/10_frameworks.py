@@ -323,8 +323,9 @@ fw.plot_resume_styles(styles)
 #
 # In `async` mode, "changes are persisted asynchronously while the next step executes"
 # ([durability modes](https://docs.langchain.com/oss/python/langgraph/durable-execution#durability-modes)).
-# Our mock model answers in microseconds, while one SQLite commit with its fsync takes about a
-# millisecond here: the graph runs pages ahead of its writer, and where a kill lands relative to
+# Our mock model answers in microseconds, while one SQLite commit with its fsync takes
+# milliseconds (section 3's timing figure measures it on this machine): the graph runs pages
+# ahead of its writer, and where a kill lands relative to
 # the writer is up to the scheduler. Sweep the same points (right after the model call of every
 # other page, no key) twice, with instant calls and with calls that take 5 ms:
 
@@ -340,8 +341,8 @@ fw.CLAIMS.say("async_is_a_sample")
 
 # %% [markdown]
 # A real model call takes seconds, far longer than a write, which gives the writer time to keep
-# up; whether it does on your machine, under your load, is what `repeat` measures. What a late writer costs depends on
-# the key. The same points with the key on, swept twice:
+# up; whether it does on your machine, under your load, is what `repeat` measures. What a late
+# writer costs depends on the key. The same points with the key on, swept twice:
 
 # %% tags=["nbval-ignore-output"]
 keyed = fw.async_with_key()
