@@ -109,3 +109,27 @@ def test_q10_3_reinvoking_with_the_input_leaves_a_wrong_memory_the_documented_re
     assert re.search(r"re-invoked with the input, the resumed memory was wrong at [1-9]\d* of",
                      feedback)
     assert re.search(r"resumed the documented way, wrong at 0 of \d+, at most 1 call", feedback)
+
+
+def test_the_adapters_copies_go_with_the_process_that_made_them_even_by_sigkill(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "a_adapter.py").write_text("x = 1\n")
+    code = ("from bughunt.lab.lessons import l10_frameworks as fw\n"
+            "print(fw.adapter_spec('a_adapter.py:X'), fw._ADAPTERS['dir'], flush=True)\n"
+            "import time; time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
+                         text=True)
+    spec, folder = p.stdout.readline().split()
+    assert spec.startswith("a_adapter_") and os.path.isfile(
+        os.path.join(folder, spec.partition(":")[0] + ".py"))
+    p.send_signal(signal.SIGKILL)           # nbval ends a kernel this way: no atexit runs
+    p.wait()
+    deadline = time.monotonic() + 15
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(folder)

@@ -883,9 +883,13 @@ def _adapter_dir() -> Path:
     import shutil
     import sys
 
+    from ... import lifeline
+
     if "dir" not in _ADAPTERS:
         folder = Path(tempfile.mkdtemp(prefix="bughunt-adapters-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        lifeline.watch_dir(folder)          # removed however this process ends (SIGKILL too)
+        atexit.register(lambda: (shutil.rmtree(folder, ignore_errors=True),
+                                 lifeline.release_dir(folder)))
         sys.path.insert(0, str(folder))
         os.environ["PYTHONPATH"] = os.pathsep.join(
             [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
