@@ -199,12 +199,16 @@ class Grade:
             parts.append(f"First: {first.rule} at {first.state}: {first.detail}.")
         s = self.summary
         if s:
-            bad = [f"{s['duplicate_points']} with a duplicate report" if s["duplicate_points"]
-                   else "", f"{s['lost_points']} with a lost report" if s["lost_points"] else "",
-                   f"{s['errors']} where the resume failed" if s["errors"] else "",
-                   f"{s['three_way_failures']} failing the three-way check"
-                   if s["three_way_failures"] else ""]
-            bad = [b for b in bad if b]
+            # Each crash point counted once, by its verdict (worst first), so the counts add up
+            # to the crash points: a resume that failed also files no later report, but it is
+            # counted as failed, not as lost too.
+            verdicts = [r.verdict for r in self.records]
+            bad = [f"{n} {words}" for n, words in (
+                (verdicts.count("error"), "where the resume failed"),
+                (verdicts.count("duplicate"), "with a duplicate report"),
+                (verdicts.count("lost"), "with a lost report"),
+                (sum(v not in ("correct", "error", "duplicate", "lost", "not reached")
+                     for v in verdicts), "failing the three-way check")) if n]
             parts.append(f"The sweep killed the worker at {s['crash_points']} crash points: "
                          f"{s['correct_runs']} recovered correctly"
                          + (f"; {'; '.join(bad)}." if bad else ", none twice, none lost, the "
@@ -580,7 +584,8 @@ def choose_hint(g: Grade) -> Hint:
         if not g.config.idempotency_key:
             return Hint(4, "the report was filed, the checkpoint did not know it (the danger "
                            "window): give the report a deterministic idempotency key "
-                           "(idempotency_key=True) and record an intent first (intent=True).")
+                           "(idempotency_key=True), and the tracker ignores the resume's second "
+                           "filing.")
         return Hint(4, "a report was filed twice although it carries a key: does your store keep "
                        "the intent (the state's `pending`) so the redo reuses the same key?")
     if s.get("lost_points"):

@@ -32,13 +32,9 @@ NAIVE = ["crash-leaves-a-real-state", "kill-keeps-acknowledged", *POWER]
 
 
 def notebook_stores() -> dict[str, str]:
-    """The notebook's `%%writefile NAME` cells: file name -> source."""
-    out = {}
-    for cell in jupytext.read(NOTEBOOK).cells:
-        first, _, rest = cell.source.partition("\n")
-        if cell.cell_type == "code" and first.startswith("%%writefile "):
-            out[first.split()[1]] = rest
-    return out
+    """The notebook's `%%writefile NAME` cells: file name -> source (the lesson reads them too,
+    to check its claims headless)."""
+    return cap.notebook_stores()
 
 
 @pytest.fixture(scope="module")
@@ -242,11 +238,12 @@ def test_the_skeleton_carries_every_promise_and_is_graded_as_not_written_yet():
 
 def test_the_comparison_puts_the_lab_stores_beside_the_learners_with_the_same_settings(steps):
     g = graded(steps, "log_store.py:LogStore")
-    table = cap.compare_table({"5 log": g})
+    table = cap.compare_table({"5 log": g}).df
     assert list(table.index) == ["5 log", "lab: log + intents + key",
                                  "lab: snapshot + intents + key"]
-    assert table.loc["5 log", "rules broken"] == "1 of 9"
+    assert table.loc["5 log", "rules broken"] == 1 and table.loc["5 log", "rules checked"] == 9
     assert table.loc["lab: snapshot + intents + key", "correct"] == 22
+    assert table.loc["lab: snapshot + intents + key", "crash states"] > 0   # the suite ran it
     fig = cap.plot_grades({"5 log": g})
     ax = fig.axes[0]
     assert "SIGKILL" in ax.get_title() and ax.get_xlabel().startswith("crash point")
@@ -296,3 +293,61 @@ def test_the_grader_from_the_command_line(steps, tmp_path):
     missing = run("--store", "nope.py:X")
     assert missing.returncode == 2 and "nope.py: no such file" in missing.stderr
     assert "Traceback" not in missing.stdout + missing.stderr
+
+
+# --- the comparison adds up; the practice draws what the lesson did not grade ----------------------
+
+def _crash(verdict: str, error=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(verdict=verdict, error=error, redone_model_calls=1)
+
+
+def test_the_comparison_rows_partition_the_crash_points_and_a_broken_row_is_refused():
+    from bughunt.lab.claims import TableError, checked_rows
+
+    records = [_crash("correct"), _crash("duplicate"), _crash("error", "resume exited 1")]
+    row = cap._row("s", records, 1, 10, 9)
+    assert sum(row[c] for c in cap.OUTCOMES) == row["crash points"] == 3
+    assert row["resumes that ran"] == 2 and row["avg redone calls (resumes that ran)"] == 1
+    checked_rows([row], "ok", cap.COMPARE_INVARIANTS)
+    # The old table counted a failed resume's lost report as well as its failure: 4 of 3.
+    with pytest.raises(TableError, match="does not add up.*crash points"):
+        checked_rows([{**row, "lost report": 1}], "stores", cap.COMPARE_INVARIANTS)
+    with pytest.raises(TableError, match="rules broken of 9"):
+        checked_rows([{**row, "rules broken": 12}], "stores", cap.COMPARE_INVARIANTS)
+
+
+def test_practice_draws_stores_and_settings_the_lesson_never_grades():
+    import ast
+
+    step_sources = set(cap.notebook_stores().values()) | {cap.REFERENCE, cap.FSYNC_IN_PLACE}
+    seen = set()
+    for seed in range(50):
+        p = cap.practice_problem(seed)
+        store, settings = p.drawn["store"], p.drawn["settings"]
+        source = cap.practice_source(store)
+        ast.parse(source)
+        assert source not in step_sources
+        assert store in cap.PRACTICE_STORES and settings in cap.PRACTICE_SETTINGS
+        seen.add((store, tuple(sorted(settings.items())), p.drawn["kind"]))
+    assert len(seen) >= 15
+    # none of the drawn stores is a step under another name: each flag set differs from every step
+    flags = [f for _, f in cap.PRACTICE_STORES.values()]
+    assert {"temp_file": False, "fsync_file": False, "fsync_dir": False} not in flags   # naive
+    assert {"temp_file": True, "fsync_file": True, "fsync_dir": True} not in flags      # durable
+    assert {"temp_file": False, "fsync_file": True, "fsync_dir": True} not in flags     # 9.2
+    assert {"fsync": True, "repair": True} not in flags and {"fsync": True, "repair": False} \
+        not in flags                                                                   # 5 and 6
+
+
+def test_the_transfer_is_measured_by_grading_the_drawn_store_now():
+    p = cap.TRANSFER
+    assert p.drawn["kind"] == "points"
+    measured = p.measure()
+    assert isinstance(measured.value, int) and 0 < measured.value < 22
+    # in place: a kill inside every commit leaves an empty file; no key: page 3's report again
+    assert all(f"p{n}.mid_commit (error)" in measured.said for n in range(1, 6))
+    assert "p3.after_submit (duplicate)" in measured.said
+    assert f"{measured.value} did not recover correctly" in measured.said
+    assert judge("9.3", measured.value) and not judge("9.3", measured.value + 1)

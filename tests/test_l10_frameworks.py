@@ -25,12 +25,48 @@ def test_exercise_10_2_an_empty_next_taken_for_done_loses_every_report():
     assert fw.NEXT_EMPTY_POINT in feedback and "the tracker holds pages []" in feedback
 
 
-def test_transfer_10_3_is_a_design_the_lesson_does_not_run_and_the_key_saves_no_call():
-    assert fw.EXIT_WITH_KEY not in fw.FRAMEWORKS.values()
-    assert fw.EXIT_WITH_KEY not in fw.RESUMES.values()
-    assert judge("10.3", 7) and not judge("10.3", 0) and not judge("10.3", 1)
-    right, feedback = EXERCISES["10.3"].judge(7)
-    assert "0 duplicate report(s), verdict correct" in feedback
+def test_practice_draws_designs_lengths_and_points_the_lesson_never_runs():
+    ran = {*fw.FRAMEWORKS.values(), *fw.RESUMES.values()}
+    seen = set()
+    for seed in range(50):
+        design, settings, point, kind = fw.practice_settings(seed)
+        assert settings.pages != fw.PAGES                 # every sweep of the lesson: 12 pages
+        assert settings not in ran and (settings.framework, settings.mode) in \
+            set(fw.PRACTICE_DESIGNS.values())
+        name, occurrence = point.split("#")
+        assert name in ("ask_model.after", "visit.after", "submit.after") and int(occurrence) >= 1
+        p = fw.practice_problem(seed)
+        assert point in p.setting and p.drawn["kind"] == kind
+        seen.add((design, settings, point, kind))
+    assert len(seen) >= 30
+
+
+def test_transfer_10_3_is_the_practice_problem_measured_live():
+    p = fw.TRANSFER
+    assert p.seed == fw.TRANSFER_SEED and p.drawn["settings"]["pages"] != fw.PAGES
+    measured = p.measure()
+    assert judge("10.3", measured.value) and not judge("10.3", measured.value + 1)
+
+
+def test_exercise_10_4_sweeps_the_learners_adapter_as_the_file_is_now(tmp_path, monkeypatch):
+    import jupytext
+
+    cells = [c.source for c in jupytext.read(fw.Path(__file__).resolve().parents[1] / "notebooks"
+                                             / "src" / "10_frameworks.py").cells
+             if c.source.startswith("%%writefile my_adapter.py")]
+    (tmp_path / "my_adapter.py").write_text(cells[0].partition("\n")[2])
+    monkeypatch.chdir(tmp_path)
+    assert judge("10.4", 7) and not judge("10.4", 3)
+    right, feedback = EXERCISES["10.4"].judge(7)
+    assert "submit.after#1, ask_model.after#4, visit.after#4" in feedback
+    # An edited adapter (a checkpoint after every page) is swept afresh: page 3's report is then
+    # remembered by page 3's own checkpoint, so only the points right after each report repeat.
+    (tmp_path / "my_adapter.py").write_text(
+        (tmp_path / "my_adapter.py").read_text().replace("page % 2 == 0", "True"))
+    assert judge("10.4", 3)
+    monkeypatch.chdir(tmp_path / "..")
+    right, feedback = EXERCISES["10.4"].judge(3)
+    assert not right and "my_adapter.py" in feedback
 
 
 QUIZ_10 = {"Q10.1": False, "Q10.2": False, "Q10.3": False}
@@ -73,3 +109,27 @@ def test_q10_3_reinvoking_with_the_input_leaves_a_wrong_memory_the_documented_re
     assert re.search(r"re-invoked with the input, the resumed memory was wrong at [1-9]\d* of",
                      feedback)
     assert re.search(r"resumed the documented way, wrong at 0 of \d+, at most 1 call", feedback)
+
+
+def test_the_adapters_copies_go_with_the_process_that_made_them_even_by_sigkill(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "a_adapter.py").write_text("x = 1\n")
+    code = ("from bughunt.lab.lessons import l10_frameworks as fw\n"
+            "print(fw.adapter_spec('a_adapter.py:X'), fw._ADAPTERS['dir'], flush=True)\n"
+            "import time; time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
+                         text=True)
+    spec, folder = p.stdout.readline().split()
+    assert spec.startswith("a_adapter_") and os.path.isfile(
+        os.path.join(folder, spec.partition(":")[0] + ".py"))
+    p.send_signal(signal.SIGKILL)           # nbval ends a kernel this way: no atexit runs
+    p.wait()
+    deadline = time.monotonic() + 15
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(folder)

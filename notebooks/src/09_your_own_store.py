@@ -7,9 +7,9 @@
 # proves its own: at every crash state a kill -9 or a power cut can leave, and at every crash point
 # of a real worker killed by SIGKILL?
 #
-# **Recap of lesson 8.** The lab's own log and snapshot stores survive a crash during recovery, two
-# resumers, a full disk and simulated power loss; the planted bugs show that its tests would catch
-# them if they did not. Here the store under test is yours.
+# **Recap of lesson 8.** The lab's own log store survives a crash during recovery, two resumers
+# and a full disk, and both of its stores survive simulated power loss; the planted bugs show that
+# its tests would catch them if they did not. Here the store under test is yours.
 
 # %% [markdown]
 # <!-- lesson: about -->
@@ -20,13 +20,13 @@
 # [2 The skeleton, the door, the grader](#2.-The-skeleton,-the-door,-the-grader)
 # ([behind the boundary](#Behind-the-boundary:-what-the-grader-does-with-your-code,-and-what-it-does-not)) ·
 # [3 A naive store](#3.-Step-1:-a-naive-store) ·
+# [Common wrong statements](#Common-wrong-statements) ·
 # [4 Old or new, never half](#4.-Steps-2-and-3:-old-or-new,-never-half) ·
 # [5 The directory](#5.-Step-4:-the-directory-fsync) ·
 # [6 A log](#6.-Steps-5-and-6:-a-log,-and-the-newline-repair) ·
 # [7 The side effect](#7.-The-side-effect:-the-key-is-the-run's,-the-intent-is-the-store's) ·
 # [8 Beside the lab's stores](#8.-All-of-them,-beside-the-lab's-own-stores) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
-# [Common wrong statements](#Common-wrong-statements) · [Exercises](#Exercises) ·
+# [Try it](#Try-it) · [Exercises](#Exercises) · [What to remember](#What-to-remember) ·
 # [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
@@ -57,8 +57,9 @@ cap.contract_table()
 # what was fsynced is sure to be; of the rest, any prefix of each file's unsynced writes, the last
 # one possibly torn (撕裂写), and directory changes only if the directory was fsynced. The
 # conformance suite runs one 5-page run of the real page loop through a door that journals every
-# operation, builds every such state from the journal (as ALICE and LazyFS do), and checks every
-# rule at each one.
+# operation, and builds crash states from the journal (as ALICE and LazyFS do): every kill -9
+# state, and at every cut the two extreme power-cut states (everything written survived, nothing
+# unsynced did) plus a seeded sample of mixes in between. It checks every rule at each one.
 
 # %% [markdown]
 # ## 2. The skeleton, the door, the grader
@@ -82,8 +83,9 @@ cap.door_methods()
 
 # %% [markdown]
 # `cap.grade("file.py:ClassName")` grades a store in two parts: the conformance suite, then a sweep
-# that kills a real worker using your store at every crash point and resumes it, and asks the three
-# witnesses (the bill, the tracker, a rebuild from disk). Your code never runs in this notebook's
+# that kills a real worker using your store at every crash point and resumes it, reads the
+# model's bill for the calls paid twice, and asks the three witnesses (the tracker, the resumed
+# worker's memory, a rebuild from disk: 三方一致). Your code never runs in this notebook's
 # process: it runs behind the lab's boundary (below). A store that raises, loops, sleeps, exits or
 # writes elsewhere gets a sentence, not a hung kernel. The skeleton as it is, graded:
 
@@ -182,19 +184,41 @@ print(cap.explain(naive))
 # %% [markdown]
 # The suite names the rule, the crash state (a kill -9 right after the file was created, before a
 # byte of it was written), the file, and what was on disk there: nothing. `load()` raised instead
-# of finding a state the run passed through. Rule by rule:
+# of finding a state the run passed through. The numbers in a crash state count the operations of
+# the suite's whole run; the commit listed last is another one, for comparison. Rule by rule:
 
 # %%
 naive.rules_table()
 
+# %%
+cap.CLAIMS.say("naive_fails_at_mid_commit")
+
 # %% [markdown]
-# The real-SIGKILL sweep agrees where a kill can see it: at every `mid_commit` point the resume
-# finds an empty `state.json` and cannot start (and so never files the reports of the pages after
-# it). Only the failing points:
+# Only the failing points:
 
 # %%
 table = naive.sweep_table()
 table[table["verdict"] != "correct"]
+
+# %% [markdown]
+# ## Common wrong statements
+#
+# Two statements the rest of this lesson settles. True or false? Decide now; each check measures
+# on the lab's own stores and explains, and sections 4 and 7 show why on yours.
+
+# %%
+quiz("Q9.1")
+
+# %%
+answer_q9_1 = None
+check("Q9.1", answer_q9_1)
+
+# %%
+quiz("Q9.2")
+
+# %%
+answer_q9_2 = None
+check("Q9.2", answer_q9_2)
 
 # %% [markdown]
 # ## 4. Steps 2 and 3: old or new, never half
@@ -230,9 +254,11 @@ class RenameStore(NaiveStore):
 renamed = cap.grade("rename_store.py:RenameStore")
 print(cap.explain(renamed))
 
+# %%
+cap.CLAIMS.say("rename_breaks_only_power_rules")
+
 # %% [markdown]
-# Every kill rule holds now, and the sweep finds all 22 crash points correct. But two power-cut
-# rules break: the rename reached the disk before the bytes it names did, so after a power cut
+# The rename reached the disk before the bytes it names did, so after a power cut
 # `state.json` can be an empty file. No kill -9 can show this (the kernel still writes everything
 # out); only the power-cut states of the suite can. The hint sends us to lesson 6: fsync the temp
 # file before the rename.
@@ -266,10 +292,13 @@ print(cap.explain(fsynced))
 
 # %% [markdown]
 # ## 5. Step 4: the directory fsync
-#
-# One rule left, and the crash state says why: a power cut right after a commit returned, where
-# "nothing unsynced survived", left no `state.json` at all. A rename changes the directory, and a
-# directory change is durable only once the directory itself is fsynced (fsync(2)). A rename is
+
+# %%
+cap.CLAIMS.say("fsync_leaves_the_directory")
+
+# %% [markdown]
+# A rename changes the directory, and a directory change is durable only once the directory
+# itself is fsynced ([fsync(2)](https://man7.org/linux/man-pages/man2/fsync.2.html)). A rename is
 # atomic, not durable.
 
 # %% tags=["nbval-ignore-output"]
@@ -300,9 +329,11 @@ class DurableStore(NaiveStore):
 durable = cap.grade("durable_store.py:DurableStore")
 print(cap.explain(durable))
 
+# %%
+cap.CLAIMS.say("durable_passes")
+
 # %% [markdown]
-# Every rule at every crash state, and every crash point of the sweep. The last lines show what one
-# commit does, operation by operation: the same steps as the lab's own `Door.write_atomic`, and as
+# The last lines show what one commit does, operation by operation: the same steps as the lab's own `Door.write_atomic`, and as
 # Codex's rollout migration (staged file, `sync_all`, rename, fsync of the parent directory). It is
 # also the dearest write of lesson 6's table, paid at every event.
 #
@@ -364,9 +395,13 @@ class LogStore:
 log = cap.grade("log_store.py:LogStore")
 print(cap.explain(log))
 
+# %%
+cap.CLAIMS.say("log_breaks_only_the_newline_rule")
+
 # %% [markdown]
-# The sweep is all correct again, and so is every kill rule: an append is one `write()`, which a
-# kill leaves whole or not at all. A power cut can cut it, though (look at the bytes on disk: half
+# An append is one `write()`, and the kernel copies a small one into the page cache whole: a kill
+# almost never cuts it (lesson 5 showed where it can, at a 4 KiB page boundary, and the suite's
+# kill states do not cut a write). A power cut can cut it, though (look at the bytes on disk: half
 # a `page_done` record, no newline). `load()` skips that fragment; but the next append lands right
 # after it, the two become one line that does not parse, and the new record is lost too. That is
 # lesson 5's no-newline trap, and its fix is Codex's `ensure_rollout_is_newline_terminated`: before
@@ -403,6 +438,9 @@ class RepairedLogStore(LogStore):
 repaired = cap.grade("repaired_log_store.py:RepairedLogStore")
 print(cap.explain(repaired))
 
+# %%
+cap.CLAIMS.say("repaired_passes")
+
 # %% [markdown]
 # ## 7. The side effect: the key is the run's, the intent is the store's
 #
@@ -419,19 +457,37 @@ print(cap.explain(no_key))
 table = no_key.sweep_table()
 table[table["verdict"] != "correct"]
 
+# %%
+cap.CLAIMS.say("no_key_duplicates_in_the_window")
+
 # %% [markdown]
-# Every rule still holds, and yet page 3's report is filed twice when the worker dies after the
-# submit or inside the commit: the danger window (危险窗口). No store can close it, because the
-# effect happened outside the process before the checkpoint did. What the store owes the side
-# effect is smaller and just as strict: keep the intent event (the state's `pending`) like any
-# other, so that the resume redoes the report with the same key, and the tracker files it once.
-# With the key and the intent on, section 6's grade had no duplicate.
+# No store can close that window, because the effect happened outside the process before the
+# checkpoint did. Grade the store twice more, once with the key alone and once with the intent
+# alone:
+
+# %%
+key_only = cap.grade("repaired_log_store.py:RepairedLogStore", idempotency_key=True, intent=False)
+intent_only = cap.grade("repaired_log_store.py:RepairedLogStore", idempotency_key=False,
+                        intent=True)
+print(key_only.verdict)
+print()
+print(intent_only.verdict)
+
+# %%
+cap.CLAIMS.say("the_key_closes_the_window")
+
+# %% [markdown]
+# What is the intent for, then? It tells the resume that a report *may* have been filed, so that
+# recovery can choose: redo it with the same key (effectively once), or give the page up
+# (`pending="abort"`: at most once). The store's part is smaller and just as strict: keep the
+# intent event (the state's `pending`) like any other event, so that the resume sees it.
 #
 # ## 8. All of them, beside the lab's own stores
 #
 # Every step, graded with the same settings, and the lab's own event log and snapshot store swept
-# with those settings too. The rule column comes from the conformance suite, the rest from the real
-# kills (runs whose resume failed are left out of the average).
+# with those settings too, through the same suite and the same sweep. The rule columns come from
+# the conformance suite, the rest from the real kills: how each crash point ended, one column
+# each (they add up to the crash points), and the redone calls averaged over the resumes that ran.
 
 # %%
 steps = {"1 naive": naive, "2 temp + rename": renamed, "3 + fsync": fsynced,
@@ -441,12 +497,11 @@ cap.compare_table(steps)
 # %%
 cap.plot_grades(steps)
 
+# %%
+cap.CLAIMS.say("the_sweep_cannot_see_power_cuts", "the_cost_of_a_crash")
+
 # %% [markdown]
-# The strips tell the lesson of this notebook: from step 2 on, the sweep finds nothing wrong,
-# while the left labels still list broken rules. A kill -9 sweep, however exhaustive, cannot see
-# what only a power cut breaks; the power-cut states of the suite can. And the cost of a crash
-# (right) is the same for all: each store commits every event, so a crash redoes at most the
-# model call in flight. Rule by rule, violations found:
+# Rule by rule, violations found:
 
 # %%
 cap.rules_matrix(steps)
@@ -463,39 +518,6 @@ cap.rules_matrix(steps)
 # %% tags=["panel", "nbval-ignore-output"]
 p = cap.panel("repaired_log_store.py:RepairedLogStore")
 p.show()
-
-# %% [markdown]
-# ## What to remember
-#
-# - A store is four methods and nine promises; a grader that checks every crash state and every
-#   crash point turns "it worked when I tried" into "it holds at all 65 states and 22 points".
-# - In place is never safe: a kill between the truncate and the write leaves nothing. A temp file
-#   and a rename give old or new, never half; fsync does not give that (exercise 9.2).
-# - Durable takes three steps: fsync the bytes, rename, fsync the directory. A kill -9 sweep cannot
-#   see the last two missing; power-cut states can.
-# - A log skips a line it cannot parse, and ends a torn last line with a newline before it appends,
-#   idempotently.
-# - The danger window is not the store's to close: the key belongs to the side effect. The store's
-#   part is to keep the intent.
-
-# %% [markdown]
-# ## Common wrong statements
-#
-# True or false? Decide first; each check then measures, on the lab's own stores, and explains.
-
-# %%
-quiz("Q9.1")
-
-# %%
-answer_q9_1 = None
-check("Q9.1", answer_q9_1)
-
-# %%
-quiz("Q9.2")
-
-# %%
-answer_q9_2 = None
-check("Q9.2", answer_q9_2)
 
 # %% [markdown]
 # ## Exercises
@@ -519,7 +541,38 @@ answer_9_2 = None          # a set of rule names, e.g. {"kill-keeps-acknowledged
 check("9.2", answer_9_2)
 
 # %% [markdown]
+# **9.3 Transfer.** A problem drawn for this lesson (`python -m bughunt practice --lesson 9 --seed
+# 14` prints the same one; other seeds give others): a store and settings this lesson did not
+# grade. Predict, then check: the check grades it now.
+
+# %%
+cap.TRANSFER
+
+# %%
+print(cap.practice_source(cap.TRANSFER.drawn["store"]))
+
+# %%
+prediction_9_3 = None      # a number of crash points
+
+# %%
+check("9.3", prediction_9_3)
+
+# %% [markdown]
 # Stuck? `solution("9.2")` prints a worked answer.
+
+# %% [markdown]
+# ## What to remember
+#
+# - A store is four methods and nine promises; a grader that checks every crash state it builds
+#   and every crash point turns "it worked when I tried" into "it held at each of them".
+# - In place is never safe: a kill between the truncate and the write leaves nothing. A temp file
+#   and a rename give old or new, never half; fsync does not give that (exercise 9.2).
+# - Durable takes three steps: fsync the bytes, rename, fsync the directory. A kill -9 sweep cannot
+#   see the last two missing; power-cut states can.
+# - A log skips a line it cannot parse, and ends a torn last line with a newline before it appends,
+#   idempotently.
+# - The danger window is not the store's to close: the key belongs to the side effect, and closes
+#   it on its own. The store's part is to keep the intent, so that recovery can choose.
 
 # %% [markdown]
 # ## Further reading

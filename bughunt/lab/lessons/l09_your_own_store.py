@@ -11,6 +11,7 @@ panel and the exercises.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import inspect
@@ -28,7 +29,10 @@ from ...stores import contract
 from ...stores.contract import RULES
 from .. import results
 from ..panel import Panel, Result
+from ..claims import Claims, Invariants
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, Answer, Problem, as_exercise, drawn
+from ..views import Table, summary_table
 from ..plots import verdict_handles
 from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure
 from ..registry import Lesson
@@ -136,11 +140,99 @@ def _sources_key(store: str) -> str:
     return h.hexdigest()
 
 
+#: The grades this kernel made of the notebook's own step files, by (file, class, settings):
+#: the runs the lesson's claims are checked on (`step`).
+_STEP_GRADES: dict = results.table("lesson 9: the notebook's grades of its steps")
+
+
+def _step_key(store: str, settings: dict) -> tuple:
+    file, _, cls = store.rpartition(":")
+    return Path(file).name, cls, tuple(sorted(settings.items()))
+
+
 def grade(store: str, **settings) -> Grade:
     """`bughunt.grader.grade`, kept in the lab's results cache until its files change (or
     `results.reset()`)."""
     key = ("capstone-grade", store, _sources_key(store), tuple(sorted(settings.items())))
-    return results.remember(key, lambda: _grade(store, **settings))
+    g = results.remember(key, lambda: _grade(store, **settings))
+    file = Path(store.rpartition(":")[0])
+    if is_store_file(store) and (notebook_stores().get(file.name) or "").strip() == \
+            (_read(file) or "").strip():
+        _STEP_GRADES[_step_key(store, settings)] = g      # the notebook's own step, as written
+    return g
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+#: The notebook whose `%%writefile` cells are the lesson's steps.
+NOTEBOOK_SOURCE = Path(__file__).resolve().parents[3] / "notebooks" / "src" / "09_your_own_store.py"
+
+
+@functools.lru_cache(maxsize=1)
+def notebook_stores() -> dict[str, str]:
+    """The notebook's `%%writefile NAME` cells, as the notebook writes them: file name ->
+    source ({} where the notebook's source is not beside the package)."""
+    import jupytext
+
+    if not NOTEBOOK_SOURCE.is_file():
+        return {}
+    out = {}
+    for cell in jupytext.read(NOTEBOOK_SOURCE).cells:
+        first, _, rest = cell.source.partition("\n")
+        if cell.cell_type == "code" and first.startswith("%%writefile "):
+            out[first.split()[1]] = rest if rest.endswith("\n") else rest + "\n"
+    return out
+
+
+#: The notebook's steps: name -> (file, class).
+STEPS = {"naive": ("naive_store.py", "NaiveStore"),
+         "rename": ("rename_store.py", "RenameStore"),
+         "fsync": ("fsync_store.py", "FsyncStore"),
+         "durable": ("durable_store.py", "DurableStore"),
+         "log": ("log_store.py", "LogStore"),
+         "repaired": ("repaired_log_store.py", "RepairedLogStore")}
+#: Section 8's labels for the steps.
+STEP_LABELS = {"naive": "1 naive", "rename": "2 temp + rename", "fsync": "3 + fsync",
+               "durable": "4 + dir fsync", "log": "5 log", "repaired": "6 log + repair"}
+
+
+def step(name: str, **settings) -> Grade:
+    """The grade of the notebook's step `name` with `settings`: the one this kernel's notebook made
+    of its file, if it did; else the notebook's cells, graded now in a folder of their own (a
+    headless check of the lesson's claims)."""
+    file, cls = STEPS[name]
+    key = (file, cls, tuple(sorted(settings.items())))
+    if key in _STEP_GRADES:
+        return _STEP_GRADES[key]
+    sources = notebook_stores()
+    if file not in sources:
+        raise LookupError(f"{NOTEBOOK_SOURCE.name} has no %%writefile {file} cell")
+    return _graded_folder(sources, file, cls, **settings)
+
+
+def steps(**settings) -> dict[str, Grade]:
+    """Every step, graded, by section 8's labels."""
+    return {STEP_LABELS[n]: step(n, **settings) for n in STEPS}
+
+
+def _graded_folder(sources: dict[str, str], file: str, name: str, **settings) -> Grade:
+    """Grade `file:name` among `sources` (file name -> text, written to a temporary folder, so
+    one may import another); cached by their text."""
+    def run():
+        with tempfile.TemporaryDirectory(prefix="bughunt-capstone-") as tmp:
+            for f, text in sources.items():
+                (Path(tmp) / f).write_text(text)
+            return _grade(f"{Path(tmp) / file}:{name}", **settings)
+    digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()
+    g = results.remember(("capstone-folder", digest, file, name, tuple(sorted(settings.items()))),
+                         run)
+    import dataclasses
+    return dataclasses.replace(g, store=f"{file}:{name}")
 
 
 #: The reference solution (exercise 9.1): an event log with a snapshot every 4 pages.
@@ -306,52 +398,84 @@ def lab_store_sweeps(config: RunConfig) -> dict[str, list]:
 
 
 @results.memoized
-def lab_rules(config: RunConfig) -> dict[str, int]:
-    """How many rules each lab store breaks with a grade's settings (the conformance suite)."""
-    return {label: len(conform(cfg, pages=cfg.pages).broken())
-            for label, cfg in lab_stores(config).items()}
+def lab_rules(config: RunConfig) -> dict[str, tuple[int, int]]:
+    """Each lab store under the conformance suite with a grade's settings: (rules broken, crash
+    states checked)."""
+    out = {}
+    for label, cfg in lab_stores(config).items():
+        report = conform(cfg, pages=cfg.pages)
+        out[label] = (len(report.broken()), report.states)
+    return out
 
 
 # --- tables and the figure ------------------------------------------------------------------------
 
+#: How a crash run ends, each run in exactly one (the verdict columns of `compare_table`).
+OUTCOMES = {"correct": ("correct",), "duplicate report": ("duplicate",),
+            "lost report": ("lost",),
+            "other wrong": ("wrong state", "rebuild fails", "tracker disagrees", "not reached"),
+            "resume failed": ("error",)}
+
+
 def _row(label: str, records, rules_broken, states, rules_checked) -> dict:
-    s = summarize(list(records)) if records else {}
+    records = list(records)
     ran = [r for r in records if r.error is None]
     redone = (sum(r.redone_model_calls for r in ran) / len(ran)) if ran else None
-    return {"store": label,
-            "rules broken": f"{rules_broken} of {rules_checked}" if rules_checked else "-",
-            "crash states": states or "-",
-            "crash points": s.get("crash_points", 0),
-            "correct": s.get("correct_runs", 0),
-            "avg redone model calls": None if redone is None else round(redone, 2),
-            "duplicate points": s.get("duplicate_points", 0),
-            "lost points": s.get("lost_points", 0),
-            "three-way failures": s.get("three_way_failures", 0),
-            "resume failed": s.get("errors", 0)}
+    row = {"store": label,
+           "rules broken": rules_broken if rules_checked else None,
+           "rules checked": rules_checked or None,
+           "crash states": states or None,
+           "crash points": len(records)}
+    for column, verdicts in OUTCOMES.items():
+        row[column] = sum(r.verdict in verdicts for r in records)
+    row["resumes that ran"] = len(ran)
+    row["avg redone calls (resumes that ran)"] = None if redone is None else round(redone, 2)
+    return row
 
 
-def compare_table(grades: dict[str, Grade], *, lab: bool = True):
-    """One row per graded store (and the lab's own stores with the first grade's settings):
-    rules broken, crash points recovered correctly, redone model calls, duplicate and lost
-    reports, three-way check failures. Averages leave out runs whose resume failed."""
-    import pandas as pd
+def _rules_within_checked(df) -> list[str]:
+    return [f"row {idx!r}: {int(r['rules broken'])} rules broken of {int(r['rules checked'])}"
+            for idx, r in df.iterrows() if r["rules checked"] == r["rules checked"]
+            and r["rules broken"] > r["rules checked"]]
 
+
+COMPARE_INVARIANTS = Invariants(
+    total="crash points", parts=tuple(OUTCOMES), within=("resumes that ran",),
+    may_be_empty=("rules broken", "rules checked", "crash states",
+                  "avg redone calls (resumes that ran)"),
+    extra=(_rules_within_checked,))
+
+
+def compare_rows(grades: dict[str, Grade], *, lab: bool = True) -> list[dict]:
     rows = [_row(label, g.records, len(g.broken()), g.states, len(g.rules))
             for label, g in grades.items()]
     if lab and grades:
         config = next(iter(grades.values())).config
-        broken = lab_rules(config)
+        checked = lab_rules(config)
         for label, records in lab_store_sweeps(config).items():
-            rows.append(_row(label, records, broken[label], None, len(RULES)))
-    return pd.DataFrame(rows).set_index("store")
+            broken, states = checked[label]
+            rows.append(_row(label, records, broken, states, len(RULES)))
+    return rows
 
 
-def rules_matrix(grades: dict[str, Grade]):
-    """Rule by store: violations found (0 = the rule holds at every crash state)."""
+def compare_table(grades: dict[str, Grade], *, lab: bool = True) -> Table:
+    """One row per graded store (and the lab's own stores with the first grade's settings, through
+    the same suite and sweep): rules broken of those checked, the crash states checked, and how
+    each crash point of the sweep ended, each in exactly one column (they add up to the crash
+    points); the average redone calls over the resumes that ran, and how many did."""
+    return summary_table(compare_rows(grades, lab=lab), "stores beside the lab's",
+                         COMPARE_INVARIANTS, index="store")
+
+
+def rules_matrix(grades: dict[str, Grade]) -> Table:
+    """Rule by store: violations found (0 = the rule holds at every crash state it was checked
+    at; "-": not checked)."""
     import pandas as pd
 
-    return pd.DataFrame({label: {r.rule: r.violations for r in g.rules}
-                         for label, g in grades.items()}).reindex(list(RULES)).fillna("-")
+    df = pd.DataFrame({label: {r.rule: r.violations for r in g.rules}
+                       for label, g in grades.items()}).reindex(list(RULES))
+    df.index.name = "rule"
+    return Table(df, "violations by rule", Invariants(counts=tuple(df.columns)))
 
 
 def _point_order(name: str) -> tuple[int, int]:
@@ -368,7 +492,7 @@ def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
     if lab and grades:
         config = next(iter(grades.values())).config
         broken = lab_rules(config)
-        rows += [(label, recs, f"{broken[label]} of {len(RULES)}")
+        rows += [(label, recs, f"{broken[label][0]} of {len(RULES)}")
                  for label, recs in lab_store_sweeps(config).items()]
     names = sorted({r.crash_point for _, recs, _ in rows for r in recs}, key=_point_order)
     x = {n: i for i, n in enumerate(names)}
@@ -401,14 +525,20 @@ def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
     averages = []
     for y, (label, recs, _) in enumerate(rows):
         ran = [r.redone_model_calls for r in recs if r.error is None]
+        failed = len(recs) - len(ran)
         avg = sum(ran) / len(ran) if ran else 0.0
         averages.append(avg)
         bars.barh(y, avg, height=0.6, color=SERIES[0] if not label.startswith("lab:")
-                  else COLORS["grey"])
-        bars.text(avg, y, f" {avg:.2f}" if ran else " n/a", va="center", fontsize=8)
-    bars.set_xlim(0, max([1.0, *averages]) * 1.45)
-    bars.set_xlabel("avg redone model calls\nper crash (calls)")
-    bars.set_title("cost of a crash\n(blue: yours, grey: the lab's)", fontsize=9)
+                  else COLORS["grey"], hatch="//" if failed else None, edgecolor="white")
+        text = f" {avg:.2f}" if ran else " n/a"
+        if failed:
+            text += f"\n over {len(ran)} of {len(recs)};\n {failed} resumes failed"
+        bars.text(avg, y, text, va="center", fontsize=8,
+                  color=COLORS["red"] if failed else COLORS["black"])
+    bars.set_xlim(0, max([1.0, *averages]) * 2.2)
+    bars.set_xlabel("avg redone model calls per crash\n(calls; over the resumes that ran)")
+    bars.set_title("cost of a crash (blue: yours,\ngrey: the lab's; a failed resume\n"
+                   "costs the run: not an average)", fontsize=9)
     return fig
 
 
@@ -430,9 +560,10 @@ def explain(g: Grade) -> str:
         lines += [f"  {name}: {preview}" for name, preview in r.disk.items()] or [
             "  (no file at all)"]
     if g.profile.commit_ops:
-        lines += ["", f"What page {g.profile.commit_page}'s commit (its page_done event) did, "
-                      "through the door:"]
-        lines += [f"  {i}. {op}" for i, op in enumerate(g.profile.commit_ops, 1)]
+        lines += ["", f"One commit, for comparison: page {g.profile.commit_page}'s page_done "
+                      "event, through the door (the operation numbers of a crash state count "
+                      "every operation of the suite's run, not these):"]
+        lines += [f"  - {op}" for op in g.profile.commit_ops]
     return "\n".join(lines)
 
 
@@ -624,6 +755,311 @@ def _q9_2():
         f"({', '.join(dup)})."))
 
 
+# --- practice: a store with a flaw the lesson did not grade, under settings it did not use --------
+
+def snapshot_store_source(*, temp_file: bool, fsync_file: bool, fsync_dir: bool) -> str:
+    """A whole-state store, written in place or through a temp file and a rename, with or without
+    an fsync of the file and of the directory: the family of sections 3 to 5."""
+    target = "tmp" if temp_file else "self.path"
+    body = ["        data = json.dumps(state).encode()"]
+    if temp_file:
+        body.append('        tmp = self.path.with_name("state.json.tmp")')
+    body.append(f"        fd = self.files.open({target}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)")
+    if not temp_file:
+        body.append("        mid()")
+    body.append(f"        self.files.write(fd, data, str({target}))")
+    if fsync_file:
+        body.append(f"        self.files.fsync(fd, str({target}))")
+    body.append("        self.files.close(fd)")
+    if temp_file:
+        body += ["        mid()", "        self.files.rename(tmp, self.path)"]
+    if fsync_dir:
+        body.append("        self.files.fsync_dir(self.path.parent)")
+    return "\n".join([
+        "import json", "import os", "", "from bughunt.events import initial_state",
+        "from bughunt.stores import Recovered, Repairs", "", "",
+        "class DrawnStore:", '    name = "drawn"', "",
+        "    def __init__(self, run_dir, config, door):",
+        '        self.path = run_dir / "state.json"', "        self.files = door.files", "",
+        "    def load(self):", "        if not self.path.exists():",
+        "            return Recovered(initial_state())",
+        "        return Recovered(json.loads(self.path.read_bytes()))", "",
+        "    def open_for_append(self):", "        return Repairs()", "",
+        "    def commit(self, state, event, *, mid):", *body, "",
+        "    def close(self):", "        pass", ""])
+
+
+def log_store_source(*, fsync: bool, repair: bool) -> str:
+    """An event log (sections 6's family): appended through the door (fsynced by its policy) or
+    with a bare write() (never fsynced), with or without the newline repair."""
+    append = ("        self.door.append(self.fd, line, mid=mid)" if fsync else
+              "        mid()\n        self.files.write(self.fd, line, str(self.path))")
+    opening = ["        repairs = Repairs()"]
+    if repair:
+        opening += [
+            "        if self.path.exists() and self.path.stat().st_size:",
+            '            with open(self.path, "rb") as f:',
+            "                f.seek(-1, os.SEEK_END)",
+            '                torn_tail = f.read(1) != b"\\n"',
+            "            if torn_tail:",
+            "                fd = self.door.open_append(self.path)",
+            '                self.door.append(fd, b"\\n", kind="repair")',
+            "                self.door.close(fd)",
+            "                repairs.tails_repaired = 1"]
+    opening += ["        self.fd = self.door.open_append(self.path)", "        return repairs"]
+    return "\n".join([
+        "import json", "import os", "", "from bughunt.events import apply_event, initial_state",
+        "from bughunt.stores import Recovered, Repairs", "", "",
+        "class DrawnStore:", '    name = "drawn"', "",
+        "    def __init__(self, run_dir, config, door):",
+        '        self.path = run_dir / "events.jsonl"', "        self.door = door",
+        "        self.files = door.files", "        self.fd = None", "",
+        "    def load(self):", "        state, replayed, torn = initial_state(), 0, 0",
+        '        data = self.path.read_bytes() if self.path.exists() else b""',
+        '        for line in data.split(b"\\n"):', "            if not line:",
+        "                continue", "            try:", "                event = json.loads(line)",
+        "            except ValueError:", "                torn += 1", "                continue",
+        "            state = apply_event(state, event)", "            replayed += 1",
+        "        return Recovered(state, replayed_events=replayed, torn_lines_skipped=torn)", "",
+        "    def open_for_append(self):", *opening, "",
+        "    def commit(self, state, event, *, mid):",
+        '        line = (json.dumps(event) + "\\n").encode()', append, "",
+        "    def close(self):", "        if self.fd is not None:",
+        "            self.door.close(self.fd)", "            self.fd = None", ""])
+
+
+#: The stores the practice draws from: none of them is graded by the lesson (its steps are in
+#: place with no fsync, temp + rename, + fsync, + dir fsync, in place + both fsyncs (9.2); the log
+#: through the door, with and without the repair).
+PRACTICE_STORES = {
+    "in place, the file fsynced, no directory fsync":
+        ("snapshot", {"temp_file": False, "fsync_file": True, "fsync_dir": False}),
+    "in place, no file fsync, the directory fsynced":
+        ("snapshot", {"temp_file": False, "fsync_file": False, "fsync_dir": True}),
+    "temp file + rename + directory fsync, but the temp file never fsynced":
+        ("snapshot", {"temp_file": True, "fsync_file": False, "fsync_dir": True}),
+    "a log appended with a bare write(), never fsynced, with the newline repair":
+        ("log", {"fsync": False, "repair": True}),
+    "a log appended with a bare write(), never fsynced, no repair":
+        ("log", {"fsync": False, "repair": False}),
+}
+#: The run's settings the lesson grades with: key and intent on (every step), both off, and each
+#: alone (section 7). The practice adds `pending="abort"`, which the lesson never grades.
+LESSON_SETTINGS = ({}, {"idempotency_key": False, "intent": False},
+                   {"idempotency_key": True, "intent": False},
+                   {"idempotency_key": False, "intent": True})
+PRACTICE_SETTINGS = ({}, {"idempotency_key": False, "intent": False},
+                     {"idempotency_key": True, "intent": False},
+                     {"idempotency_key": False, "intent": True},
+                     {"pending": "abort"}, {"idempotency_key": False, "pending": "abort"})
+
+
+def _settings_words(settings: dict) -> str:
+    key = settings.get("idempotency_key", True)
+    intent = settings.get("intent", True)
+    pending = settings.get("pending", "redo")
+    return (f"idempotency key {'on' if key else 'off'}, intent {'on' if intent else 'off'}"
+            + (f", a pending intent given up (`pending='abort'`)" if pending == "abort" else ""))
+
+
+def practice_source(store: str) -> str:
+    kind, flags = PRACTICE_STORES[store]
+    return (snapshot_store_source if kind == "snapshot" else log_store_source)(**flags)
+
+
+def practice_grade(store: str, settings: dict) -> Grade:
+    return _graded_source(practice_source(store), "DrawnStore", "drawn_store.py", **settings)
+
+
+def _listed(records) -> str:
+    return ", ".join(f"{r.crash_point} ({r.verdict})" for r in records) or "none"
+
+
+def practice_problem(seed: int) -> Problem:
+    """A store with a flaw the lesson did not grade (`PRACTICE_STORES`), under drawn settings of
+    the run, and one question answered by grading it now: how many of the contract's rules it
+    breaks, at how many crash points of the sweep the resume does not recover correctly, or at
+    how many a report is filed twice or lost."""
+    rng = drawn(seed, 9)
+    store = rng.choice(list(PRACTICE_STORES))
+    settings = dict(rng.choice(PRACTICE_SETTINGS))
+    kind = rng.choice(["rules", "points", "reports"])
+    setting = (f"The drawn store: {store} (its source: `practice_source({store!r})` in "
+               f"`{__name__}`), graded with {_settings_words(settings)}, fsync policy "
+               f"\"always\", on the grader's {GRADE_PAGES}-page run.")
+    what = {"store": store, "settings": settings, "kind": kind}
+    if kind == "rules":
+        def measure() -> Answer:
+            g = practice_grade(store, settings)
+            return Answer(len(g.broken()), f"the suite checked {g.states} crash states: "
+                          f"{len(g.broken())} of {len(g.rules)} rules broken "
+                          f"({', '.join(g.broken()) or 'none'}).")
+        return Problem(9, seed, setting, f"How many of the contract's {len(RULES)} rules does it "
+                       "break?", NUMBER, measure,
+                       "For each rule ask which crash state could break it: a kill -9 keeps "
+                       "everything written, a power cut only what was fsynced (and a name only "
+                       "once its directory was).", unit="rules", drawn=what)
+    if kind == "points":
+        def measure() -> Answer:
+            g = practice_grade(store, settings)
+            bad = _failing(g)
+            return Answer(len(bad), f"the sweep killed the worker at {len(g.records)} crash "
+                          f"points: {len(bad)} did not recover correctly "
+                          f"({_listed(bad)}).")
+        return Problem(9, seed, setting, "The grader's sweep kills the worker by SIGKILL at every "
+                       "crash point and resumes it. At how many crash points does the resume not "
+                       "recover correctly (any verdict but correct)?", NUMBER, measure,
+                       "A SIGKILL keeps every byte handed to the kernel: which crash points leave "
+                       "a file the store cannot read, and which leave a report filed but not "
+                       "remembered?", unit="points", drawn=what)
+
+    def measure() -> Answer:
+        g = practice_grade(store, settings)
+        wrong = [r for r in g.records if r.duplicate_reports or r.lost_reports]
+        return Answer(len(wrong), f"of {len(g.records)} crash points, {len(wrong)} filed a report "
+                      f"twice or never ({_listed(wrong)}).")
+    return Problem(9, seed, setting, "At how many of the sweep's crash points is a bug report "
+                   "filed twice, or never filed?", NUMBER, measure,
+                   "The store decides what survives; the key and the intent decide what happens "
+                   "to a report filed just before the kill (lesson 4).", unit="points", drawn=what)
+
+
+#: The transfer question: a store and settings the lesson did not grade (`practice_problem`).
+TRANSFER_SEED = 14
+TRANSFER = as_exercise("9.3", practice_problem(TRANSFER_SEED), __name__)
+
+
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(9)
+KILL_RULES = ("crash-leaves-a-real-state", "kill-keeps-acknowledged")
+POWER_RULES = ("power-cut-leaves-a-real-state", "fsync-keeps-acknowledged")
+
+
+def _failing(g: Grade) -> list:
+    return sorted((r for r in g.records if not r.correct),
+                  key=lambda r: _point_order(r.crash_point))
+
+
+@CLAIMS.claim("The real-SIGKILL sweep agrees where a kill can see it: at every `mid_commit` point "
+              "({points}) the resume finds an empty `state.json` and cannot start; the other "
+              "{others} crash points recover correctly. A resume that cannot start files none of "
+              "the reports after it: {lost} of the failing points had a report still to file.")
+def naive_fails_at_mid_commit():
+    g = step("naive")
+    bad = _failing(g)
+    mids = [r.crash_point for r in g.records if r.label == "mid_commit"]
+    return (sorted(r.crash_point for r in bad) == sorted(mids) and all(r.error for r in bad),
+            {"points": [f"`{r.crash_point}`" for r in bad], "others": len(g.records) - len(bad),
+             "lost": sum(bool(r.lost_reports) for r in bad)},
+            f"the points that failed: {', '.join(r.crash_point for r in bad) or 'none'}")
+
+
+@CLAIMS.claim("Every kill rule holds now, and the sweep finds all {points} crash points correct. "
+              "But {n} power-cut rules break ({rules}):")
+def rename_breaks_only_power_rules():
+    g = step("rename")
+    return (tuple(g.broken()) == POWER_RULES and g.sweep_ok,
+            {"points": len(g.records), "n": len(g.broken()),
+             "rules": [f"`{r}`" for r in g.broken()]})
+
+
+@CLAIMS.claim("One rule is left, `{rule}`, and its first violation says why: a power cut right "
+              "after a commit returned, where nothing unsynced survived, left no `state.json` at "
+              "all.")
+def fsync_leaves_the_directory():
+    g = step("fsync")
+    broken = g.broken()
+    first = g.first(broken[0]) if broken else None
+    return (broken == ["fsync-keeps-acknowledged"] and first is not None
+            and "nothing unsynced survived" in (first.state or "") and not first.disk,
+            {"rule": broken[0] if broken else "none"},
+            f"rules broken: {', '.join(broken) or 'none'}")
+
+
+@CLAIMS.claim("Every rule holds at every one of the {states} crash states the suite built, and "
+              "all {points} crash points of the sweep recover correctly.")
+def durable_passes():
+    g = step("durable")
+    return g.passed, {"states": g.states, "points": len(g.records)}, g.verdict
+
+
+@CLAIMS.claim("The sweep is all correct again ({points} of {points}), and so is every kill rule; "
+              "the one rule broken is `{rule}`, and its first violation is at a power cut that "
+              "left half a record with no newline.")
+def log_breaks_only_the_newline_rule():
+    g = step("log")
+    broken = g.broken()
+    first = g.first(broken[0]) if broken else None
+    torn = first is not None and (first.state or "").startswith("power cut") and any(
+        "(0 bytes)" not in v and "\\n'" not in v for v in first.disk.values())
+    return (broken == ["resume-appends-cleanly"] and g.sweep_ok and torn,
+            {"points": len(g.records), "rule": broken[0] if broken else "none"},
+            f"rules broken: {', '.join(broken) or 'none'}; sweep correct: {g.sweep_ok}")
+
+
+@CLAIMS.claim("With the repair, every rule holds at all {states} crash states and all {points} "
+              "crash points recover correctly.")
+def repaired_passes():
+    g = step("repaired")
+    return g.passed, {"states": g.states, "points": len(g.records)}, g.verdict
+
+
+@CLAIMS.claim("Every rule still holds, and yet page 3's report is filed twice when the worker "
+              "dies at {points}: the danger window (危险窗口).")
+def no_key_duplicates_in_the_window():
+    g = step("repaired", idempotency_key=False, intent=False)
+    dup = sorted((r.crash_point for r in g.records if r.duplicate_reports), key=_point_order)
+    return (g.conformance_ok and bool(dup) and all(p.startswith("p3.") for p in dup),
+            {"points": [f"`{p}`" for p in dup]})
+
+
+@CLAIMS.claim("Which of the two closes it? With the key on and no intent, {key_only} crash points "
+              "file a report twice; with the intent and no key, {intent_only} do ({points}). "
+              "The key alone closes the window: this worker, resumed, files the report of the "
+              "page it was on again, and the tracker ignores a report whose key it already has.")
+def the_key_closes_the_window():
+    key_only = step("repaired", idempotency_key=True, intent=False)
+    intent_only = step("repaired", idempotency_key=False, intent=True)
+    dk = [r.crash_point for r in key_only.records if r.duplicate_reports]
+    di = sorted((r.crash_point for r in intent_only.records if r.duplicate_reports),
+                key=_point_order)
+    return (not dk and bool(di) and key_only.passed,
+            {"key_only": len(dk), "intent_only": len(di), "points": [f"`{p}`" for p in di]})
+
+
+@CLAIMS.claim("From step 2 on, the sweep finds every crash point correct ({steps}), while {broken} "
+              "of those five steps still break a rule. A kill -9 sweep, however exhaustive, "
+              "cannot see what only a power cut breaks; the power-cut states of the suite can.")
+def the_sweep_cannot_see_power_cuts():
+    graded = steps()
+    later = {label: g for label, g in graded.items() if not label.startswith("1 ")}
+    broken = [label for label, g in later.items() if g.broken()]
+    return (all(g.sweep_ok for g in later.values()) and bool(broken)
+            and all(set(g.broken()) <= set(POWER_RULES) | {"resume-appends-cleanly"}
+                    for g in later.values()),
+            {"steps": ", ".join(later), "broken": len(broken)})
+
+
+@CLAIMS.claim("And the cost of a crash (right): every store whose resumes all ran redoes "
+              "{avg} model calls per crash on average, at most {top}: each commits every event, "
+              "so a crash redoes at most the model call in flight. The naive store's {naive} is "
+              "an average over the {ran} of {points} resumes that ran; at the other {failed} the "
+              "resume could not start at all, and no average of calls says what that costs.")
+def the_cost_of_a_crash():
+    graded = steps()
+    whole = [g for g in graded.values() if all(r.error is None for r in g.records)]
+    avgs = {round(g.summary["avg_redone_model_calls"], 2) for g in whole}
+    top = max(g.summary["max_redone_model_calls"] for g in whole)
+    naive = graded[STEP_LABELS["naive"]]
+    ran = [r for r in naive.records if r.error is None]
+    return (len(avgs) == 1 and top <= 1 and len(ran) < len(naive.records),
+            {"avg": min(avgs), "top": top,
+             "naive": round(sum(r.redone_model_calls for r in ran) / len(ran), 2),
+             "ran": len(ran), "points": len(naive.records),
+             "failed": len(naive.records) - len(ran)},
+            f"the averages of the stores whose resumes all ran: {sorted(avgs)}")
+
 LESSON = Lesson(
     number=9,
     notebook="09_your_own_store",
@@ -649,5 +1085,7 @@ LESSON = Lesson(
     panel=panel,
     in_app=False,          # the store is written in the notebook, so no tab in the app
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

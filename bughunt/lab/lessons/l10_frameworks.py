@@ -29,11 +29,14 @@ from ...experiment import CrashRun as LabRun
 from ...experiment import (clean_run, crash_and_resume, crash_points, frame, run_crash_jobs,
                            summarize)
 from ...frameworks.contract import adapter_class
-from ...frameworks.sweep import (SweepResult, SweepSettings, default_workers, select_points,
-                                sweep_many, sweep_timing, varying_points)
+from ...frameworks.sweep import (SweepError, SweepResult, SweepSettings, default_workers,
+                                select_points, sweep_many, sweep_timing, varying_points)
 from .. import results
 from ..panel import Panel, Result
+from ..claims import Claims, Invariants
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, YES_NO, Answer, Problem, as_exercise, drawn
+from ..views import Table
 from ..style import COLORS, SERIES, VERDICT_STYLE, new_figure
 from ..registry import Lesson
 
@@ -251,7 +254,17 @@ def comparison_table(cmp: FrameworkComparison, *, timing: bool = True, only=None
         df = df[[(d, k) in set(only) for d, k in zip(df["design"], df["kind"])]]
     if not timing:
         df = df.drop(columns=TIMING)
-    return df.set_index(["design", "kind"])
+    return Table(df.set_index(["design", "kind"]), "frameworks beside the lab's stores",
+                 COMPARISON_INVARIANTS)
+
+
+#: Each count of a row is a subset of its crash points (a point can be both a duplicate and a
+#: wrong state, so they are not a partition); the lab's worker has no durable write to time
+#: here (its stores never fsync: "write µs" of its rows is a page's checkpoint write).
+COMPARISON_INVARIANTS = Invariants(
+    total="crash points",
+    within=("duplicate points", "lost points", "wrong memory", "wrong disk"),
+    counts=("max redone calls",), may_be_empty=("write µs",))
 
 
 def point_counts(cmp: FrameworkComparison):
@@ -267,14 +280,19 @@ def point_counts(cmp: FrameworkComparison):
     df = pd.DataFrame(rows).fillna(0).astype(int)
     df.index.name = "crash point name"
     user = ["ask_model.after", "visit.after", "submit.after"]
-    return df.loc[sorted(df.index, key=lambda n: (n.startswith("framework."),
-                                                  user.index(n) if n in user else 0, n))]
+    df = df.loc[sorted(df.index, key=lambda n: (n.startswith("framework."),
+                                                user.index(n) if n in user else 0, n))]
+    return Table(df, "crash points by name", Invariants(counts=tuple(df.columns)))
+
+
+def _count(cmp: FrameworkComparison, design: str, prefix: str) -> int:
+    return sum(p.name.startswith(prefix) for p in cmp.frameworks[design].clean.points)
 
 
 def plot_costs(cmp: FrameworkComparison):
     """Redone model calls per crash (average, with the maximum), and the points that break
     something, per design; user-code points and framework-write points side by side."""
-    df = comparison_table(cmp).reset_index()
+    df = comparison_table(cmp).df.reset_index()
     designs = list(dict.fromkeys(df["design"]))
     fig, (ax, bx) = new_figure(11, 0.55 * len(designs) + 1.6, ncols=2, sharey=True)
     kinds = {"user": (COLORS["blue"], "", "agent's own code"),
@@ -415,17 +433,6 @@ def danger_window(cmp: FrameworkComparison, progress=None):
     return table
 
 
-def danger_summary(table) -> dict:
-    """What the danger-window table shows, in the words that hold in every sweep: the point right
-    after the report (the main thread's) is a duplicate without the key, and nothing is one with
-    it. (Whether the kill inside LangGraph's commit of the node's writes also duplicates depends on
-    whether the step's checkpoint, written by another thread, got there first.)"""
-    after_report = table.xs("submit.after#1", level="crash point")
-    return {"right after the report, key off: duplicate":
-            bool((after_report["key off"] == "duplicate").all()),
-            "every point, key on: correct": bool((table["key on"] == "correct").all())}
-
-
 # --- resume styles -------------------------------------------------------------------------------
 
 def resume_styles(progress=None) -> dict[str, SweepResult]:
@@ -445,28 +452,9 @@ def resume_table(results: dict[str, SweepResult]):
                      "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
                      "wrong memory": s["wrong_memory"], "wrong disk": s["wrong_disk"],
                      "correct": s["correct_runs"]})
-    return pd.DataFrame(rows).set_index("resume")
-
-
-def resume_summary(results: dict[str, SweepResult]) -> dict:
-    """The resume styles' outcomes in the words that hold in every sweep."""
-    def s(name):
-        return summarize(results[name].records)
-
-    lg, dbos = "LangGraph: invoke(None) (documented)", "DBOS: start by workflow ID"
-    return {
-        "LangGraph documented: no lost report, no wrong state":
-            s(lg)["lost_points"] == 0 and s(lg)["wrong_memory"] == 0,
-        "LangGraph empty .next = done: loses reports":
-            s("LangGraph: empty .next = done")["lost_points"] > 0,
-        "LangGraph invoke(input) again: wrong state":
-            s("LangGraph: invoke(input) again")["wrong_memory"] > 0,
-        "DBOS by workflow ID and by recovery alone: the same outcome at every point":
-            [r.verdict for r in results[dbos].records]
-            == [r.verdict for r in results["DBOS: recovery alone"].records],
-        "DBOS new workflow ID: more redone calls than one page":
-            s("DBOS: new workflow ID")["avg_redone_model_calls"] > 1,
-    }
+    return Table(pd.DataFrame(rows).set_index("resume"), "resume styles", Invariants(
+        total="crash points", within=("duplicate points", "lost points", "wrong memory",
+                                      "wrong disk", "correct"), counts=("max redone calls",)))
 
 
 def plot_resume_styles(results: dict[str, SweepResult]):
@@ -528,7 +516,17 @@ def async_table(results: dict[float, SweepResult]):
                      "max redone calls": s["max_redone_model_calls"],
                      "points whose outcome varied": len(v),
                      "of which the verdict": sum(x["verdict_varies"] for x in v)})
-    return pd.DataFrame(rows).set_index("latency per call (ms)")
+    return Table(pd.DataFrame(rows).set_index("latency per call (ms)"), "async repeats",
+                 Invariants(total="crash runs", within=("points whose outcome varied",),
+                            counts=("of which the verdict", "max redone calls"),
+                            extra=(_verdict_within_varied,)))
+
+
+def _verdict_within_varied(df) -> list[str]:
+    return [f"row {idx!r}: the verdict varied at {int(r['of which the verdict'])} points, more "
+            f"than the {int(r['points whose outcome varied'])} whose outcome varied"
+            for idx, r in df.iterrows()
+            if r["of which the verdict"] > r["points whose outcome varied"]]
 
 
 def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = None):
@@ -566,7 +564,7 @@ def plot_async(results: dict[float, SweepResult], sync: SweepResult | None = Non
 def plot_timing(cmp: FrameworkComparison):
     """Per crash point, the wall time of the killed process plus its resume; per design, the
     median time of one durable write in a clean run."""
-    df = comparison_table(cmp).reset_index()
+    df = comparison_table(cmp).df.reset_index()
     designs = list(dict.fromkeys(df["design"]))
     pairs = {n: [r.pair_s * 1000 for r in recs] for n, (recs, _) in cmp.lab.items()}
     pairs.update({n: [(r.crash_s + r.resume_s) * 1000 for r in res.records
@@ -583,12 +581,13 @@ def plot_timing(cmp: FrameworkComparison):
     ax.invert_yaxis()
     ax.set_xlabel("killed process + resume, wall time per crash point (ms)")
     ax.set_title("One crash+resume pair", fontsize=10)
-    bx.barh(range(len(designs)), writes.fillna(0), color=COLORS["green"], hatch="..",
+    bx.barh(range(len(designs)), writes.fillna(1), color=COLORS["green"], hatch="..",
             edgecolor="white")
     for i, w in enumerate(writes):
-        bx.annotate("no durable write" if w != w else f"{w:.0f} µs", (0 if w != w else w, i),
+        bx.annotate("no durable write" if w != w else f"{w:.0f} µs", (1 if w != w else w, i),
                     xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
-    bx.set_xscale("symlog", linthresh=100)
+    bx.set_xscale("log")          # a log axis has no 0: the lab's "no durable write" is a label
+    bx.set_xlim(1, max(10.0, float(writes.max())) * 8 if writes.notna().any() else 1000)
     bx.set_xlabel("one durable write, median in a clean run (µs, log scale)")
     bx.set_title("One checkpoint write", fontsize=10)
     fig.suptitle(f"What the sweep costs in time on this machine ({default_workers()} crash runs "
@@ -619,7 +618,10 @@ def plot_sweep(res: SweepResult):
     for x, (_, r) in zip(xs, first.iterrows()):
         color, hatch = STRIP_STYLE[r["verdict"]]
         h = r["redone_model_calls"] if r["redone_model_calls"] == r["redone_model_calls"] else 0
-        ax.bar(x, max(h, 0.05), color=color, hatch=hatch, edgecolor="white", linewidth=0.4)
+        if h:
+            ax.bar(x, h, color=color, hatch=hatch, edgecolor="white", linewidth=0.4)
+        else:                     # a zero is a mark on the axis, never a bar of some height
+            ax.plot([x], [0], marker="o", markersize=4, color=color, clip_on=False)
     ticks = [i for i, p in enumerate(first["point"]) if p.startswith("ask_model.after")]
     ax.set_xticks(ticks, [f"p{first['page'].iloc[i]}" for i in ticks], fontsize=7)
     ax.set_xlabel("crash point, in the clean run's order (tick: the model call of page N)")
@@ -642,7 +644,9 @@ def sweep_summary(res: SweepResult):
             rows.append({"kind": kind, **summarize(recs), **sweep_timing(recs, res.clean)})
     df = pd.DataFrame(rows).set_index("kind")
     df["varying points"] = len(varying_points(res.records))
-    return df
+    return Table(df, "the panel's sweep", Invariants(
+        total="crash_points", within=("duplicate_points", "lost_points", "correct_runs"),
+        may_be_empty=tuple(c for c in df.columns if df[c].isna().all())))
 
 
 class FrameworkPanel(Panel):
@@ -791,28 +795,6 @@ def _ex_10_2(answer):
                    "are saved but no new checkpoint is?")
 
 
-#: Exercise 10.3, the transfer: LangGraph's `exit` mode with the key on (the lesson shows `exit`
-#: without the key only), killed right after page 7's report.
-EXIT_WITH_KEY = SweepSettings("langgraph", "exit", "documented", True)
-EXIT_POINT = "submit.after#2"
-
-
-@exercise("10.3", "Transfer: LangGraph with durability='exit' and the idempotency key on, killed "
-          "right after page 7's report (submit.after#2). How many model calls does the resume pay "
-          "again? Predict a number.",
-          "7. In exit mode nothing is saved until the graph exits, so the resume starts from page "
-          "1 and asks the model again about pages 1 to 7: 7 calls paid twice. The key only "
-          "protects the tracker: the reports of pages 3 and 7 are filed again and ignored, so "
-          "no duplicate. A key saves correctness, never money.")
-def _ex_10_3(answer):
-    (res,) = framework_sweeps({"exit+key": EXIT_WITH_KEY}, points=EXIT_POINT).values()
-    (rec,) = res.records
-    c = assess(answer, rec.redone_model_calls, what="model calls paid again")
-    return c.reply(f" Measured just now at {EXIT_POINT}: {rec.duplicate_reports} duplicate "
-                   f"report(s), verdict {rec.verdict}.",
-                   hint=" What has the checkpointer saved when the kill comes?")
-
-
 # --- common wrong statements, each answered by the sweeps of this kernel --------------------------
 
 @statement("Q10.1", "A durable-execution framework such as LangGraph or DBOS makes each bug report "
@@ -871,6 +853,377 @@ def _q10_3():
                     f"most {doc['max_redone_model_calls']} call paid again.")
 
 
+def danger_table(window) -> Table:
+    """The danger-window table as the notebook shows it (its verdicts in words; the calls a
+    counted)."""
+    return Table(window, "the danger window", Invariants(counts=("redone calls",)))
+
+
+# --- async with the key: what the background writer still costs -----------------------------
+
+def async_with_key(repeat: int = 2, progress=None) -> SweepResult:
+    """LangGraph's default mode with the key on, instant calls, at `ASYNC_POINTS`, `repeat` times."""
+    (res,) = framework_sweeps({"async + key": SweepSettings("langgraph", "async", "documented",
+                                                            True)},
+                              points=ASYNC_POINTS, repeat=repeat, progress=progress).values()
+    return res
+
+
+# --- your own adapter -----------------------------------------------------------------------------
+
+_ADAPTERS: dict = {}
+
+
+def _adapter_dir() -> Path:
+    """Where a learner's adapter is copied under a name of its own (one per version of the
+    file, so an edited adapter is imported afresh, by this process and by the sweep's fork
+    servers); removed when the process ends."""
+    import atexit
+    import os
+    import shutil
+    import sys
+
+    from ... import lifeline
+
+    if "dir" not in _ADAPTERS:
+        folder = Path(tempfile.mkdtemp(prefix="bughunt-adapters-"))
+        lifeline.watch_dir(folder)          # removed however this process ends (SIGKILL too)
+        atexit.register(lambda: (shutil.rmtree(folder, ignore_errors=True),
+                                 lifeline.release_dir(folder)))
+        sys.path.insert(0, str(folder))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
+        _ADAPTERS["dir"] = folder
+    return _ADAPTERS["dir"]
+
+
+def adapter_spec(store: str) -> str:
+    """`my_adapter.py:MyAdapter` as a sweep's `framework`: the file's text, copied as a module
+    named after its digest ("module:Class"). Raises AdapterError naming a missing file."""
+    import hashlib
+
+    from ...frameworks.contract import AdapterError
+
+    file, _, cls = store.rpartition(":")
+    path = Path(file)
+    if not (cls and file.endswith(".py")):
+        raise AdapterError(f"{store!r}: name the adapter as FILE.py:ClassName")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise AdapterError(f"{file}: cannot read it ({e.strerror or e})") from None
+    module = f"{path.stem}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    copy = _adapter_dir() / f"{module}.py"
+    if not copy.exists():
+        copy.write_text(text)
+    return f"{module}:{cls}"
+
+
+def sweep_adapter(store: str, *, key: bool = False, points: str = "user", progress=None):
+    """Sweep the adapter in `store` (`FILE.py:ClassName`, e.g. a `%%writefile` cell's): every
+    crash point of `points` killed by SIGKILL, resumed by its own code, its store read back."""
+    settings = SweepSettings(adapter_spec(store), None, None, key)
+    (res,) = framework_sweeps({store: settings}, points=points, progress=progress).values()
+    return res
+
+
+def adapter_table(res: SweepResult, *, wrong_only: bool = False) -> Table:
+    """One row per crash point of an adapter's sweep (`wrong_only`: those whose verdict is not
+    correct): what the resume cost, and what it broke."""
+    import pandas as pd
+
+    rows = [{"crash point": r.point, "page": r.page, "verdict": r.verdict,
+             "redone calls": r.redone_model_calls, "duplicate reports": r.duplicate_reports,
+             "lost reports": r.lost_reports}
+            for r in sorted(res.records, key=lambda r: r.order)
+            if not (wrong_only and r.verdict == "correct")]
+    df = pd.DataFrame(rows, columns=["crash point", "page", "verdict", "redone calls",
+                                     "duplicate reports", "lost reports"])
+    return Table(df.set_index("crash point"), "your adapter's sweep",
+                 Invariants(counts=("redone calls", "duplicate reports", "lost reports")))
+
+
+#: The notebook's adapter (exercise 10.4), as its `%%writefile` cell saves it.
+ADAPTER_FILE = "my_adapter.py:EveryOtherPage"
+
+
+@exercise("10.4", "The adapter in my_adapter.py checkpoints after every other page (and at the end), "
+          "and files each report before that. Swept with the key off, at how many of its crash "
+          "points in the agent's code is a report filed twice? Predict a number.",
+          "7 with the adapter as written: a report is filed twice when the kill comes after it "
+          "and before the next checkpoint. Page 3's report is saved with page 4's checkpoint: the "
+          "kill right after it, and after page 4's model call and visit (3 points). Page 7's "
+          "likewise, up to page 8's checkpoint (3). Page 10's report is saved by page 10's own "
+          "checkpoint, so only the point right after it (1). If you edited the adapter, the check "
+          "sweeps your version.")
+def _ex_10_4(answer):
+    from ...frameworks.contract import AdapterError
+
+    try:
+        res = sweep_adapter(ADAPTER_FILE)
+    except (AdapterError, SweepError) as e:
+        return False, f"{e}. Run the %%writefile my_adapter.py cell first."
+    dup = sorted((r for r in res.records if r.duplicate_reports), key=lambda r: r.order)
+    c = assess(answer, len(dup), what="crash points with a duplicate report")
+    return c.reply(f" Swept just now at {len(res.records)} points of the agent's code; the "
+                   f"duplicates: {', '.join(r.point for r in dup) or 'none'}.",
+                   hint=" For each report, which crash points come after it and before the "
+                        "checkpoint that remembers it?")
+
+
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(10)
+NODES = ("ask_model", "visit", "submit")
+
+
+def _records(name: str, kind: str = "user"):
+    return sorted((r for r in compare_frameworks().frameworks[name].records if r.kind == kind),
+                  key=lambda r: r.order)
+
+
+@CLAIMS.claim("LangGraph's `async` and `sync` write the same things: a checkpoint per step "
+              "({put}: the input, the `__start__` step, then one per node: {ask} + {visit} + "
+              "{submit}) and the results of each step as soon as it finishes ({writes}: the "
+              "`__start__` step's, then one per node). In `exit` mode the graph writes {exit_put} "
+              "checkpoint, when it exits, and no node's results.")
+def langgraph_writes_per_step():
+    cmp = compare_frameworks()
+    got = {}
+    for design in ("LangGraph sync", "LangGraph async (default)"):
+        nodes = {n: _count(cmp, design, f"{n}.after") for n in NODES}
+        got[design] = (_count(cmp, design, "framework.put.committed"),
+                       _count(cmp, design, "framework.put_writes.") // 2, nodes)
+    put, writes, nodes = got["LangGraph sync"]
+    exit_put = _count(cmp, "LangGraph exit", "framework.put.committed")
+    exit_writes = _count(cmp, "LangGraph exit", "framework.put_writes.")
+    return (got["LangGraph sync"] == got["LangGraph async (default)"]
+            and put == 2 + sum(nodes.values()) and writes == 1 + sum(nodes.values())
+            and exit_put == 1 and exit_writes == 0,
+            {"put": put, "writes": writes, "ask": nodes["ask_model"], "visit": nodes["visit"],
+             "submit": nodes["submit"], "exit_put": exit_put})
+
+
+def _redone_by_node(records) -> dict[str, set]:
+    out: dict[str, set] = {}
+    for r in records:
+        out.setdefault(r.name, set()).add(r.redone_model_calls)
+    return out
+
+
+def _one_node_redone(design: str):
+    """A claim's check for a design that saves each node's or step's results: one call redone
+    after a model call, none after a visit or a report, and without a key a duplicate right after
+    each report, and nowhere else."""
+    recs = _records(design)
+    by = _redone_by_node(recs)
+    dup = [r.point for r in recs if r.duplicate_reports]
+    after_report = [r.point for r in recs if r.name == "submit.after"]
+    ask, other = by.get("ask_model.after", set()), by.get("visit.after", set()) | by.get(
+        "submit.after", set())
+    return (ask == {1} and other == {0} and dup == after_report,
+            {"ask": min(ask, default=None), "other": min(other, default=None),
+             "n": len(after_report), "dups": len(dup), "points": len(recs)},
+            f"redone calls by point: {by}; duplicates at {', '.join(dup) or 'none'}")
+
+
+@CLAIMS.claim("**LangGraph `sync`**: a kill after the model call re-runs `ask_model` ({ask} redone "
+              "call), a kill after a visit or a report re-runs that node without a model call "
+              "({other}). The {n} points right after a report re-run `submit`: without a key, "
+              "{dups} duplicates.")
+def sync_redoes_one_node():
+    return _one_node_redone("LangGraph sync")
+
+
+@CLAIMS.claim("**LangGraph `exit`** saves nothing until the graph exits: every kill restarts from "
+              "page 1, so a kill on page *p* redoes *p* calls ({avg} on average over the agent's "
+              "{points} points), the lab's \"no checkpoint\" of lesson 2.")
+def exit_restarts_from_page_one():
+    recs = _records("LangGraph exit")
+    wrong = [r.point for r in recs if r.redone_model_calls != r.page]
+    return (not wrong, {"avg": round(statistics.mean(r.redone_model_calls for r in recs), 2),
+                        "points": len(recs)},
+            f"at {', '.join(wrong)} the resume redid another number of calls")
+
+
+@CLAIMS.claim("**DBOS** behaves like `sync` at the agent's {points} points: {ask} redone call "
+              "after a kill inside `ask_model`, {other} after a recorded step, and without a key a "
+              "duplicate at each of the {dups} points right after a report.")
+def dbos_behaves_like_sync():
+    return _one_node_redone("DBOS (workflow ID)")
+
+
+@CLAIMS.claim("**The lab's stores** checkpoint once per page, so every point inside a page redoes "
+              "its model call ({avg} on average at the agent's points of each store); the log "
+              "store's intent and key make it correct at all {log_points} points, the snapshot "
+              "store without a key duplicates at {snap_dups} (lesson 4's danger window).")
+def lab_stores_redo_one_call():
+    lab = compare_frameworks().lab
+    (log, _), (snap, _) = lab["lab log + intent + key"], lab["lab snapshot, no key"]
+    user = [r for r in log + snap if LAB_KIND.get(r.label) == "user"]
+    avgs = {round(statistics.mean(r.redone_model_calls for r in recs
+                                  if LAB_KIND.get(r.label) == "user"), 2) for recs in (log, snap)}
+    dups = sorted({r.crash_point for r in snap if r.duplicate_reports},
+                  key=lambda p: int(p.split(".")[0][1:]))
+    return (avgs == {1.0} and all(r.correct for r in log) and bool(dups)
+            and all(r.label == "after_submit" for r in snap if r.duplicate_reports),
+            {"avg": min(avgs) if avgs else None, "log_points": len(log),
+             "snap_dups": [f"`{d}`" for d in dups]},
+            f"averages {sorted(avgs)}, {len(user)} user points")
+
+
+@CLAIMS.claim("Right after the report, without the key, both frameworks file it again "
+              "({after}); with the key, every one of these {n} crashes is correct.")
+def the_window_and_the_key():
+    window = danger_window(compare_frameworks())
+    after = window.xs("submit.after#1", level="crash point")
+    return (bool((after["key off"] == "duplicate").all()) and bool((window["key on"] ==
+                                                                   "correct").all()),
+            {"after": ", ".join(f"{d}: {v}" for d, v in after["key off"].items()),
+             "n": len(window)})
+
+
+@CLAIMS.claim("- **Empty `.next` = done** lost a report at {lost} of {points} crash points.\n"
+              "- **`invoke(input)` again** left a wrong memory at {wrong} of {points}, and paid "
+              "up to {redone} calls again.\n"
+              "- **The documented `invoke(None, config)`** lost nothing and left no wrong state "
+              "({doc_points} points).\n"
+              "- **DBOS by workflow ID and by recovery alone** gave the same verdict at every one "
+              "of their {dbos_points} points; **a new workflow ID** redid {new_avg} calls per "
+              "crash on average.")
+def the_resume_styles():
+    got = resume_styles()
+
+    def s(name):
+        return summarize(got[name].records)
+    doc, empty = s("LangGraph: invoke(None) (documented)"), s("LangGraph: empty .next = done")
+    again, new = s("LangGraph: invoke(input) again"), s("DBOS: new workflow ID")
+    same = ([r.verdict for r in got["DBOS: start by workflow ID"].records]
+            == [r.verdict for r in got["DBOS: recovery alone"].records])
+    return (doc["lost_points"] == 0 and doc["wrong_memory"] == 0 and empty["lost_points"] > 0
+            and again["wrong_memory"] > 0 and same and new["avg_redone_model_calls"] > 1,
+            {"lost": empty["lost_points"], "points": empty["crash_points"],
+             "wrong": again["wrong_memory"], "redone": again["max_redone_model_calls"],
+             "doc_points": doc["crash_points"],
+             "dbos_points": len(got["DBOS: start by workflow ID"].records),
+             "new_avg": round(new["avg_redone_model_calls"], 2)})
+
+
+@CLAIMS.claim("With instant calls, a kill right after a model call redid up to {top} calls (`sync` "
+              "mode, at the same points: at most {sync_top}), and from one sweep to the next the "
+              "redone calls changed at {varied} of the {points} points, the verdict at {verdicts}: "
+              "a single sweep of a framework with a background writer is a sample, not a proof. "
+              "With 5 ms per call the average fell to {avg5} ({avg0} with instant calls).")
+def async_is_a_sample():
+    repeats = async_repeats()
+    fast, slow = repeats[0.0], repeats[5.0]
+    at = {r.point: r.redone_model_calls for r in _records("LangGraph sync")}
+    sync_top = max(at[r.point] for r in fast.records)
+    v = varying_points(fast.records)
+    s0, s5 = summarize(fast.records), summarize(slow.records)
+    return (s0["max_redone_model_calls"] > sync_top
+            and s5["avg_redone_model_calls"] < s0["avg_redone_model_calls"],
+            {"top": s0["max_redone_model_calls"], "sync_top": sync_top, "varied": len(v),
+             "points": len({r.point for r in fast.records}),
+             "verdicts": sum(x["verdict_varies"] for x in v),
+             "avg5": round(s5["avg_redone_model_calls"], 2),
+             "avg0": round(s0["avg_redone_model_calls"], 2)})
+
+
+@CLAIMS.claim("What `async` risks depends on the key. Without it, section 3's sweep found a "
+              "duplicate at {user} of the agent's points and {writes} of the framework's writes "
+              "(`sync`: {sync}). With it, the same points as above, swept twice with instant "
+              "calls: {dups} duplicates and {wrong} wrong states, while the redone calls still "
+              "reached {top}. With the key, `async` risks money, not correctness.")
+def async_needs_the_key():
+    user = _records("LangGraph async (default)")
+    writes = _records("LangGraph async (default)", "framework")
+    sync = _records("LangGraph sync") + _records("LangGraph sync", "framework")
+    keyed = summarize(async_with_key().records)
+    return (keyed["duplicate_points"] == 0 and keyed["wrong_memory"] == 0
+            and keyed["lost_points"] == 0,
+            {"user": sum(bool(r.duplicate_reports) for r in user),
+             "writes": sum(bool(r.duplicate_reports) for r in writes),
+             "sync": sum(bool(r.duplicate_reports) for r in sync),
+             "dups": keyed["duplicate_points"], "wrong": keyed["wrong_memory"],
+             "top": keyed["max_redone_model_calls"]})
+
+
+# --- practice: a framework, a key, a run length and a crash point the lesson did not run ----------
+
+#: The designs a practice problem draws: those whose outcome at a point of the agent's code is the
+#: same in every sweep (`DETERMINISTIC`), with the documented resume.
+PRACTICE_DESIGNS = {"LangGraph, durability=\"sync\"": ("langgraph", "sync"),
+                    "LangGraph, durability=\"exit\"": ("langgraph", "exit"),
+                    "DBOS, started by workflow ID": ("dbos", "sqlite")}
+#: Every run of the lesson is 12 pages long: a practice run is 6 to 11.
+PRACTICE_PAGES = tuple(range(6, PAGES))
+
+
+def practice_settings(seed: int) -> tuple[str, SweepSettings, str, str]:
+    """(design, settings, crash point, question kind) drawn for `seed`."""
+    from ...world import Site
+
+    rng = drawn(seed, 10)
+    design = rng.choice(list(PRACTICE_DESIGNS))
+    framework, mode = PRACTICE_DESIGNS[design]
+    pages = rng.choice(PRACTICE_PAGES)
+    key = rng.choice([True, False])
+    bugs = Site.load(pages).bug_pages
+    name = rng.choice(["ask_model.after", "visit.after", "submit.after"])
+    occurrence = rng.randint(1, len(bugs) if name == "submit.after" else pages)
+    kind = rng.choice(["redone", "duplicate"])
+    resume = "workflow_id" if framework == "dbos" else "documented"
+    return (design, SweepSettings(framework, mode, resume, key, 0.0, pages),
+            f"{name}#{occurrence}", kind)
+
+
+def practice_problem(seed: int) -> Problem:
+    """A framework design, the key on or off, a run of another length than the lesson's 12 pages
+    and one crash point in the agent's code; asks how many model calls the documented resume pays
+    again there, or whether a report is filed twice. Answered by killing the agent there now."""
+    from ...world import Site
+
+    design, settings, point, kind = practice_settings(seed)
+    bugs = Site.load(settings.pages).bug_pages
+    where = {"ask_model.after": "right after the model call", "visit.after": "right after the "
+             "visit", "submit.after": "right after the report"}[point.split("#")[0]]
+    occurrence = int(point.split("#")[1])
+    page = bugs[occurrence - 1] if point.startswith("submit") else occurrence
+    setting = (f"{design}, resumed the documented way, the idempotency key "
+               f"{'on' if settings.idempotency_key else 'off'}, on a site of {settings.pages} "
+               f"pages (bugs on pages {', '.join(map(str, bugs))}); killed {where} of page "
+               f"{page} (`{point}`).")
+    what = {"design": design, "settings": dataclasses.asdict(settings), "point": point,
+            "kind": kind}
+
+    def record():
+        (res,) = framework_sweeps({"practice": settings}, points=point).values()
+        (rec,) = res.records
+        return rec
+    if kind == "redone":
+        def measure() -> Answer:
+            r = record()
+            return Answer(r.redone_model_calls, f"killed at {point} and resumed: "
+                          f"{r.redone_model_calls} model calls paid again (verdict {r.verdict}).")
+        return Problem(10, seed, setting, "How many model calls does the resume pay again?",
+                       NUMBER, measure, "What has the framework saved when the kill comes, and "
+                       "where does the documented resume start?", unit="calls", drawn=what)
+
+    def measure() -> Answer:
+        r = record()
+        return Answer(bool(r.duplicate_reports), f"killed at {point} and resumed: "
+                      f"{r.duplicate_reports} report(s) filed twice (verdict {r.verdict}).")
+    return Problem(10, seed, setting, "Is a bug report filed twice?", YES_NO, measure,
+                   "Is a report filed before the kill and not yet remembered by the framework, "
+                   "and does the tracker know it by a key?", drawn=what)
+
+
+#: The transfer question: a design, key, run length and point the lesson did not run.
+TRANSFER_SEED = 12
+TRANSFER = as_exercise("10.3", practice_problem(TRANSFER_SEED), __name__)
+
+
 LESSON = Lesson(
     number=10,
     notebook="10_frameworks",
@@ -896,5 +1249,7 @@ LESSON = Lesson(
                   "[glossary](glossary.md).",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 
