@@ -215,7 +215,7 @@ def step(name: str, **settings) -> Grade:
     return _graded_folder(sources, file, cls, **settings)
 
 
-def steps(**settings) -> dict[str, Grade]:
+def graded_steps(**settings) -> dict[str, Grade]:
     """Every step, graded, by section 8's labels."""
     return {STEP_LABELS[n]: step(n, **settings) for n in STEPS}
 
@@ -1032,7 +1032,7 @@ def the_key_closes_the_window():
               "of those five steps still break a rule. A kill -9 sweep, however exhaustive, "
               "cannot see what only a power cut breaks; the power-cut states of the suite can.")
 def the_sweep_cannot_see_power_cuts():
-    graded = steps()
+    graded = graded_steps()
     later = {label: g for label, g in graded.items() if not label.startswith("1 ")}
     broken = [label for label, g in later.items() if g.broken()]
     return (all(g.sweep_ok for g in later.values()) and bool(broken)
@@ -1047,7 +1047,7 @@ def the_sweep_cannot_see_power_cuts():
               "an average over the {ran} of {points} resumes that ran; at the other {failed} the "
               "resume could not start at all, and no average of calls says what that costs.")
 def the_cost_of_a_crash():
-    graded = steps()
+    graded = graded_steps()
     whole = [g for g in graded.values() if all(r.error is None for r in g.records)]
     avgs = {round(g.summary["avg_redone_model_calls"], 2) for g in whole}
     top = max(g.summary["max_redone_model_calls"] for g in whole)

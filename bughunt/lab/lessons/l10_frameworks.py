@@ -285,7 +285,7 @@ def point_counts(cmp: FrameworkComparison):
     return Table(df, "crash points by name", Invariants(counts=tuple(df.columns)))
 
 
-def _count(cmp: FrameworkComparison, design: str, prefix: str) -> int:
+def _points_named(cmp: FrameworkComparison, design: str, prefix: str) -> int:
     return sum(p.name.startswith(prefix) for p in cmp.frameworks[design].clean.points)
 
 
@@ -991,12 +991,12 @@ def langgraph_writes_per_step():
     cmp = compare_frameworks()
     got = {}
     for design in ("LangGraph sync", "LangGraph async (default)"):
-        nodes = {n: _count(cmp, design, f"{n}.after") for n in NODES}
-        got[design] = (_count(cmp, design, "framework.put.committed"),
-                       _count(cmp, design, "framework.put_writes.") // 2, nodes)
+        nodes = {n: _points_named(cmp, design, f"{n}.after") for n in NODES}
+        got[design] = (_points_named(cmp, design, "framework.put.committed"),
+                       _points_named(cmp, design, "framework.put_writes.") // 2, nodes)
     put, writes, nodes = got["LangGraph sync"]
-    exit_put = _count(cmp, "LangGraph exit", "framework.put.committed")
-    exit_writes = _count(cmp, "LangGraph exit", "framework.put_writes.")
+    exit_put = _points_named(cmp, "LangGraph exit", "framework.put.committed")
+    exit_writes = _points_named(cmp, "LangGraph exit", "framework.put_writes.")
     return (got["LangGraph sync"] == got["LangGraph async (default)"]
             and put == 2 + sum(nodes.values()) and writes == 1 + sum(nodes.values())
             and exit_put == 1 and exit_writes == 0,
