@@ -210,3 +210,23 @@ def test_exercise_4_2_accepts_only_at_most_once():
     assert judge("4.2", "at most once")
     assert not judge("4.2", "at least once")
     assert not judge("4.2", "effectively once")
+
+
+# --- the tracker's deduplication -------------------------------------------------------------------
+
+def test_the_tracker_skips_only_a_second_report_with_the_same_key(tmp_path):
+    """ON CONFLICT(idempotency_key) DO NOTHING: a duplicate key is skipped, while a row that breaks
+    NOT NULL still raises (INSERT OR IGNORE would drop it silently)."""
+    import sqlite3
+
+    from bughunt.world import Tracker
+
+    tracker = Tracker(tmp_path)
+    try:
+        assert tracker.submit(3, "bug", "bughunt:p03") is True
+        assert tracker.submit(3, "bug", "bughunt:p03") is False
+        assert tracker.submit(3, "bug", None) is True and tracker.submit(3, "bug", None) is True
+        with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
+            tracker.submit(7, None, "bughunt:p07")
+    finally:
+        tracker.close()
