@@ -999,7 +999,7 @@ def practice_problem(seed: int) -> Problem:
 
 
 #: The transfer question: a design and a site the lesson did not run (`practice_problem`).
-TRANSFER_SEED = 3
+TRANSFER_SEED = 2
 TRANSFER = as_exercise("4.3", practice_problem(TRANSFER_SEED), __name__)
 
 
