@@ -513,6 +513,7 @@ def survival_table(buffers, df):
     """
     import pandas as pd
 
+    buffers = getattr(buffers, "df", buffers)
     no_flush = buffers.loc["f.write(), no flush", "bytes on disk after kill -9"]
     flushed = buffers.loc["f.write() + flush()", "bytes on disk after kill -9"]
     never = df[df["fsync"] == "fsync never"]
@@ -521,7 +522,6 @@ def survival_table(buffers, df):
     def kept(n: int) -> str:
         return "survives" if n == len(LINE) else "lost"
 
-    buffers = getattr(buffers, "df", buffers)
     rows = [
         ("f.write(), no flush (user-space buffer)",
          f"{kept(no_flush)} (here: {no_flush} of {len(LINE)} bytes)", "lost", "lost",
@@ -976,8 +976,9 @@ def practice_problem(seed: int) -> Problem:
     setting = ({"snapshot": "A snapshot after every page", "log": "The event log"}[store]
                + f", intents {'on' if config.intent else 'off'}, idempotency key "
                f"{'on' if config.idempotency_key else 'off'}, fsync after every checkpoint "
-               f"write, on a site of {config.pages} pages (bugs on pages "
-               f"{', '.join(map(str, bugs))}).")
+               f"write, on a site of {config.pages} pages (bugs on "
+               + (f"page {bugs[0]}" if len(bugs) == 1 else
+                  "pages " + ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}") + ").")
 
     def measure() -> Answer:
         r = results.point(config, name)
