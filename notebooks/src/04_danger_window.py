@@ -12,7 +12,8 @@
 
 # %% [markdown]
 # <!-- lesson: about -->
-#
+
+# %% [markdown]
 # **Contents.** [The window](#The-window) · [The page loop](#The-page-loop,-in-the-lab's-code) ·
 # [The window on a timeline](#The-window-on-a-timeline) ·
 # [Every crash point](#Every-crash-point,-with-and-without-the-key) ·
@@ -183,7 +184,8 @@ danger.plot_key(df)
 # submit: an event `{"t": "intent", "page": 3, "key": "bughunt:p03"}` in the event log. A resume that
 # finds an intent without its `page_done` knows it is in the window (or just before the submit), and
 # the `pending` setting says what it does:
-#
+
+# %% [markdown]
 # | choice | settings | what recovery does with a pending intent |
 # |---|---|---|
 # | at most once (至多一次) | key off, `pending="abort"` | records an `aborted` event and moves on, as Codex tells the model "aborted" |
@@ -194,7 +196,8 @@ danger.plot_key(df)
 # One knob at a time: the first two differ only in `pending`, the last two of the runs only in
 # the key. The fourth option needs a receiver that can be asked by key (this tracker could be; a
 # payment API often can, by its idempotency key); the lab names it and leaves it to you.
-#
+
+# %% [markdown]
 # **4.2 Predict:** killed at `p3.after_intent` (the intent durable, the report not yet filed), which
 # choice ends with a report lost? `"at most once"`, `"at least once"` or `"effectively once"`.
 # And decide, true or false, before the table:
@@ -240,8 +243,8 @@ danger.CLAIMS.say("at_most_once_loses_or_disagrees", "at_least_once_duplicates",
 # ### How Codex handles the window (Codex 怎么处理这个窗口)
 #
 # - **Record first, then execute, best effort (先记录，再执行（尽力而为）).** When the model emits a
-#   tool call, Codex's `handle_output_item_done` (in `codex-rs/core/src/stream_events_utils.rs`)
-#   says: *"persist the item immediately, and queue the tool execution"*. It awaits the write of the
+#   tool call, Codex's `handle_output_item_done` (in [`codex-rs/core/src/stream_events_utils.rs`](https://github.com/openai/codex/blob/7a5cd2587f7589ff8bd45ab76b497fa6e6654ca5/codex-rs/core/src/stream_events_utils.rs)
+#   at commit 7a5cd25) says: *"persist the item immediately, and queue the tool execution"*. It awaits the write of the
 #   call to the rollout (write + flush, acknowledged by the writer task) and only then builds the
 #   future that runs the tool. That is an intent record. But it only guarantees the order: if the
 #   write fails, `persist_rollout_items` logs an error and the tool runs anyway. Our worker commits
@@ -251,7 +254,7 @@ danger.CLAIMS.say("at_most_once_loses_or_disagrees", "at_least_once_duplicates",
 #   `function_call_output`. Each time a prompt is built, `ensure_call_outputs_present`
 #   (`codex-rs/core/src/context_manager/normalize.rs`) inserts an output `"aborted"` right after
 #   such a call. Only into the prompt, never into the rollout: it works on a copy of the history
-#   (*"Prompt normalization can run repeatedly without persisting its synthetic outputs"*).
+#   (the lab's reading of that file at commit [e2478f9](https://github.com/openai/codex/blob/e2478f96d6e6694a3f3bcedaea17d16de8cf9264/codex-rs/core/src/context_manager/normalize.rs)).
 
 # %% [markdown]
 # - **Codex never re-runs an interrupted tool itself.** It tells the model the call was aborted and
@@ -261,7 +264,7 @@ danger.CLAIMS.say("at_most_once_loses_or_disagrees", "at_least_once_duplicates",
 #   becomes at least once, so whether the tool is idempotent is, in the end, the tool's business.
 #   Our worker has no model in the loop: `pending="abort"` records an `aborted` event and moves on.
 #
-# Codex's code moves fast: line numbers move between versions, so search
+# Codex's code moves fast: line numbers move between versions, so in another version search
 # [openai/codex](https://github.com/openai/codex) for the function names above.
 
 # %% [markdown]

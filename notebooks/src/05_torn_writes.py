@@ -11,7 +11,8 @@
 
 # %% [markdown]
 # <!-- lesson: about -->
-#
+
+# %% [markdown]
 # **Contents.** [Half a record on disk](#Half-a-record-on-disk) ·
 # [One torn write](#One-torn-write,-byte-by-byte) · [Three write modes](#Three-write-modes,-every-crash-point) ·
 # [The no-newline trap](#The-no-newline-trap:-right-now,-wrong-at-the-next-recovery) ·

@@ -575,7 +575,7 @@ def the_glued_record():
 
 
 @CLAIMS.claim("The source text's lenient reader rebuilt a wrong state at {wrong} of the {fails} "
-              "failing points, and agreed with memory on pages {agree}: the bug pages {bugs}, "
+              "failing points, and agreed with memory only on pages {agree}: the bug pages, "
               "where the record glued and lost is the intent.")
 def the_source_texts_reader_is_lucky_on_bug_pages():
     d = _mode("no-newline")

@@ -357,7 +357,7 @@ def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = N
 
 def source_figures() -> Table:
     """The source text's write medians (macOS), in µs, by kind of write."""
-    rows = [{"kind": kind, "median µs": us(f.value * 1000), "rerun µs": us(f.rerun * 1000),
+    rows = [{"kind": kind, "median": us(f.value * 1000), "rerun": us(f.rerun * 1000),
              "machine": f.machine}
             for kind, f in reference.WRITE_MEDIANS_MS.items()]
     return summary_table(rows, "lesson 6, the source text's write medians", index="kind")
