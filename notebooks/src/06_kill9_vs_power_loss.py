@@ -388,7 +388,8 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures and explains.
+# A review of what the page showed: true or false? Decide first; each check then measures
+# afresh and explains.
 
 # %%
 quiz("Q6.1")

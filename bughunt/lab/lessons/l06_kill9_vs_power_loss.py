@@ -17,6 +17,7 @@ new or was renamed). This module measures what can be measured with real process
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from contextlib import contextmanager
@@ -453,12 +454,17 @@ def _hbox(ax, y: float, values, color: str) -> tuple[float, float]:
 
 def _fit_log_axis(ax, values: list[float], pad: float = 1.6) -> tuple[float, float]:
     """A log axis just wide enough for `values`, its ticks written as plain numbers (1, 10, 100)."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     lo, hi = min(values) / pad, max(values) * pad
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
+    # labelled ticks at 1, 2, 5 per decade on a narrow axis (at 1 on a wide one), all as plain
+    # numbers: never "2×10⁰" between the decades
+    subs = (1.0, 2.0, 5.0) if math.log10(hi / lo) < 3 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     return lo, hi
 
 
