@@ -343,8 +343,9 @@ danger.plot_random_vs_exhaustive(random_kills, share, df)
 danger.CLAIMS.say("random_kills_against_the_sweep", "random_kills_bound_the_rate_loosely")
 
 # %% [markdown]
-# A kill has to fall in a window of a few tens of microseconds on pages 3, 7 or 10 to duplicate a
-# report, and a zero says nothing about which points were never tried. The exhaustive sweep tries
+# A kill has to fall in one of the windows on pages 3, 7 or 10 (the timeline above shows how
+# narrow they are) to duplicate a report, and a zero says nothing about which points were never
+# tried. The exhaustive sweep tries
 # each point once, finds every duplicate, and gives the same answer on every machine. Test by
 # enumerating crash points, and judge each run with the three-way check.
 #
@@ -372,7 +373,7 @@ p.show()
 #   recovery choose something other than redo.
 # - Codex records the tool call before running it (best effort), and after a crash shows the model
 #   an "aborted" output it never writes to the rollout; it never re-runs the tool itself.
-# - The windows are a few percent of a run: random kills hit them by chance, and a random run,
+# - The windows are a small share of a run: random kills hit them by chance, and a random run,
 #   clean or not, proves only a loose bound on the rate (the rule of three when nothing failed).
 #   Enumerate the crash points instead.
 

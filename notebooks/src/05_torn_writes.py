@@ -212,7 +212,6 @@ answer_q5_3 = None
 check("Q5.3", answer_q5_3)
 
 # %% [markdown]
-#
 # Take `p2.mid_commit` again, in `no-newline` mode, and let the resumed worker finish. Its first new
 # record goes straight after the fragment:
 

@@ -261,8 +261,8 @@ durability.plot_latencies(lat)
 # %% [markdown]
 # Why figures differ from machine to machine, and what an fsync timing can and cannot tell:
 #
-# - **A plain append is a copy into the page cache**: by far the cheapest row on every machine.
-#   Everything with an fsync is much slower, because it waits for the device.
+# - **A plain append is a copy into the page cache**; everything with an fsync waits for the
+#   device (the sentence under the table says how much longer it waited here).
 # - **A device's volatile write cache.** Many drives keep written data in their own memory (a
 #   volatile write-back cache) and report the write complete before it is on the non-volatile
 #   medium; a power cut loses what is still in that cache. An operating system that wants
