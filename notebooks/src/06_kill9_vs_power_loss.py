@@ -354,8 +354,8 @@ durability.survival_table(buffers, df)
 durability.window_witnesses(df)
 
 # %% [markdown]
-# The source text closes with an interview summary (面试要点) of the whole lab; lesson 12,
-# [the closing lesson](12_closing.ipynb), gives it.
+# The source text closes with an interview summary (面试要点) of the whole lab; lesson 13,
+# [the closing lesson](13_closing.ipynb), gives it.
 
 # %% [markdown]
 # ## Try it
