@@ -18,7 +18,7 @@
 # [The window on a timeline](#The-window-on-a-timeline) ·
 # [Every crash point](#Every-crash-point,-with-and-without-the-key) ·
 # [Three choices](#Three-choices) · [Codex](#How-Codex-handles-the-window-(Codex-怎么处理这个窗口)) ·
-# [Transfer](#Transfer:-intents-on-the-snapshot-store) ·
+# [Transfer](#Transfer:-a-design-and-a-site-this-lesson-did-not-run) ·
 # [Exhaustive vs random](#Exhaustive-sweep-vs-random-kills) · [Try it](#Try-it) ·
 # [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
 # [Further reading](#Further-reading)
