@@ -520,7 +520,8 @@ class Agent:
     def submit_report(self, page: int, key: str | None) -> None:
         """File the report: the side effect. From here until `commit_page` returns is the danger
         window: the report is in the tracker, the checkpoint does not know it. With a key the
-        tracker files it once however often it is sent (`INSERT OR IGNORE`)."""
+        tracker files it once however often it is sent (`ON CONFLICT(idempotency_key) DO
+        NOTHING`)."""
         self.reports_filed += self.tracker.submit(page, self.site.page(page).bug, key)
         self.door.mark(what="submitted", page=page, key=key)
         self.plan.reach(page, "after_submit")

@@ -225,13 +225,16 @@ class Tracker:
     def submit(self, page: int, title: str, key: str | None) -> bool:
         """File a report; return True when a new row was stored.
 
-        With a key the tracker deduplicates (`INSERT OR IGNORE` on a UNIQUE key): filing the same
-        page twice stores it once, which is what makes a redo effectively once.
+        With a key the tracker deduplicates on the UNIQUE key: `ON CONFLICT(idempotency_key) DO
+        NOTHING` (an upsert, sqlite.org/lang_upsert.html) skips a second report with the same
+        key, which is what makes a redo effectively once. Not `INSERT OR IGNORE`: that would also
+        drop, silently, a row that breaks a NOT NULL or CHECK constraint
+        (sqlite.org/lang_conflict.html); here such a row raises.
         """
-        verb = "INSERT OR IGNORE" if key is not None else "INSERT"
+        tail = " ON CONFLICT(idempotency_key) DO NOTHING" if key is not None else ""
         cur = self._db.execute(
-            f"{verb} INTO reports (page, idempotency_key, title, pid, filed_at) VALUES (?,?,?,?,?)",
-            (page, key, title, os.getpid(), time.time()))
+            "INSERT INTO reports (page, idempotency_key, title, pid, filed_at) VALUES (?,?,?,?,?)"
+            + tail, (page, key, title, os.getpid(), time.time()))
         return cur.rowcount == 1
 
     def missing(self, pages: list[int]) -> list[int]:

@@ -60,7 +60,7 @@ def test_no_prediction_shows_the_measurement_and_judges_nothing(capsys):
     ("2.3", 0.76, 6.51),
     ("3.3", "raise", "ignore"),
     ("3.4", 4, 25),
-    ("4.3", 6, 0),
+    ("4.3", 0, 6),
 ])
 def test_practice_exercises_accept_the_measured_answer_and_refuse_a_wrong_one(id, right, wrong):
     assert judge(id, right) and not judge(id, wrong)
@@ -69,14 +69,14 @@ def test_practice_exercises_accept_the_measured_answer_and_refuse_a_wrong_one(id
 
 def test_exercise_feedback_shows_prediction_beside_measurement():
     _, text = EXERCISES["4.3"].judge(3)
-    assert "you predicted 3, measured 6" in text
+    assert "You answered 3; measured 0" in text
 
 
 # --- common wrong statements --------------------------------------------------------------------
 
 QUIZ_TRUTH = {"Q0.1": False, "Q0.2": False, "Q2.1": False, "Q2.2": False, "Q2.3": True,
               "Q3.1": False, "Q3.2": False, "Q3.3": False, "Q4.1": False, "Q4.2": False,
-              "Q4.3": False, "Q4.4": True}
+              "Q4.3": False}
 
 
 def test_every_lesson_0_to_4_has_quiz_items_registered_as_exercises():
@@ -102,10 +102,11 @@ def test_quiz_answers_must_be_true_or_false():
 
 
 def test_quiz_verdict_follows_the_measurement_not_a_stored_answer(monkeypatch):
-    """If the sweep found no duplicate, "a lock prevents duplicates" would be judged true."""
+    """If the sweep found no duplicate, "forty clean random kills mean no duplicates" would be
+    judged true."""
     monkeypatch.setattr(danger, "duplicate_names", lambda config: [])
-    right, feedback = EXERCISES["Q4.2"].judge(True)
-    assert right and "0 crash points" in feedback
+    right, feedback = EXERCISES["Q4.1"].judge(True)
+    assert right and "finds 0 crash points" in feedback
 
 
 def test_quiz_ids_must_not_clash_with_lesson_exercises():

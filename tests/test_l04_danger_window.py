@@ -45,24 +45,43 @@ def test_without_key_duplicates_fall_exactly_in_the_window_and_the_key_removes_t
     dup = danger.duplicate_points(key_df, "key off")
     assert list(zip(dup["page"], dup["label"])) == [(3, "after_submit"), (3, "mid_commit")]
     assert danger.duplicate_points(key_df, "key on").empty
-    table = danger.key_table(key_df)
-    assert table.loc["off", "points that duplicate a report"] == 2
-    assert table.loc["off", "lesson"] == 6 and table.loc["on", "lesson"] == "-"
-    assert table.loc["on", "correct runs"] == table.loc["on", "crash points"] == 17
+    table = danger.key_table(key_df).df
+    assert table.loc["off", "file a report twice"] == 2
+    assert table.loc["off", "lesson: file twice"] == 6
+    assert table.loc["on", "recover correctly"] == table.loc["on", "crash points"] == 17
 
 
 def test_three_choices_lose_duplicate_or_get_it_right(choices_df):
-    table = danger.choices_table(choices_df)
+    table = danger.choices_table(choices_df).df
     most, least, eff = (table.loc[n] for n in ("at most once", "at least once",
                                                "effectively once"))
-    assert (most["duplicate points"], most["lost points"], most["three-way failures"]) == (0, 1, 2)
-    assert (least["duplicate points"], least["lost points"]) == (2, 0)
-    assert eff["correct runs"] == eff["crash points"] == 18 and eff["lesson correct"] == 54
+    assert (most["duplicate"], most["lost"], most["tracker disagrees"]) == (0, 1, 2)
+    assert (least["duplicate"], least["lost"]) == (2, 0)
+    assert eff["correct"] == eff["crash points"] == 18 and eff["lesson: correct"] == 54
+    # one knob at a time: the key is off for both at most once and at least once
+    assert (most["key"], least["key"], eff["key"]) == ("off", "off", "on")
+
+
+def test_the_choices_table_refuses_verdicts_that_do_not_add_up(choices_df):
+    """The mutant: a verdict counted twice (a run both lost and in another column) breaks the
+    partition, and the table is never shown."""
+    from bughunt.lab.claims import TableError
+
+    broken = choices_df.copy()
+    broken.loc[broken["verdict"] == "tracker disagrees", "verdict"] = "lost"
+    danger.choices_table(broken)          # still a partition: fine
+    original = danger.CHOICE_VERDICTS
+    try:
+        danger.CHOICE_VERDICTS = ("correct", "duplicate", "lost", "lost")
+        with pytest.raises(TableError, match="three choices.*does not add up"):
+            danger.choices_table(choices_df)
+    finally:
+        danger.CHOICE_VERDICTS = original
 
 
 def test_at_most_once_loses_at_after_intent_and_disagrees_with_the_tracker_after_submit(
         choices_df):
-    by_label = danger.verdicts_by_label(choices_df)
+    by_label = danger.verdicts_by_label(choices_df).df
     assert by_label.loc["at most once", "after_intent"] == "lost"
     assert by_label.loc["at most once", "after_submit"] == "tracker disagrees"
     assert by_label.loc["at least once", "mid_commit"] == "duplicate"
@@ -117,7 +136,7 @@ def test_a_real_traced_run_has_one_window_per_bug_page_inside_the_run():
     fig = danger.plot_window_timeline(ops, windows, pages=(3,))
     assert isinstance(fig, Figure) and "danger window" in fig.get_suptitle()
     xlabels = [ax.get_xlabel() for ax in fig.axes]
-    assert "time since the worker was ready (ms)" in xlabels
+    assert any(x.startswith("time since page 1 began (ms") for x in xlabels)
     assert "µs since the page began" in xlabels
 
 
@@ -134,14 +153,16 @@ def test_verdict_figures_have_titles_labels_and_the_lessons_figure(key_df, choic
 def test_random_kills_figure_and_table_use_the_real_kills_for_the_rule_of_three(key_df):
     result = kill_random(SMALL_KEY["key off"], tries=3, seed=1)
     share = danger.window_share([danger.traced_run(SMALL_KEY["key off"], result["latency_ms"])])
-    table = danger.random_summary(result, share, key_df)
-    n, loop = result["real_kills"], result["kills_in_page_loop"]
+    table = danger.random_summary(result, share, key_df).df
+    n, loop, hits = result["real_kills"], result["kills_in_page_loop"], result["duplicates_hit"]
     assert table.loc["real kills (died before its end)", "random kills"] == n
     assert table.loc["kills inside the page loop", "random kills"] == loop
-    assert table.loc["rule of three: 3/kills in the loop", "random kills"] == (
-        f"{3 / loop:.1%}" if loop else "-")
-    assert table.loc["rule of three: 3/kills in the loop", "lesson (random)"] == "7.7%"
-    assert sum(danger.landing_table(result)["kills"]) == 3
+    bound = "95% upper bound on the hit rate per kill (exact, from the hits)"
+    assert table.loc[bound, "random kills"] == (f"{danger.upper_bound(hits, loop):.1%}"
+                                                if loop else "-")
+    # the rule of three is a bound for zero failures only: shown only when nothing failed
+    assert ("rule of three (no failure): 3/kills in the loop" in table.index) == (hits == 0)
+    assert sum(danger.landing_table(result).df["kills"]) == 3
     fig = danger.plot_random_vs_exhaustive(result, share, key_df, SMALL_KEY["key off"])
     assert isinstance(fig, Figure) and "random kills" in fig.get_suptitle()
     assert all(ax.get_title() and ax.get_ylabel() for ax in fig.axes)
@@ -206,7 +227,101 @@ def test_exercise_4_1_accepts_the_window_points_as_names_or_steps():
     assert not judge("4.1", "p3.after_submit")
 
 
+def test_the_exact_bound_is_the_rule_of_three_for_no_failure_and_wider_after_failures():
+    assert abs(danger.upper_bound(0, 39) - (1 - 0.05 ** (1 / 39))) < 1e-6    # 7.4%, 3/39 = 7.7%
+    assert 0.18 < danger.upper_bound(3, 38) < 0.20                           # Clopper-Pearson
+    assert danger.upper_bound(1, 39) > danger.upper_bound(0, 39)
+    assert danger.upper_bound(0, 0) is None and danger.upper_bound(5, 5) == 1.0
+
+
 def test_exercise_4_2_accepts_only_at_most_once():
     assert judge("4.2", "at most once")
     assert not judge("4.2", "at least once")
     assert not judge("4.2", "effectively once")
+
+
+# --- the tracker's deduplication -------------------------------------------------------------------
+
+def test_the_tracker_skips_only_a_second_report_with_the_same_key(tmp_path):
+    """ON CONFLICT(idempotency_key) DO NOTHING: a duplicate key is skipped, while a row that breaks
+    NOT NULL still raises (INSERT OR IGNORE would drop it silently)."""
+    import sqlite3
+
+    from bughunt.world import Tracker
+
+    tracker = Tracker(tmp_path)
+    try:
+        assert tracker.submit(3, "bug", "bughunt:p03") is True
+        assert tracker.submit(3, "bug", "bughunt:p03") is False
+        assert tracker.submit(3, "bug", None) is True and tracker.submit(3, "bug", None) is True
+        with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
+            tracker.submit(7, None, "bughunt:p07")
+    finally:
+        tracker.close()
+
+
+# --- the whole-run timeline ----------------------------------------------------------------------
+
+def close_windows_trace():
+    """Four pages, each with a window, the first three 66 µs apart on an axis of 100 ms: their
+    labels would print on top of each other on one lane."""
+    marks, t = [mark(0, 1, "ready"), mark(5000, 1, "start")], 5000.0
+    for page in range(1, 5):
+        for label, dt in (("after_model_call", 10 if page < 4 else 100_000), ("after_visit", 2),
+                          ("after_intent", 2), ("after_submit", 50), ("mid_commit", 1),
+                          ("after_commit", 1)):
+            t += dt            # page 4's long model call stretches the axis: the rest crowd
+            marks.append(mark(t, page, label))
+    marks.append(mark(t + 1, 4, "end"))
+    return marks
+
+
+def test_timeline_starts_at_the_page_loop_and_its_share_divides_by_the_loop():
+    ops = danger.operations(close_windows_trace())
+    windows = danger.danger_windows(ops)
+    share = danger.timeline_share(ops, windows)
+    start, end = danger.loop_span(ops)
+    assert start == pytest.approx(5000.0) and share["loop_us"] == end - start   # no set-up
+    assert share["share"] == pytest.approx(windows["width_us"].sum() / (end - start))
+    fig = danger.plot_window_timeline(ops, windows, pages=(1, 2))
+    top = next(ax for ax in fig.axes if "page loop" in ax.get_title())
+    assert top.get_xlim()[0] >= 0 and f"{share['share']:.1%}" in top.get_title()
+
+
+@pytest.mark.parametrize("trace", ["close", "real"])
+def test_the_timelines_window_labels_never_overlap(trace):
+    """Measured on the drawn figure: no two page labels' text extents intersect. The mutant (no
+    separation) overlaps on the close trace."""
+    marks = close_windows_trace() if trace == "close" else danger.traced_run(
+        danger.CHOICES["at least once"])
+    ops = danger.operations(marks)
+    windows = danger.danger_windows(ops)
+    pages = tuple(windows["page"])[:3]
+    fig = danger.plot_window_timeline(ops, windows, pages=pages)
+    labels = [t for ax in fig.axes for t in ax.texts if t.get_gid() == danger.WINDOW_LABEL]
+    assert len(labels) == len(windows)
+    assert danger.label_overlaps(fig) == []
+
+
+# --- practice --------------------------------------------------------------------------------------
+
+def test_practice_draws_only_configurations_the_lesson_did_not_run():
+    ran = set(danger.SWEEPS.values()) | {danger.ABORT_WITH_KEY}
+    for seed in range(50):
+        p = danger.practice_problem(seed)
+        config = p.drawn["config"]
+        assert config not in ran and config.pages != 12, (seed, config)
+        assert str(config.pages) in p.setting
+
+
+def test_practice_answers_are_measured_live(monkeypatch):
+    """The mutant: a measure that returns a stored number is caught, because the answer follows
+    the run: with the sweep patched to find one duplicate, the count is 1."""
+    seed = next(s for s in range(50) if danger.practice_problem(s).drawn["kind"] == "duplicates")
+    p = danger.practice_problem(seed)
+    real = p.measure().value
+    fake = [r for r in results.sweep_once(p.drawn["config"])][:1]
+    import dataclasses
+    fake = [dataclasses.replace(fake[0], duplicate_reports=1)]
+    monkeypatch.setattr(danger.results, "sweep_once", lambda config: fake)
+    assert p.measure().value == 1 and isinstance(real, int)

@@ -73,12 +73,28 @@ def test_our_reader_refuses_a_gap_naming_file_and_line_but_not_a_missing_last_ev
 
 
 def test_mode_table_counts_match_the_records(sweep):
-    table = torn.mode_table(sweep)
+    table = torn.mode_table(sweep).df
     assert list(table.index) == ["atomic", "torn", "no-newline"]
-    assert table.loc["no-newline", "rebuild failures"] == 4
-    assert table.loc["no-newline", "  of which refused"] == 3
+    assert table.loc["no-newline", "rebuild fails"] == 4
+    assert table.loc["no-newline", "rebuild refused"] == 3
     assert table.loc["no-newline", "source text's reader wrong"] == 3
-    assert table.loc["torn", "tails repaired"] == 4 and table.loc["torn", "correct runs"] == 18
+    assert table.loc["torn", "tails repaired"] == 4 and table.loc["torn", "correct"] == 18
+
+
+def test_mode_table_refuses_verdicts_that_do_not_add_up(sweep):
+    """The mutant: a verdict the table does not count (here every "rebuild fails" renamed to one
+    it counts twice) must break the partition, and the table is never shown."""
+    from bughunt.lab.claims import TableError, table_problems
+
+    table = torn.mode_table(sweep)
+    broken = table.df.copy()
+    broken.loc["no-newline", "correct"] += 1
+    from bughunt.lab.claims import Invariants
+    inv = Invariants(total="crash points", parts=("correct", "rebuild fails", "another verdict"))
+    assert table_problems(broken, inv) and not table_problems(table.df, inv)
+    with pytest.raises(TableError, match="three write modes"):
+        torn.summary_table([dict(r, **{"write mode": i}) for i, r in broken.iterrows()],
+                           "lesson 5, three write modes", inv, index="write mode")
 
 
 def test_sweep_is_cached_for_the_session_and_mode_records_reuses_it(sweep, monkeypatch):
@@ -118,7 +134,7 @@ def test_no_newline_witnesses_tracker_and_memory_agree_while_disk_does_not():
     with pytest.raises(ValueError):
         json.loads(line)
     assert glued["refusal"].startswith("events.jsonl:3:")
-    table = torn.witnesses(glued)
+    table = torn.witnesses(glued).df
     assert table["agrees with memory"].tolist() == ["yes", "yes", "NO", "NO"]
     assert glued["lesson_state"]["tokens"] < glued["memory"]["tokens"]
 
@@ -139,12 +155,12 @@ def test_torn_snapshot_is_caught_and_recovery_says_it_starts_fresh():
 
 
 def test_snapshot_tears_cost_redone_calls_only_when_torn():
-    table = torn.snapshot_table(torn.snapshot_tears(SMALL_SNAPSHOT))
+    table = torn.snapshot_table(torn.snapshot_tears(SMALL_SNAPSHOT)).df
     assert table.loc["atomic", "temp files removed"] == 4
     assert table.loc["atomic", "torn snapshot, fresh start"] == 0
     assert table.loc["torn", "torn snapshot, fresh start"] == 4
     assert table.loc["torn", "avg redone calls"] > table.loc["atomic", "avg redone calls"]
-    assert (table["correct runs"] == 4).all()
+    assert (table["correct"] == 4).all()
 
 
 # --- figures -------------------------------------------------------------------------------------
@@ -194,11 +210,10 @@ def test_panel_sweep_shows_the_trap_and_the_repair_clears_it():
 
 # --- exercises -----------------------------------------------------------------------------------
 
-def test_exercise_5_2_accepts_the_measured_count_and_label_only():
-    assert judge("5.2", (12, "mid_commit"))
-    assert judge("5.2", [12, "mid_commit"]) and judge("5.2", (12, "'MID_COMMIT'"))
-    assert not judge("5.2", (9, "mid_commit"))
-    assert not judge("5.2", (12, "after_submit"))
+def test_exercise_5_2_accepts_the_measured_refused_and_short_only():
+    assert judge("5.2", (11, 1)) and judge("5.2", [11, 1])
+    assert not judge("5.2", (12, 0))
+    assert not judge("5.2", (12, "mid_commit"))
     assert not judge("5.2", 12)
 
 
@@ -211,16 +226,36 @@ def test_exercise_5_1_accepts_one_newline_and_one_skipped_line_only():
 
 
 def test_transfer_5_3_without_intents_the_lenient_reader_is_wrong_at_every_mid_commit():
-    misses = torn.lenient_reader_misses()
-    assert len(misses) == 12 and all(p.endswith(".mid_commit") for p in misses)
-    assert judge("5.3", 12)
-    assert not judge("5.3", 9)            # the source text's count, with intents on
-    assert not judge("5.3", 0)
+    misses = torn.lenient_reader_misses(torn.NO_NEWLINE_NO_INTENTS.replace(pages=4))
+    assert len(misses) == 4 and all(p.endswith(".mid_commit") for p in misses)
 
 
-def test_exercise_5_3_is_judged_from_the_sweep_not_a_stored_answer(monkeypatch):
-    monkeypatch.setattr(torn, "lenient_reader_misses", lambda config=None: ["p1.mid_commit"])
-    assert judge("5.3", 1) and not judge("5.3", 12)
+def test_transfer_5_3_is_the_generators_problem_judged_live():
+    p = torn.TRANSFER
+    assert p.seed == torn.TRANSFER_SEED
+    truth = p.measure().value
+    assert judge("5.3", truth) and not judge("5.3", truth + 1)
+
+
+def test_practice_draws_only_logs_the_lesson_did_not_run():
+    ran = set(torn.MODE_CONFIGS.values()) | set(torn.SNAPSHOT_CONFIGS.values()) | {
+        torn.NO_NEWLINE_NO_INTENTS}
+    for seed in range(50):
+        config = torn.practice_problem(seed).drawn["config"]
+        assert config not in ran and config.pages != 12, (seed, config)
+
+
+def test_practice_answer_is_measured_live(monkeypatch):
+    """The mutant: a stored answer would not follow the run; with the sweep patched to one
+    failing point, the count is 1."""
+    from types import SimpleNamespace
+
+    seed = next(s for s in range(50) if torn.practice_problem(s).drawn["kind"] == "rebuild")
+    p = torn.practice_problem(seed)
+    monkeypatch.setattr(torn.results, "sweep_once", lambda config: [
+        SimpleNamespace(crash_point="p1.mid_commit", verdict="rebuild fails",
+                        lesson_reader_ok=False)])
+    assert p.measure().value == 1
 
 
 # --- common wrong statements ---------------------------------------------------------------------

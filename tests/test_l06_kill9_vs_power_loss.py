@@ -27,7 +27,7 @@ def small_sweeps():
 
 @pytest.fixture(scope="module")
 def buffers():
-    return D.buffer_table()
+    return D.buffer_table().df
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_unflushed_buffer_keeps_only_whole_lines_of_a_prefix(buffers):
 def test_buffer_table_puts_the_source_text_beside_the_measurement(buffers):
     assert buffers.loc["f.write(), no flush", "source text (macOS)"] == 0
     assert buffers.loc["f.write() + flush()", "source text (macOS)"] == 12
-    assert buffers.loc["os.write(), no Python buffer", "source text (macOS)"] == "-"
+    assert pd.isna(buffers.loc["os.write(), no Python buffer", "source text (macOS)"])
 
 
 # --- kill -9 with and without fsync ------------------------------------------------------------
@@ -80,9 +80,26 @@ def test_fsync_changes_no_verdict_under_kill9(small_sweeps):
     assert len(never) == len(always) == 18
     assert list(never["verdict"]) == list(always["verdict"]) == ["correct"] * 18
     assert list(never["replayed_events"]) == list(always["replayed_events"])
-    table = D.kill9_table(small_sweeps)
-    assert list(table["recovered correctly"]) == [18, 18]
-    assert list(table["source text (fsync never)"]) == [54, 54]
+    table = D.kill9_table(small_sweeps).df
+    assert list(table["correct"]) == [18, 18]
+    # the source text ran only without fsync: its figure is not repeated on the other row
+    assert table.loc["fsync never", "source text: correct"] == 54
+    assert pd.isna(table.loc["fsync always", "source text: correct"])
+
+
+def test_the_kill9_table_refuses_verdicts_that_do_not_add_up(small_sweeps, monkeypatch):
+    """The mutant: counting a verdict twice breaks the partition and the table is never shown."""
+    from bughunt.lab.claims import TableError
+
+    real = D.summary_table
+
+    def double_count(rows, name, inv, **kw):
+        rows = [{**r, "lost": r["lost"] + 1} for r in rows]
+        return real(rows, name, inv, **kw)
+
+    monkeypatch.setattr(D, "summary_table", double_count)
+    with pytest.raises(TableError, match="kill -9 with and without fsync.*does not add up"):
+        D.kill9_table(small_sweeps)
 
 
 def test_same_outcome_counts_a_point_that_differs(small_sweeps):
@@ -93,7 +110,7 @@ def test_same_outcome_counts_a_point_that_differs(small_sweeps):
 
 
 def test_sweep_times_cover_both_sweeps(small_sweeps):
-    times = D.sweep_times(small_sweeps)
+    times = D.sweep_times(small_sweeps).df
     assert list(times.index) == ["fsync never", "fsync always"]
     assert (times["crash + resume pairs"] == 18).all() and (times["seconds"] > 0).all()
 
@@ -127,16 +144,17 @@ def test_the_source_texts_atomic_write_skips_only_the_directory_fsync(tmp_path, 
 
 
 def test_latency_table_puts_the_source_text_medians_on_the_rows_of_the_same_kind(lat):
-    table = D.latency_table(lat)
+    table = D.latency_table(lat).df
     assert table.loc[D.APPEND, "x append"] == 1
-    assert table.loc[D.SNAPSHOT_NO_DIR_FSYNC, "source text median µs"] == 228
-    assert table.loc[D.APPEND_FSYNC, "source text rerun µs"] == 37
-    assert table.loc[D.SNAPSHOT_DIR_FSYNC, "source text median µs"] == "-"
-    assert table.loc[D.SNAPSHOT_NO_FSYNC, "source text median µs"] == "-"
+    assert table.loc[D.SNAPSHOT_NO_DIR_FSYNC, "source text median"] == "228 µs"
+    assert table.loc[D.APPEND_FSYNC, "source text rerun"] == "37 µs"
+    assert pd.isna(table.loc[D.SNAPSHOT_DIR_FSYNC, "source text median"])
+    assert pd.isna(table.loc[D.SNAPSHOT_NO_FSYNC, "source text median"])
+    assert all(v.endswith(" µs") for v in table["median"])     # one format for the column
 
 
 def test_survival_table_cites_the_measurements(buffers, small_sweeps):
-    table = D.survival_table(buffers, small_sweeps)
+    table = D.survival_table(buffers, small_sweeps).df
     assert table.loc["f.write(), no flush (user-space buffer)", "kill -9"].startswith(
         "lost (here: 0 of 12 bytes")
     assert "18 of 18 runs correct" in table.loc["write() or flush(), no fsync (page cache)",
@@ -146,7 +164,7 @@ def test_survival_table_cites_the_measurements(buffers, small_sweeps):
 
 def test_survival_table_says_a_new_file_needs_its_directory_fsynced(buffers, small_sweeps):
     """fsync(2): fsync of a file does not make its directory entry durable."""
-    table = D.survival_table(buffers, small_sweeps)
+    table = D.survival_table(buffers, small_sweeps).df
     new = table.loc["new file: write() + fsync, no directory fsync"]
     assert new["kill -9"] == "survives" and new["power cut"] == "the file may be missing"
     assert table.loc["new file: write() + fsync + directory fsync", "power cut"] == "survives *"
@@ -271,17 +289,17 @@ def test_panel_shows_a_sweep_the_notebook_already_ran_without_killing_again(monk
 
 # --- exercises ---------------------------------------------------------------------------------
 
-def test_exercise_6_1_accepts_the_measured_survivors_only():
-    assert judge("6.1", {"b", "c", "d"})
-    assert judge("6.1", "b, c, d")
-    assert not judge("6.1", {"a", "b", "c", "d"})
-    assert not judge("6.1", {"d"})
+def test_exercise_6_1_accepts_the_measured_whole_lines_only():
+    whole = run_killed("write", D.MANY_LINES)["whole lines on disk"]
+    assert 0 < whole < D.MANY_LINES
+    assert judge("6.1", whole) and not judge("6.1", D.MANY_LINES) and not judge("6.1", 0)
 
 
 def _fake_latencies(append_us, fsync_us):
     def measure(samples=300, kinds=D.KINDS, base_dir=None):
-        return pd.DataFrame([{"kind": D.APPEND, "bytes": 82, "latency_us": append_us},
-                             {"kind": D.APPEND_FSYNC, "bytes": 82, "latency_us": fsync_us}])
+        return pd.DataFrame([{"kind": D.APPEND, "bytes": 82, "latency_us": append_us}]
+                            + [{"kind": k, "bytes": 82, "latency_us": fsync_us}
+                               for k in kinds if k != D.APPEND])
     return measure
 
 
@@ -304,11 +322,36 @@ def test_exercise_6_3_is_judged_from_the_sweeps(monkeypatch):
     assert judge("6.3", 1) and not judge("6.3", 0)
 
 
-def test_transfer_6_4_fsync_does_not_close_the_danger_window():
+def test_fsync_does_not_close_the_danger_window():
     twice = D.duplicates_with_fsync()
     assert len(twice) == 6
     assert {p.split(".")[1] for p in twice} == {"after_submit", "mid_commit"}
-    assert judge("6.4", 6) and not judge("6.4", 0)
+
+
+def test_transfer_6_4_is_the_generators_problem_judged_live():
+    p = D.TRANSFER
+    assert p.seed == D.TRANSFER_SEED and p.drawn["kind"] == "point"
+    truth = p.measure().value
+    assert judge("6.4", "yes" if truth else "no") and not judge("6.4", "no" if truth else "yes")
+
+
+def test_practice_draws_only_what_the_lesson_did_not_run():
+    ran = set(D.POLICIES.values()) | {D.NO_KEY_FSYNC}
+    for seed in range(50):
+        p = D.practice_problem(seed)
+        if p.drawn["kind"] == "buffer":
+            assert p.drawn["lines"] not in {n for _, _, n in D.BUFFER_CASES}, seed
+        else:
+            assert p.drawn["config"] not in ran and p.drawn["config"].pages != 12, seed
+
+
+def test_practice_buffer_answer_is_measured_live(monkeypatch):
+    """The mutant: a stored answer would not follow the run; patched, the answer follows."""
+    seed = next(s for s in range(50) if D.practice_problem(s).drawn["kind"] == "buffer")
+    p = D.practice_problem(seed)
+    monkeypatch.setattr(D, "run_killed", lambda how, lines: {
+        "whole lines on disk": 7, "bytes on disk": 84, "bytes written": 12 * lines})
+    assert p.measure().value == 7
 
 
 # --- common wrong statements -------------------------------------------------------------------

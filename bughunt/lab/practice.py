@@ -44,7 +44,10 @@ class Form:
         if isinstance(answer, bool) and self.asks != "yes or no":
             raise AnswerError(f"{answer!r} is a yes or no, not {self.asks}")
         if not isinstance(answer, str):
-            answer = self.write(answer)
+            try:
+                answer = self.write(answer)
+            except (TypeError, ValueError):      # a list, a dict...: not this form at all
+                raise AnswerError(f"{answer!r} is not {self.asks}") from None
         return self.read(answer.strip())
 
 

@@ -11,11 +11,12 @@
 
 # %% [markdown]
 # <!-- lesson: about -->
-#
+
+# %% [markdown]
 # **Contents.** [Half a record on disk](#Half-a-record-on-disk) ·
 # [One torn write](#One-torn-write,-byte-by-byte) · [Three write modes](#Three-write-modes,-every-crash-point) ·
 # [The no-newline trap](#The-no-newline-trap:-right-now,-wrong-at-the-next-recovery) ·
-# [Transfer](#Transfer:-no-newline-without-intents) · [The snapshot](#The-snapshot:-the-old-file-or-the-new-one,-never-half) ·
+# [Transfer](#Transfer:-a-log-this-lesson-did-not-run) · [The snapshot](#The-snapshot:-the-old-file-or-the-new-one,-never-half) ·
 # [Try it](#Try-it) · [What to remember](#What-to-remember) ·
 # [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
 
@@ -23,11 +24,9 @@
 # %matplotlib inline
 import pandas as pd
 
-from bughunt.diskio import Door
-from bughunt.experiment import crash_points
 from bughunt.lab.judges import check, quiz, solution
 from bughunt.lab.lessons import l05_torn_writes as torn
-from bughunt.lab.views import show_code, show_source, show_text_code
+from bughunt.lab.views import show_code, show_source
 from bughunt.stores.log import ensure_newline_terminated, replay_log
 
 pd.options.display.width = 160
@@ -42,6 +41,15 @@ pd.options.display.max_colwidth = 100
 # disk. The lab makes it on purpose, as the source text did ("write half, then SIGKILL"): in write
 # mode `torn` the page's commit record is written in two halves, and the `mid_commit` crash point
 # fires between them.
+#
+# Decide first, true or false:
+
+# %%
+quiz("Q5.1")
+
+# %%
+answer_q5_1 = None
+check("Q5.1", answer_q5_1)
 
 # %% [markdown]
 # Why make it on purpose? Because `kill -9` tears a single `write()` only rarely, and never where
@@ -69,9 +77,7 @@ pd.options.display.max_colwidth = 100
 # The kill inside the commit write is the `mid_commit` point of each page:
 
 # %%
-points = pd.DataFrame(p.__dict__ for p in crash_points(torn.MODE_CONFIGS["torn"]))
-points["crash_point"] = [p.name for p in crash_points(torn.MODE_CONFIGS["torn"])]
-points[points.page.isin([2, 3])].set_index("crash_point")
+torn.points_table(pages=(2, 3))
 
 # %% [markdown]
 # ## One torn write, byte by byte
@@ -105,10 +111,11 @@ check("5.1", prediction_5_1)
 # %%
 torn.plot_tail(tail)
 
+# %%
+torn.CLAIMS.say("the_repair_is_idempotent")
+
 # %% [markdown]
-# The last line is half of page 2's `page_done` record: no closing brace, no newline. The repair
-# appends one newline, so the fragment becomes a line of its own that does not parse; readers skip
-# it and count it. The second repair sees a newline as the last byte and does nothing: repairing is
+# The last line is half of page 2's `page_done` record: no closing brace, no newline. Repairing is
 # idempotent, so it is safe on every open, however many restarts there are.
 #
 # ### Codex's two lines of defence
@@ -146,10 +153,12 @@ fn ensure_rollout_is_newline_terminated(file: &mut File) -> std::io::Result<()> 
 # the same file opened twice, exactly one newline at the end.
 
 # %% [markdown]
-# The other line of defence is on the read side: lines that do not parse are skipped and counted.
-# In Codex the count exists (`load_rollout_items` returns `parse_errors`), but the resume path
-# throws it away, so nobody is told that lines were dropped. The lab's reader counts them as
-# `torn_lines_skipped`, and checks one thing more, the sequence numbers:
+# The other line of defence is on the read side: lines that do not parse are skipped and counted
+# (解析不了的行跳过并计数). In Codex (the lab's reading of `load_rollout_items` and
+# `get_rollout_history` in [`codex-rs/rollout/src/recorder.rs` at commit b505ee8](https://github.com/openai/codex/blob/b505ee8069666188dd67112126d6ff4dd2eb2676/codex-rs/rollout/src/recorder.rs))
+# each such line is logged as a warning and counted in `parse_errors`, but the resume path does
+# not use the count. The lab's reader counts them as `torn_lines_skipped`, and checks one thing
+# more, the sequence numbers:
 
 # %%
 show_source(replay_log, lines=("try:", "raise StoreDamage(path, line_no, f\"expected"))
@@ -161,17 +170,21 @@ show_source(replay_log, lines=("try:", "raise StoreDamage(path, line_no, f\"expe
 # resume it in a second process, and ask the three witnesses (tracker, the resumed worker's memory,
 # a fresh rebuild from disk).
 #
-# **5.2 Predict:** in `no-newline` mode, at how many of the 54 crash points does the rebuild from
-# disk fail, and what is their crash-point label? A pair, e.g. `(3, "after_visit")`.
+# **5.2 Predict:** in `no-newline` mode the rebuild from disk fails wherever the glued record is
+# lost. At how many crash points does our reader (it checks sequence numbers) refuse the log
+# outright, and at how many does it accept a log that is one event short of memory? A pair
+# `(refused, short)`.
 
 # %%
-prediction_5_2 = None        # a pair (crash points, label)
+prediction_5_2 = None        # a pair (refused, short)
 
 # %% [markdown]
-# Columns: *resume right* means the tracker and the resumed worker agree and nothing is duplicated
-# or lost; *correct runs* adds that a rebuild from disk agrees too (the three-way check);
-# *refused* counts rebuilds our reader refused outright; *source text's reader wrong* counts runs
-# where the source text's own, lenient reader rebuilds a state that differs from memory.
+# Columns: *correct*, *rebuild fails* and *another verdict* split the crash points (the
+# three-way check: tracker, the resumed worker's memory and a rebuild from disk agree, or not);
+# *resume right* means the tracker and the resumed worker agree and nothing is duplicated or lost;
+# *rebuild refused* counts rebuilds our reader refused outright; *source text's reader wrong*
+# counts runs where the source text's own, lenient reader rebuilds a state that differs from
+# memory.
 
 # %%
 df = torn.sweep_write_modes()
@@ -183,14 +196,22 @@ check("5.2", prediction_5_2)
 # %%
 torn.plot_write_mode_verdicts(df)
 
+# %%
+torn.CLAIMS.say("atomic_and_torn_recover", "the_no_newline_trap")
+
 # %% [markdown]
-# `atomic` and `torn` recover correctly everywhere (the source text: 54 of 54 in the plain log). In
-# `torn` mode a torn line is skipped at exactly the `mid_commit` points, after the repair has
-# isolated it. `no-newline` is different: every resumed run is right, yet the rebuild from disk
-# fails at the `mid_commit` points.
-#
 # ## The no-newline trap: right now, wrong at the next recovery
 #
+# Decide first, true or false:
+
+# %%
+quiz("Q5.3")
+
+# %%
+answer_q5_3 = None
+check("Q5.3", answer_q5_3)
+
+# %% [markdown]
 # Take `p2.mid_commit` again, in `no-newline` mode, and let the resumed worker finish. Its first new
 # record goes straight after the fragment:
 
@@ -198,10 +219,11 @@ torn.plot_write_mode_verdicts(df)
 glued = torn.glued_log("p2.mid_commit")
 print("\n".join(glued["lines"][:4]))
 
+# %%
+torn.CLAIMS.say("the_glued_record")
+
 # %% [markdown]
-# Line 2 is the fragment with page 2's complete `page_done` glued onto it: one line that does not
-# parse, so both are lost to every reader. The resumed worker does not notice; it has the event in
-# memory. Ask the witnesses:
+# The resumed worker does not notice; it has the event in memory. All the witnesses:
 
 # %%
 torn.witnesses(glued)
@@ -220,19 +242,11 @@ torn.witnesses(glued)
 # record that was glued and what each reader made of the log:
 
 # %%
-fails = torn.failing_points(df)
-fails
+torn.failing_table(df)
 
 # %%
-nonl = df[df.write_mode == "no-newline"]
-ours = nonl[nonl.verdict == "rebuild fails"]
-refused = ours.disk_error.notna().sum()
-lenient = (nonl.lesson_reader_ok == False).sum()  # noqa: E712
-print(f"torn mid-commit points:       {(nonl.torn_lines_skipped > 0).sum()}")
-print(f"our reader, rebuild fails:    {len(ours)} ({refused} refused with file and line, "
-      f"{len(ours) - refused} accepted but short of memory)")
-print(f"source text's reader, wrong:  {lenient} "
-      f"(bug pages where it agrees: {sorted(fails[fails.source_text_reader != 'WRONG'].page)})")
+torn.CLAIMS.say("the_source_texts_reader_is_lucky_on_bug_pages", "our_reader_refuses_a_gap",
+                bullets=True)
 
 # %% [markdown]
 # The two readers differ in what they do with a record that is not there:
@@ -255,18 +269,16 @@ print(f"source text's reader, wrong:  {lenient} "
 print(glued["refusal"])
 
 # %% [markdown]
-# ## Transfer: no-newline without intents
+# ## Transfer: a log this lesson did not run
 #
-# **5.3** A configuration this lesson has not run: `no-newline` mode with **intents off** (event
-# log, key on, 51 crash points). At how many crash points does the source text's lenient reader
-# rebuild a wrong state? The table above counts it with intents on. Predict, then run the sweep.
+# **5.3** A problem drawn for this lesson (`python -m bughunt practice --lesson 5 --seed 14` prints
+# the same one; other seeds give others). Predict, then check: the check runs the experiment.
+
+# %%
+torn.TRANSFER
 
 # %%
 prediction_5_3 = None        # a number of crash points
-
-# %%
-misses = torn.lenient_reader_misses()
-print(f"{len(misses)} crash points where the source text's reader is wrong: {', '.join(misses)}")
 
 # %%
 check("5.3", prediction_5_3)
@@ -277,25 +289,11 @@ check("5.3", prediction_5_3)
 # A snapshot store rewrites one file at every commit. Written atomically, it goes to a temp file
 # and is renamed over the old one with `os.replace`. The Python documentation: "If successful, the
 # renaming will be an atomic operation (this is a POSIX requirement)". A reader sees the old
-# snapshot or the new one, never half (原子性, atomicity). The source text's version, and the lab's:
-
-# %%
-show_text_code("atomic_write")
-
-# %%
-show_source(Door.write_atomic, lines=("sync = self", "self._fsync_dir"))
-
-# %% [markdown]
-# The same order: temp file, write, fsync, rename. The differences:
-#
-# - **The directory fsync.** After the rename the lab fsyncs the directory, so the new *name*
-#   survives a power cut too; the source text's stops after `os.replace` (Codex's rollout
-#   migration does fsync the parent directory). Against `kill -9` either is enough: the rename is
-#   in the kernel.
-# - **The fsync policy.** The lab fsyncs only when the policy is `always` (lesson 6 measures what
-#   each costs); the source text's always fsyncs the temp file.
-# - **The crash point.** `mid()` is where `mid_commit` fires: the temp file is complete, the rename
-#   not yet done. The source text tears inside the write instead (`write_all_or_torn`).
+# snapshot or the new one, never half (原子性, atomicity). Lesson 3 shows
+# [the source text's `atomic_write` beside the lab's `Door.write_atomic`](03_replay_vs_snapshot.ipynb#Writing-the-snapshot:-temp-file,-fsync,-rename,-fsync)
+# and their differences; here what matters is `mid()`, where `mid_commit` fires: the temp file is
+# complete, the rename not yet done. (The source text tears inside the write instead,
+# `write_all_or_torn`.)
 
 # %% [markdown]
 # In `torn` mode the lab instead overwrites the snapshot in place and kills the worker halfway.
@@ -313,13 +311,17 @@ for mode in ("atomic", "torn"):
 # %% [markdown]
 # The atomic kill leaves the old snapshot (pages 1 to 4) and a complete temp file that was never
 # renamed; recovery uses the old snapshot and removes the temp file. The torn kill leaves half a
-# snapshot. Here it does not even parse; had the cut fallen so that it did, the record's checksum
-# would reject it. Recovery does not guess: it says so and starts from page 1, paying for those
-# pages again. Every page's mid-commit kill, resumed and measured:
+# snapshot; a torn snapshot that does not parse is refused, and one cut so that it did parse would
+# fail the record's checksum. Recovery does not guess: it says so and starts from page 1, paying
+# for those pages again. Every page's mid-commit kill, resumed and measured:
 
 # %%
-snaps = torn.snapshot_tears()
+snaps = pd.concat([torn.mid_commit_kills(torn.SNAPSHOT_CONFIGS[m]) for m in ("atomic", "torn")],
+                  ignore_index=True)
 torn.snapshot_table(snaps)
+
+# %%
+torn.CLAIMS.say("the_snapshot_old_or_new")
 
 # %% [markdown]
 # ## Try it
@@ -354,14 +356,7 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures and explains.
-
-# %%
-quiz("Q5.1")
-
-# %%
-answer_q5_1 = None
-check("Q5.1", answer_q5_1)
+# True or false? Decide first; the check then measures and explains.
 
 # %%
 quiz("Q5.2")
@@ -370,15 +365,8 @@ quiz("Q5.2")
 answer_q5_2 = None
 check("Q5.2", answer_q5_2)
 
-# %%
-quiz("Q5.3")
-
-# %%
-answer_q5_3 = None
-check("Q5.3", answer_q5_3)
-
 # %% [markdown]
-# Stuck? `solution("5.1")`, `solution("5.3")` or `solution("Q5.1")` prints a worked answer.
+# Stuck? `solution("5.1")`, `solution("5.2")` or `solution("Q5.1")` prints a worked answer.
 
 # %% [markdown]
 # ## Further reading

@@ -11,13 +11,15 @@
 
 # %% [markdown]
 # <!-- lesson: about -->
-#
+
+# %% [markdown]
 # **Contents.** [Three places](#Three-places-a-byte-can-be) · [1. The buffer](#1.-The-buffer-inside-the-process) ·
 # [2. Every crash point](#2.-kill--9-at-every-crash-point,-with-and-without-fsync) ·
-# [Transfer](#Transfer:-the-danger-window-with-fsync) · [3. Codex](#3.-Codex:-a-cheap-hot-path-and-a-thorough-cold-path) ·
+# [Transfer](#Transfer:-a-design-this-lesson-did-not-run) · [3. Codex](#3.-Codex:-a-cheap-hot-path-and-a-thorough-cold-path) ·
 # [4. Costs](#4.-What-each-kind-of-write-costs) · [5. What kill -9 cannot show](#5.-What-kill--9-cannot-show) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
-# [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
+# [6. How we know](#6.-How-we-know-a-recovery-was-correct) · [Try it](#Try-it) ·
+# [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
+# [Further reading](#Further-reading)
 
 # %%
 # %matplotlib inline
@@ -72,16 +74,17 @@ show_source(write_then_die)
 # 12 bytes (本机实测：没 flush 的文件 0 字节，flush 过的 12 字节). It gives no code for it; this is
 # the lab's.
 #
-# **6.1 Predict** before it runs: which of these keep the whole line in the file after the kill?
-# (a) `f.write()` without `flush()`; (b) `f.write()` then `f.flush()`; (c) `os.write()` on a raw
-# descriptor; (d) `f.write()`, `f.flush()`, `os.fsync()`. A set of letters, e.g. `{"a", "d"}`.
+# **6.1 Predict** before it runs: the same program writes the line **3000 times** with
+# `f.write()` (Python's default buffering), never flushes, and is killed right after the last
+# write. How many whole lines are in the file afterwards? A number.
 
 # %%
-prediction_6_1 = None        # a set of letters
+prediction_6_1 = None        # a number of lines
 
 # %% [markdown]
 # We run the program each way in a temp directory (as `python -m bughunt.bufferdemo line.txt
-# --flush`, and so on) and look at what is left on disk:
+# --flush`, and so on): once with one line for each of four ways of writing, and once with 3000
+# unflushed lines. What is left on disk:
 
 # %%
 buffers = durability.buffer_table()
@@ -93,15 +96,9 @@ check("6.1", prediction_6_1)
 # %%
 diagrams.plot_byte_places(durability.byte_places_measured(buffers))
 
-# %% [markdown]
-# - Without `flush()` the 12 bytes were still inside the process: gone.
-# - `flush()` hands them to the kernel with one `write()`: they survive kill -9. `os.write()` on a
-#   raw descriptor has no Python buffer at all, which is why the lab's I/O door (`bughunt/diskio.py`)
-#   writes that way. Adding fsync changes nothing under kill -9.
-# - The last row: with many lines and no flush, the buffer empties itself whenever it fills up, so
-#   the lines written before its last automatic flush survive and the rest are lost: an unflushed
-#   log keeps an arbitrary prefix. (A buffer that fills itself to the last byte before writing, as
-#   C's stdio does, can split one record across two `write()` calls: a torn line, lesson 5.)
+# %%
+durability.CLAIMS.say("the_buffer_dies_with_the_process", "an_unflushed_log_keeps_a_prefix",
+                      bullets=True)
 
 # %%
 durability.plot_buffer(buffers)
@@ -119,7 +116,7 @@ show_source(Door.append, lines=("t0 = self._clock()", "self._fsync(fd)"))
 # The source text's log mode (event log, intents, idempotency key) never calls fsync, and all 54
 # kill -9 runs recovered correctly. We repeat that sweep live, then the same sweep with fsync after
 # every checkpoint write (and a directory fsync after every rename or new file): 108 real workers
-# killed with SIGKILL, each resumed by a second one.
+# killed with SIGKILL, each resumed by a second one. The verdict columns split the crash points.
 #
 # **6.3 Predict:** at how many of the 54 crash points is the verdict different with fsync on?
 
@@ -127,53 +124,61 @@ show_source(Door.append, lines=("t0 = self._clock()", "self._fsync(fd)"))
 prediction_6_3 = None        # a number of crash points
 
 # %%
-df = durability.kill9_sweeps()
+df = durability.lesson_sweeps()
 durability.kill9_table(df)
+
+# %%
+check("6.3", prediction_6_3)
 
 # %% [markdown]
 # Point by point, does fsync change anything that a kill -9 run can show?
 
 # %%
-print(durability.same_outcome(df))
-
-# %%
-check("6.3", prediction_6_3)
+durability.CLAIMS.say("fsync_changes_nothing_under_kill9")
 
 # %%
 durability.plot_kill9(df)
 
 # %% [markdown]
-# Identical. That is not evidence that fsync is useless; it is evidence that **kill -9 cannot see
-# it**. Every record the worker wrote was in the page cache before the kill, with or without fsync,
-# and the kernel kept it. A sweep of process kills can never catch a missing fsync.
+# That is not evidence that fsync is useless; it is evidence that **kill -9 cannot see it**. Every
+# record the worker wrote was in the page cache before the kill, with or without fsync, and the
+# kernel kept it. A sweep of process kills can never catch a missing fsync.
 #
-# The wall time of the two sweeps (this cell's output changes from run to run, so CI does not check
-# it). A crash+resume pair starts two Python processes; the fsyncs it adds, one per checkpoint write,
-# are usually small beside that, unless the disk is busy:
+# Nor do these sweeps say what fsync costs. Sweeps keep their run directories in RAM where the
+# machine has one (`/dev/shm` on Linux), because a kill -9 leaves the same bytes on any file
+# system; there fsync has nothing to wait for. The wall time of the two sweeps and where they ran
+# (this output changes from run to run and machine to machine, so CI does not compare it):
 
 # %% tags=["nbval-ignore-output"]
 durability.sweep_times(df)
 
+# %% tags=["nbval-ignore-output"]
+durability.CLAIMS.say("where_the_sweeps_ran")
+
 # %% [markdown]
-# ## Transfer: the danger window with fsync
+# ## Transfer: a design this lesson did not run
 #
-# **6.4** A configuration this lesson has not run: lesson 4's design without the key (a snapshot
-# after every page, intents off, idempotency key off), now with **fsync always**. Lesson 4 ran it
-# without fsync. Of its 51 crash points, how many file a report twice? Predict, then run the sweep.
+# **6.4** A problem drawn for this lesson (`python -m bughunt practice --lesson 6 --seed 5` prints
+# the same one; other seeds give others). Predict, then check: the check runs the experiment.
 
 # %%
-prediction_6_4 = None        # a number of crash points
+durability.TRANSFER
 
 # %%
-twice = durability.duplicates_with_fsync()
-print(f"{len(twice)} crash points file a report twice with fsync always: {', '.join(twice)}")
+prediction_6_4 = None        # yes or no
 
 # %%
 check("6.4", prediction_6_4)
 
 # %% [markdown]
-# fsync makes the checkpoint durable; it does not move it before the report. The danger window is
-# about order, and only the key (or an intent with at-most-once recovery) closes it.
+# And lesson 4's own design without the key, swept at every point with fsync always:
+
+# %%
+durability.CLAIMS.say("fsync_does_not_close_the_window")
+
+# %% [markdown]
+# The danger window is about order, not durability: only the key makes the redo harmless, and at
+# most once trades the duplicates for lost reports (lesson 4).
 
 # %% [markdown]
 # ## 3. Codex: a cheap hot path and a thorough cold path
@@ -198,13 +203,10 @@ check("6.4", prediction_6_4)
 # | migration (cold) | staged file + `sync_all` + rename + parent-directory fsync | survives | survives |
 
 # %% [markdown]
-# One comment in that code promises more than the code does: the writer's `Flush` command is
-# documented as making the items "durably persisted", but it only flushes, which hands the bytes to
-# the operating system. A comment is a claim; a kill (or, in lesson 8, a simulated power cut) tests it.
-#
 # The source text cites these places by file and line number (`recorder.rs`, `rollout_migration.rs`,
-# `publish.rs`); line numbers move from one Codex version to the next, so look them up by name
-# (`write_all`, `sync_all`, the parent-directory fsync) in the version you read.
+# `publish.rs`); the table above is its reading, not a test the lab ran on Codex. Line numbers move
+# from one Codex version to the next, so look them up by name (`write_all`, `sync_all`, the
+# parent-directory fsync) in the version you read.
 
 # %% [markdown]
 # ## 4. What each kind of write costs
@@ -225,8 +227,10 @@ durability.source_figures()
 # tmpfs does on some Linux systems, the writes are timed in the current directory instead: on tmpfs
 # fsync has no disk to wait for.) Times are in microseconds (µs, a thousandth of a millisecond).
 #
-# **6.2 Predict:** on this machine, how many times slower is one append + fsync than one plain
-# append (the ratio of the medians)? Timings swing, so the check judges by order of magnitude.
+# **6.2 Predict:** on this machine, how many times slower is one snapshot written the lab's way
+# (temp file + fsync + rename + directory fsync) than one plain append (the ratio of the
+# medians)? The source text never timed that kind of write. Timings swing, so the check judges by
+# order of magnitude.
 
 # %%
 prediction_6_2 = None        # a number: how many times slower
@@ -235,7 +239,7 @@ prediction_6_2 = None        # a number: how many times slower
 recs = durability.worker_records()
 print(f"log line: {len(recs['page_done'])} bytes  {recs['page_done'][:60]!r}...")
 print(f"snapshot: {len(recs['snapshot'])} bytes")
-lat = durability.measure_latencies()
+lat = durability.lesson_latencies()
 
 # %% [markdown]
 # Medians and 99th percentiles (timings change from run to run, so CI does not check this table;
@@ -244,6 +248,9 @@ lat = durability.measure_latencies()
 # %% tags=["nbval-ignore-output"]
 print(durability.what_was_measured(lat))
 durability.latency_table(lat)
+
+# %% tags=["nbval-ignore-output"]
+durability.CLAIMS.say("fsync_costs_here")
 
 # %%
 check("6.2", prediction_6_2)
@@ -254,8 +261,8 @@ durability.plot_latencies(lat)
 # %% [markdown]
 # Why figures differ from machine to machine, and what an fsync timing can and cannot tell:
 #
-# - **A plain append is a copy into the page cache**: by far the cheapest row on every machine.
-#   Everything with an fsync is much slower, because it waits for the device.
+# - **A plain append is a copy into the page cache**; everything with an fsync waits for the
+#   device (the sentence under the table says how much longer it waited here).
 # - **A device's volatile write cache.** Many drives keep written data in their own memory (a
 #   volatile write-back cache) and report the write complete before it is on the non-volatile
 #   medium; a power cut loses what is still in that cache. An operating system that wants
@@ -294,9 +301,25 @@ durability.plot_latencies(lat)
 # %% [markdown]
 # ## 5. What kill -9 cannot show
 #
-# A process kill leaves the page cache alone, so this lesson cannot demonstrate a power cut; lesson 8
-# will simulate one (a disk that drops what was not fsynced). What each step survives, with the kill -9
-# column taken from the measurements above:
+# A process kill leaves the page cache alone, so no kill in this lesson can show a power cut.
+# Decide first, true or false:
+
+# %%
+quiz("Q6.3")
+
+# %%
+answer_q6_3 = None
+check("Q6.3", answer_q6_3)
+
+# %% [markdown]
+# Lesson 8's simulation (a disk that drops what was not fsynced, built from a journal of the lab's
+# own writes), run here on one appended line:
+
+# %%
+durability.CLAIMS.say("a_power_cut_takes_the_unsynced_line")
+
+# %% [markdown]
+# What each step survives, with the kill -9 column taken from the measurements above:
 
 # %%
 durability.survival_table(buffers, df)
@@ -328,9 +351,7 @@ durability.survival_table(buffers, df)
 # policies:
 
 # %%
-cols = ["fsync", "crash_point", "tracker_pages", "memory_findings", "rebuild_ok",
-        "three_way_check"]
-df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
+durability.window_witnesses(df)
 
 # %% [markdown]
 # The source text closes with an interview summary (面试要点) of the whole lab; lesson 13,
@@ -341,8 +362,8 @@ df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 #
 # The panel re-runs the real experiment. Move the **crash point** slider to kill and resume at one
 # point (`p7.after_submit` is page 7 right after the report: the danger window). Switch **fsync** to
-# `always` and press **Run sweep**: the verdicts stay the same, while the checkpoint writes in the
-# lower plot (from a clean run with the same settings, one dot per write) move far to the right.
+# `always` and press **Run sweep**: compare the verdicts, and where the checkpoint writes in the
+# lower plot (from a clean run with the same settings, one dot per write) fall.
 # Try a **snapshot every** 4 pages, or the `snapshot` store, to see snapshot writes appear, and a
 # `torn` or `no-newline` **write mode** to see verdicts that fsync cannot fix either.
 
@@ -361,13 +382,14 @@ p.show()
 # - fsync is expensive: compare the medians above. So flush on the hot path, and pay for
 #   tmp + fsync + rename + directory fsync on the rare, cold path, as Codex does.
 # - A rename is atomic, not durable: without a directory fsync it may be undone by a power cut.
-# - Comments and docs can overpromise ("durably persisted"); test the claim with the failure it is
-#   about.
+# - A sweep of kills cannot test durability: test a power-cut claim with a simulated power cut
+#   (lesson 8).
 
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures and explains.
+# A review of what the page showed: true or false? Decide first; each check then measures
+# afresh and explains.
 
 # %%
 quiz("Q6.1")
@@ -383,15 +405,8 @@ quiz("Q6.2")
 answer_q6_2 = None
 check("Q6.2", answer_q6_2)
 
-# %%
-quiz("Q6.3")
-
-# %%
-answer_q6_3 = None
-check("Q6.3", answer_q6_3)
-
 # %% [markdown]
-# Stuck? `solution("6.1")`, `solution("6.4")` or `solution("Q6.3")` prints a worked answer.
+# Stuck? `solution("6.1")`, `solution("6.3")` or `solution("Q6.3")` prints a worked answer.
 
 # %% [markdown]
 # ## Further reading

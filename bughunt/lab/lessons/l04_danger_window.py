@@ -8,14 +8,18 @@ resumed process cannot tell whether that last side effect happened. It can only 
 - at most once (至多一次): give the page up ("aborted", as Codex tells the model); reports may be lost;
 - at least once (至少一次): redo it; duplicates possible;
 - effectively once (效果上恰好一次): redo it with the same deterministic idempotency key, and let
-  the tracker deduplicate (`INSERT OR IGNORE` on a UNIQUE key).
+  the tracker deduplicate (`ON CONFLICT(idempotency_key) DO NOTHING` on a UNIQUE key);
+- a fourth, which the lab names but does not run: ask the receiver by key on recovery (look the
+  key up in the tracker), then file or skip.
 
 This module runs those sweeps, draws the window on a timeline from a traced run, and compares the
-exhaustive sweep with random kills from outside (and the rule of three).
+exhaustive sweep with random kills from outside (an exact binomial bound; the rule of three only
+for a run with no failure). What the lesson says its run found is in `CLAIMS`.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from matplotlib.patches import Patch
@@ -25,9 +29,12 @@ from ...experiment import (LESSON_FIGURES, RANDOM_KILL_LATENCY_MS, VERDICTS, WAI
                            PausedWorker, clean_run, crash_point, frame, read_trace, rule_of_three,
                            run_life, run_worker, summarize, work_dir)
 from ...stores import rebuild_from_disk
-from ...world import read_reports
+from ...world import Site, read_reports
 from .. import results
+from ..claims import Claims, Invariants
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, Answer, Problem, as_exercise, choice, drawn
+from ..views import Table, summary_table
 from ..crash_panel import CrashPanel
 from ..plots import describe_config, verdict_handles, verdict_row
 from ..style import COLORS, LESSON_STYLE, SERIES, new_figure, page_ticks
@@ -37,9 +44,11 @@ from ..registry import Lesson
 NO_KEY = RunConfig(store="snapshot", intent=False, idempotency_key=False)
 WITH_KEY = NO_KEY.replace(idempotency_key=True)
 
-#: The three choices, each on the log store with intents (54 points).
+#: The three choices, each on the log store with intents (54 points). One knob at a time: at most
+#: once and at least once differ only in what recovery does with a pending intent (the key off for
+#: both), at least once and effectively once only in the key.
 CHOICES = {
-    "at most once": RunConfig(store="log", intent=True, idempotency_key=True, pending="abort"),
+    "at most once": RunConfig(store="log", intent=True, idempotency_key=False, pending="abort"),
     "at least once": RunConfig(store="log", intent=True, idempotency_key=False, pending="redo"),
     "effectively once": RunConfig(store="log", intent=True, idempotency_key=True, pending="redo"),
 }
@@ -87,36 +96,42 @@ def duplicate_points(df, sweep: str = "key off"):
     return d[["crash_point", "page", "label", "tracker_pages"]].reset_index(drop=True)
 
 
-def key_table(df):
-    """Duplicates without and with the key, lesson vs this machine."""
-    import pandas as pd
-
+def key_table(df) -> Table:
+    """Duplicates without and with the key, beside the lesson's count: the crash points split into
+    those that recover correctly, those that file a report twice, and any other verdict."""
     rows = []
     for name in KEY_SWEEPS:
-        s = summarize(df[df["sweep"] == name])
-        rows.append({"idempotency key": name.split()[1], "crash points": s["crash_points"],
-                     "points that duplicate a report": s["duplicate_points"],
-                     "lesson": LESSON_FIGURES["duplicate_points_no_key"] if name == "key off"
-                     else "-",
-                     "correct runs": s["correct_runs"]})
-    return pd.DataFrame(rows).set_index("idempotency key")
+        d = df[df["sweep"] == name]
+        correct = int((d["verdict"] == "correct").sum())
+        duplicate = int((d["verdict"] == "duplicate").sum())
+        rows.append({"idempotency key": name.split()[1], "crash points": len(d),
+                     "recover correctly": correct, "file a report twice": duplicate,
+                     "another verdict": len(d) - correct - duplicate,
+                     "lesson: file twice": LESSON_FIGURES["duplicate_points_no_key"]
+                     if name == "key off" else None})
+    return summary_table(rows, "lesson 4, duplicates without and with the key", Invariants(
+        total="crash points", parts=("recover correctly", "file a report twice",
+                                     "another verdict")), index="idempotency key")
 
 
-def choices_table(df):
-    """The three choices side by side: what each one gets wrong, and how often."""
-    import pandas as pd
+#: The verdicts the three choices' table counts, in its column order; any other is "another".
+CHOICE_VERDICTS = ("correct", "duplicate", "lost", "tracker disagrees")
 
+
+def choices_table(df) -> Table:
+    """The three choices side by side: each crash point's verdict, counted. The verdict columns
+    partition the crash points (each run has exactly one verdict)."""
     rows = []
     for name, cfg in CHOICES.items():
-        s = summarize(df[df["sweep"] == name])
+        d = df[df["sweep"] == name]
+        counts = {v: int((d["verdict"] == v).sum()) for v in CHOICE_VERDICTS}
         rows.append({"choice": name, "key": "on" if cfg.idempotency_key else "off",
-                     "pending intent": cfg.pending, "crash points": s["crash_points"],
-                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
-                     "three-way failures": s["three_way_failures"],
-                     "correct runs": s["correct_runs"],
-                     "lesson correct": (LESSON_FIGURES["log_runs_correct"]
-                                        if name == "effectively once" else "-")})
-    return pd.DataFrame(rows).set_index("choice")
+                     "pending intent": cfg.pending, "crash points": len(d),
+                     **counts, "another verdict": len(d) - sum(counts.values()),
+                     "lesson: correct": (LESSON_FIGURES["log_runs_correct"]
+                                         if name == "effectively once" else None)})
+    return summary_table(rows, "lesson 4, the three choices", Invariants(
+        total="crash points", parts=(*CHOICE_VERDICTS, "another verdict")), index="choice")
 
 
 def verdicts_by_label(df):
@@ -127,7 +142,8 @@ def verdicts_by_label(df):
         lambda v: ", ".join(sorted(set(v))))
     labels = [lb for lb in ("after_model_call", "after_visit", "after_intent", "after_submit",
                             "mid_commit", "after_commit") if lb in set(bug["label"])]
-    return table.unstack("label")[labels].loc[list(CHOICES)]
+    return Table(table.unstack("label")[labels].loc[list(CHOICES)],
+                 "lesson 4, the verdict at each step of a bug page")
 
 
 # --- inside the window, for real -----------------------------------------------------------------
@@ -157,12 +173,13 @@ def inside_the_window(config: RunConfig, page: int = 3) -> dict:
             "duplicate reports": len(tracker_after) - len(set(tracker_after))}
 
 
-def window_demo(page: int = 3):
-    """`inside_the_window` without and with the key, one row each."""
-    import pandas as pd
-
-    return pd.DataFrame([inside_the_window(cfg, page) for cfg in KEY_SWEEPS.values()]
-                        ).set_index("idempotency key")
+@results.memoized
+def window_demo(page: int = 3) -> Table:
+    """`inside_the_window` without and with the key, one row each (run once per kernel)."""
+    return summary_table([inside_the_window(cfg, page) for cfg in KEY_SWEEPS.values()],
+                         "lesson 4, inside the window", Invariants(
+                             counts=("killed by signal", "resume exit", "duplicate reports")),
+                         index="idempotency key")
 
 
 # --- the window on a timeline --------------------------------------------------------------------
@@ -173,6 +190,12 @@ def traced_run(config: RunConfig, latency_ms: float = 0.0) -> list[dict]:
     with work_dir() as base:
         clean_run(config, base / "run", trace=True, extra=("--latency-ms", f"{latency_ms:g}"))
         return read_trace(base / "run")
+
+
+@results.memoized
+def lesson_trace(config: RunConfig = CHOICES["at least once"]) -> list[dict]:
+    """The traced clean run the lesson's timeline draws (run once per kernel)."""
+    return traced_run(config)
 
 
 def traced_runs(config: RunConfig, n: int = 3, latency_ms: float = 0.0) -> list[list[dict]]:
@@ -234,12 +257,34 @@ def window_share(traces: list[list[dict]]) -> dict:
             "share_with_submit": upper_us / life_us}
 
 
-def plot_window_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
-    """The danger window on a time axis: the whole run on top, each bug page's operations below.
+def loop_span(ops) -> tuple[float, float]:
+    """The page loop's span in µs: from the first operation's start (page 1's "start" mark, after
+    the worker's set-up) to the end of the last commit. The windows' share is taken over it."""
+    return float(ops["start_us"].min()), float(ops["end_us"].max())
 
-    Top: one lane per kind of operation over the whole run (ms), the windows shaded: they are
-    slivers. Below: each bug page in microseconds from its first operation, on a broken axis (the
-    tracker's submit is long), the window shaded from the end of the submit to the end of the commit.
+
+def timeline_share(ops, windows) -> dict:
+    """The danger windows' total width and their share of the page loop (not of the process's
+    life: the set-up before page 1 is left out, as the figure leaves it out)."""
+    start, end = loop_span(ops)
+    total = float(windows["width_us"].sum())
+    return {"windows": len(windows), "window_us": total, "loop_us": end - start,
+            "share": total / (end - start)}
+
+
+#: The gid of the page labels on the whole-run timeline (a test reads their extents).
+WINDOW_LABEL = "danger-window-label"
+
+
+def plot_window_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
+    """The danger window on a time axis: the page loop on top, each bug page's operations below.
+
+    Top: one lane per kind of operation over the page loop (ms from page 1's start; the set-up
+    before it is left out, and a first operation longer than the rest of the loop is cut, with its
+    length written), the windows shaded: they are slivers. Their labels never overlap: a label
+    that would is moved down a lane. Below: each bug page in microseconds from its first operation,
+    on a broken axis (the tracker's submit is long), the window shaded from the end of the submit
+    to the end of the commit.
     """
     n = len(pages)
     fig, axes = new_figure(11.5, 6.6, nrows=2, ncols=2 * n,
@@ -249,20 +294,32 @@ def plot_window_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
         ax.remove()
     top = fig.add_subplot(grid[0, :])
     lanes = [op for op in OP_COLORS if op in set(ops["op"])]
-    _draw_lanes(top, ops, lanes, scale=1e3)
+    start, end = loop_span(ops)
+    shifted = ops.assign(start_us=ops["start_us"] - start, end_us=ops["end_us"] - start)
+    _draw_lanes(top, shifted, lanes, scale=1e3)
+    first = shifted.iloc[0]
+    rest = shifted.iloc[1:]
+    left = 0.0
+    if len(rest) and first["dur_us"] > (end - start - first["dur_us"]):
+        left = max(0.0, first["end_us"] - 0.04 * (rest["end_us"].max() - first["end_us"]))
+        top.annotate(f"← page {int(first['page'])}'s {first['op']}: {first['dur_us'] / 1e3:.1f} ms "
+                     "from the loop's start (cut)", (left / 1e3, lanes.index(first["op"])),
+                     xytext=(4, -9), textcoords="offset points", fontsize=7, va="top")
+    labels = []
     for _, w in windows.iterrows():
-        top.axvspan(w["start_us"] / 1e3, w["end_us"] / 1e3, **WINDOW_STYLE)
-        top.annotate(f"page {int(w['page'])}", (w["start_us"] / 1e3, 0), xytext=(-3, 0),
-                     textcoords="offset points", ha="right", va="center", fontsize=8,
-                     color=COLORS["red"])
-    run_us = ops["end_us"].max()
-    total = windows["width_us"].sum()
+        x0, x1 = (w["start_us"] - start) / 1e3, (w["end_us"] - start) / 1e3
+        top.axvspan(x0, x1, **WINDOW_STYLE)
+        labels.append(top.annotate(f"page {int(w['page'])}", (x0, 0), xytext=(-3, 0),
+                                   textcoords="offset points", ha="right", va="center",
+                                   fontsize=8, color=COLORS["red"], gid=WINDOW_LABEL))
+    share = timeline_share(ops, windows)
     top.set_yticks(range(len(lanes)), lanes)
     top.set_ylim(len(lanes) - 0.5, -0.5)
-    top.set_xlim(0, run_us / 1e3 * 1.01)
-    top.set_xlabel("time since the worker was ready (ms)")
-    top.set_title(f"The whole run: {len(windows)} danger windows, {total:.0f} µs in all = "
-                  f"{total / run_us:.1%} of it", fontsize=10)
+    top.set_xlim(left / 1e3, (end - start) / 1e3 * 1.01)
+    top.set_xlabel("time since page 1 began (ms; the worker's set-up before it is left out)")
+    top.set_title(f"The page loop: {share['windows']} danger windows, {share['window_us']:.0f} µs "
+                  f"in all = {share['share']:.1%} of its {share['loop_us'] / 1e3:.2f} ms",
+                  fontsize=10)
     handles = [Patch(color=OP_COLORS[op], label=op) for op in lanes]
     handles.append(Patch(**WINDOW_STYLE, label="danger window:\nreport filed,\ncommit not durable"))
     top.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.005, 1.0))
@@ -270,7 +327,32 @@ def plot_window_timeline(ops, windows, *, pages: tuple[int, ...] = (3, 7, 10)):
         _page_detail(axes[1, 2 * i], axes[1, 2 * i + 1], ops[ops["page"] == page],
                      windows[windows["page"] == page].iloc[0], lanes, first=i == 0)
     fig.suptitle("The danger window on a timeline (wall-clock times of one traced clean run)")
+    _separate(fig, labels, len(lanes))
     return fig
+
+
+def _separate(fig, texts, lanes: int) -> None:
+    """Move each label down a lane while it overlaps one placed before it (drawn extents)."""
+    fig.draw_without_rendering()          # lay the figure out, so the extents are final
+    renderer = fig._get_renderer()
+    placed = []
+    for t in texts:
+        for lane in range(lanes):
+            t.xy = (t.xy[0], lane)
+            box = t.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed):
+                break
+        placed.append(t.get_window_extent(renderer))
+
+
+def label_overlaps(fig, gid: str = WINDOW_LABEL) -> list[tuple[str, str]]:
+    """Pairs of labels with `gid` whose drawn extents overlap (the figure drawn first)."""
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    texts = [t for ax in fig.axes for t in ax.texts if t.get_gid() == gid]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
+            if ba.overlaps(bb)]
 
 
 def _draw_lanes(ax, ops, lanes, *, scale: float = 1.0, t0: float = 0.0) -> None:
@@ -322,30 +404,79 @@ def _page_detail(left, right, p, w, lanes, *, first: bool) -> None:
 
 # --- exhaustive vs random ------------------------------------------------------------------------
 
-def random_summary(result: dict, share: dict, df) -> "object":
-    """Random kills beside the exhaustive sweep, with the rule of three and the window's share."""
-    import pandas as pd
+#: The lesson's random-kill experiment: 40 tries from outside, seeded.
+RANDOM_TRIES, RANDOM_SEED = 40, 4
 
+
+@results.memoized
+def random_experiment(tries: int = RANDOM_TRIES, seed: int = RANDOM_SEED) -> tuple[dict, dict]:
+    """`kill_random` on the lesson's key-off design, and the windows' share of a run's life from
+    three traced runs in the same world (model latency): run once per kernel, so the table, the
+    figure and the claims all read the same kills."""
+    from ...experiment import kill_random
+
+    result = kill_random(NO_KEY, tries=tries, seed=seed)
+    share = window_share(traced_runs(NO_KEY, latency_ms=result["latency_ms"]))
+    return result, share
+
+
+def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float | None:
+    """The exact one-sided upper confidence bound on a rate after `failures` in `n` independent
+    tries (Clopper–Pearson): the rate p at which P(at most `failures` in n) = 1 − confidence.
+    With no failure it is 1 − (1 − confidence)^(1/n), which the rule of three rounds to 3/n."""
+    if n <= 0:
+        return None
+    if failures >= n:
+        return 1.0
+    alpha = 1 - confidence
+
+    def cdf(p: float) -> float:
+        return sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(failures + 1))
+
+    lo, hi = failures / n, 1.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) > alpha else (lo, mid)
+    return hi
+
+
+def random_summary(result: dict, share: dict, df) -> Table:
+    """Random kills beside the exhaustive sweep: what each found, the windows' share, and what the
+    random run proves about the rate (an exact bound; the rule of three only if nothing failed)."""
     exhaustive = df[df["sweep"] == "key off"]
-    n, loop = result["real_kills"], result["kills_in_page_loop"]
+    n, loop, hits = result["real_kills"], result["kills_in_page_loop"], result["duplicates_hit"]
+    bound = upper_bound(hits, loop)
     rows = [
         ("crash runs", len(exhaustive), result["tries"], LESSON_RANDOM["tries"]),
         ("real kills (died before its end)", len(exhaustive), n, LESSON_RANDOM["real_kills"]),
-        ("kills inside the page loop", len(exhaustive), loop, "-"),
+        ("kills inside the page loop", len(exhaustive), loop, None),
         ("runs with a duplicate report", int((exhaustive["duplicate_reports"] > 0).sum()),
-         result["duplicates_hit"], LESSON_RANDOM["duplicates_hit"]),
-        ("rule of three: 3/kills in the loop", "-", _pct(rule_of_three(loop)),
-         _pct(3 / LESSON_RANDOM["real_kills"])),
-        ("windows' share of a run's life", "-",
-         f"{_pct(share['share_of_life'])} to {_pct(share['share_with_submit'])}", "-"),
-        ("expected hits (real kills x share)", "-",
-         f"{n * share['share_of_life']:.2f} to {n * share['share_with_submit']:.2f}", "-"),
+         hits, LESSON_RANDOM["duplicates_hit"]),
+        ("distinct crash points that duplicated", int((exhaustive["duplicate_reports"] > 0).sum()),
+         len(hit_points(result)), None),
+        ("windows' share of a run's life", None,
+         f"{_pct(share['share_of_life'])} to {_pct(share['share_with_submit'])}", None),
+        ("expected hits (real kills x share)", None,
+         f"{n * share['share_of_life']:.2f} to {n * share['share_with_submit']:.2f}", None),
+        ("95% upper bound on the hit rate per kill (exact, from the hits)", None, _pct(bound),
+         _pct(upper_bound(LESSON_RANDOM["duplicates_hit"], LESSON_RANDOM["real_kills"]))),
     ]
-    return pd.DataFrame(rows, columns=["", "exhaustive sweep", "random kills", "lesson (random)"]
-                        ).set_index("")
+    if hits == 0:
+        rows.append(("rule of three (no failure): 3/kills in the loop", None,
+                     _pct(rule_of_three(loop)), None))
+    import pandas as pd
+
+    table = pd.DataFrame(rows, columns=["", "exhaustive sweep", "random kills",
+                                        "lesson (random)"]).set_index("")
+    return Table(table.astype(object), "lesson 4, exhaustive sweep vs random kills")
 
 
-def landing_table(result: dict, config: RunConfig = NO_KEY):
+def hit_points(result: dict) -> list[str]:
+    """The distinct last crash points of the random kills that filed a report twice."""
+    return sorted({r["landed"] for r in result["runs"] if r["killed"] and r["duplicate_reports"]})
+
+
+def landing_table(result: dict, config: RunConfig = NO_KEY) -> Table:
     """Where the random kills landed: per page, the last crash point each killed worker reached."""
     import pandas as pd
 
@@ -355,7 +486,9 @@ def landing_table(result: dict, config: RunConfig = NO_KEY):
              + ["after the last page", "finished first"])
     table = runs.groupby("where").agg(kills=("try", "size"),
                                       duplicates=("duplicate_reports", lambda s: int((s > 0).sum())))
-    return table.reindex([w for w in order if w in table.index])
+    table = table.reindex([w for w in order if w in table.index])
+    return Table(table, "lesson 4, where the random kills landed",
+                 Invariants(total="kills", within=("duplicates",)))
 
 
 def _pct(x: float | None) -> str:
@@ -391,7 +524,8 @@ def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig =
     # middle: per-kill rates
     rates = [("window share\nof a run's life", share["share_of_life"], COLORS["red"]),
              ("observed\nhits / kills", hits / n if n else 0, COLORS["orange"]),
-             ("rule of three\n3 / kills in loop", rule_of_three(loop) or 0, COLORS["purple"])]
+             ("95% upper bound\n(exact, from the hits)", upper_bound(hits, loop) or 0,
+              COLORS["purple"])]
     mid.bar(range(3), [r[1] * 100 for r in rates], color=[r[2] for r in rates], width=0.6)
     upper = share["share_with_submit"]
     mid.bar(0, (upper - share["share_of_life"]) * 100, bottom=share["share_of_life"] * 100,
@@ -402,8 +536,8 @@ def plot_random_vs_exhaustive(result: dict, share: dict, df, config: RunConfig =
         mid.annotate(shown, (i, (upper if i == 0 else v) * 100), xytext=(0, 3),
                      textcoords="offset points", ha="center", fontsize=9)
     mid.axhline(300 / LESSON_RANDOM["real_kills"], **LESSON_STYLE,
-                label=f"lesson: 3/{LESSON_RANDOM['real_kills']} = "
-                      f"{3 / LESSON_RANDOM['real_kills']:.1%}")
+                label=f"rule of three, had the lesson's {LESSON_RANDOM['real_kills']} kills "
+                      f"found none: {3 / LESSON_RANDOM['real_kills']:.1%}")
     mid.set_xticks(range(3), [r[0] for r in rates], fontsize=8)
     mid.set_ylabel("rate per kill (%)")
     mid.set_ylim(0, max(max(r[1] for r in rates) * 100, upper * 100,
@@ -574,39 +708,15 @@ def _ex_4_2(answer):
              "the three strips.")
 
 
-# --- transfer and common wrong statements -------------------------------------------------------
+# --- common wrong statements --------------------------------------------------------------------
 
 AT_MOST_ONCE = CHOICES["at most once"]
-SNAPSHOT_INTENTS = RunConfig(store="snapshot", intent=True, idempotency_key=False)
+#: At most once with the key on: a configuration the page does not show (statement Q4.3).
+ABORT_WITH_KEY = AT_MOST_ONCE.replace(idempotency_key=True)
 
 
 def duplicate_names(config: RunConfig) -> list[str]:
     return [r.crash_point for r in results.sweep_once(config) if r.duplicate_reports]
-
-
-def transfer_sweep(config: RunConfig = SNAPSHOT_INTENTS):
-    """Every crash point of `config`, killed and resumed: how many end right, duplicated, lost."""
-    import pandas as pd
-
-    s = summarize(results.sweep_once(config))
-    rows = {"crash points": s["crash_points"], "recover correctly": s["correct_runs"],
-            "file a report twice": s["duplicate_points"], "lose a report": s["lost_points"],
-            "the points that file twice": ", ".join(duplicate_names(config)) or "none"}
-    return pd.DataFrame({"measured": [str(v) for v in rows.values()]}, index=list(rows))
-
-
-@exercise("4.3", "Transfer: the snapshot store with intents on, the key off, pending intents "
-          "redone. Of its 54 crash points, how many end with a report filed twice?",
-          "6, as without intents. The intent tells recovery that the page may be half done, but "
-          "redoing it without a key files the report again whenever it had been filed: "
-          "after_submit and mid_commit on pages 3, 7 and 10. after_intent is safe: the report "
-          "was not filed yet. An intent alone closes nothing; it takes the key (and a tracker "
-          "that honours it) to make the redo harmless.")
-def _ex_4_3(answer):
-    truth = len(duplicate_names(SNAPSHOT_INTENTS))
-    c = assess(answer, truth, what="crash points that duplicate")
-    return c.reply(hint=" Where is the report in the tracker while the "
-                   "checkpoint says the page is not done?")
 
 
 #: The source text's random kills: 39 real kills.
@@ -624,17 +734,16 @@ def random_kill_odds(kills: int = TEXT_REAL_KILLS) -> dict:
 
 
 def _kills_for(p: float, share: float) -> int:
-    import math
     return math.ceil(math.log(1 - p) / math.log(1 - share)) if 0 < share < 1 else 0
 
 
 @statement("Q4.1", "If forty random kills find no duplicate report, the worker files no "
            "duplicates.",
            "False. The danger windows are a small share of a run's life, so random kills can miss "
-           "every one of them while the bug is there: zero failures in n tries only bounds the "
-           "rate below about 3/n (the rule of three), and says nothing about which points were "
-           "never tried. The exhaustive sweep kills each crash point once and finds every "
-           "duplicate point, on every machine.")
+           "every one of them while the bug is there. Zero failures in n tries only bounds the "
+           "rate below about 3/n (the rule of three, a bound for zero failures only), and says "
+           "nothing about which points were never tried. The exhaustive sweep kills each crash "
+           "point once and finds every duplicate point, on every machine.")
 def _q4_1():
     odds = random_kill_odds()
     found = len(duplicate_names(NO_KEY))
@@ -649,40 +758,251 @@ def _q4_1():
                     f"{100 * 3 / odds['kills']:.1f}%.")
 
 
-@statement("Q4.2", "A lock on the run prevents duplicate reports.",
-           "False. Every sweep runs with the run lock (one worker per run directory), and the "
-           "duplicates come anyway: from one worker after another, the resume redoing a page "
-           "whose report the killed worker had filed. A lock orders workers; it cannot tell the "
-           "next one what the dead one did. (Nor does it stop a paused worker that wakes up after "
-           "losing it: that takes a fencing token the tracker checks; see Further reading.)")
-def _q4_2():
-    found = duplicate_names(NO_KEY)
-    return Measured(not found, f"Measured: with the lock held by every worker, the key-off sweep "
-                    f"filed a report twice at {len(found)} crash points ({', '.join(found[:2])}, "
-                    "...).")
-
-
-@statement("Q4.3", "At most once is safe: nothing is ever filed twice, and nothing is lost.",
+@statement("Q4.2", "At most once is safe: nothing is ever filed twice, and nothing is lost.",
            "False. At most once never files twice, but it gives up a page whose report may not "
-           "have been filed: killed at after_intent, the report is lost.")
-def _q4_3():
-    s = summarize(results.sweep_once(AT_MOST_ONCE))
-    lost = [r.crash_point for r in results.sweep_once(AT_MOST_ONCE) if r.lost_reports]
+           "have been filed: killed at after_intent, the report is lost. And killed after the "
+           "submit, it gives up a page whose report *was* filed: the tracker and the agent's "
+           "result disagree.")
+def _q4_2():
+    records = results.sweep_once(AT_MOST_ONCE)
+    s = summarize(records)
+    lost = [r.crash_point for r in records if r.lost_reports]
     return Measured(s["duplicate_points"] == 0 and s["lost_points"] == 0,
-                    f"Measured (at most once, 54 points): {s['duplicate_points']} points file "
-                    f"twice, {s['lost_points']} lose a report ({', '.join(lost)}).")
+                    f"Measured (at most once, {s['crash_points']} points): "
+                    f"{s['duplicate_points']} points file twice, {s['lost_points']} lose a report "
+                    f"({', '.join(lost)}).")
 
 
-@statement("Q4.4", "With the idempotency key on, no crash point files a report twice, even "
-           "without intents.",
-           "True. Without intents the resume still redoes the page whose report may be filed; "
-           "the key makes that redo harmless, because the tracker ignores a second report with "
-           "the same key (INSERT OR IGNORE on a UNIQUE key). What the intent adds is knowing "
-           "that the page may be half done, which at-most-once recovery needs.")
-def _q4_4():
-    found = duplicate_names(WITH_KEY)
-    return Measured(not found, f"Measured (snapshot store, intents off, key on, 51 points): "
-                    f"{len(found)} points file a report twice.")
+@statement("Q4.3", "With the idempotency key on, at most once (pending intents aborted) loses no "
+           "report.",
+           "False. The key makes a second filing harmless, but at most once never files again: "
+           "killed after the intent and before the submit, the page is given up and its report "
+           "was never filed, key or no key. The key only helps a choice that redoes.")
+def _q4_3():
+    records = results.sweep_once(ABORT_WITH_KEY)
+    lost = [r.crash_point for r in records if r.lost_reports]
+    return Measured(not lost, f"Measured just now (event log, intents on, key on, pending "
+                    f"intents aborted, {len(records)} points): {len(lost)} points lose a report "
+                    f"({', '.join(lost)}).")
+
+
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(4)
+
+
+def _sweep(name: str):
+    df = danger_sweeps()
+    return df[df["sweep"] == name]
+
+
+def _names(d) -> list[str]:
+    return [f"`{n}`" for n in d["crash_point"]]
+
+
+@CLAIMS.claim("While the worker was paused, the tracker already held page {page}'s report "
+              "(tracker: pages {held}) and the checkpoint still said the next page to do was "
+              "{next}. Both resumes redid page {page}, because that is all the checkpoint allows: "
+              "without the key the tracker ended with pages {off}, the report filed twice; with "
+              "the key, with pages {on}, once.")
+def inside_the_window_both_redo():
+    t = window_demo().df
+    off, on = t.loc["off"], t.loc["on"]
+    page = 3
+    holds = (off["tracker pages (paused)"] == [page] == on["tracker pages (paused)"]
+             and off["checkpoint: next page"] == page == on["checkpoint: next page"]
+             and off["duplicate reports"] == 1 and on["duplicate reports"] == 0)
+    return holds, {"page": page, "held": off["tracker pages (paused)"],
+                   "next": int(off["checkpoint: next page"]),
+                   "off": off["tracker pages (after resume)"],
+                   "on": on["tracker pages (after resume)"]}
+
+
+@CLAIMS.claim("Without the key, {n} of {points} crash points filed a report twice (the lesson: "
+              "{lesson}): {names}.")
+def no_key_duplicates():
+    d = _sweep("key off")
+    dup = d[d["duplicate_reports"] > 0]
+    return (len(dup) == LESSON_FIGURES["duplicate_points_no_key"],
+            {"n": len(dup), "points": len(d), "lesson": LESSON_FIGURES["duplicate_points_no_key"],
+             "names": _names(dup)})
+
+
+@CLAIMS.claim("Two points on each bug page (pages {pages}), and always the same two: "
+              "{labels}. In both the report is in the tracker and the page's snapshot is not yet "
+              "durable. With the key, and still no intent, {with_key} of {points} points filed "
+              "twice: for a redo the key alone is enough.")
+def always_the_same_two():
+    d = _sweep("key off")
+    dup = d[d["duplicate_reports"] > 0]
+    with_key = _sweep("key on")
+    bugs = Site.load(NO_KEY.pages).bug_pages
+    per_page = dup.groupby("page")["label"].apply(lambda v: tuple(sorted(v)))
+    holds = (sorted(per_page.index) == bugs
+             and set(per_page) == {tuple(sorted(WINDOW_LABELS))}
+             and int((with_key["duplicate_reports"] > 0).sum()) == 0)
+    return holds, {"pages": bugs, "labels": [f"`{x}`" for x in WINDOW_LABELS],
+                   "with_key": int((with_key["duplicate_reports"] > 0).sum()),
+                   "points": len(with_key)}
+
+
+@CLAIMS.claim("**At most once** filed nothing twice ({dup} points), and paid in two ways. "
+              "Killed after the intent, before the submit, the report was never filed and "
+              "recovery gave the page up: lost at {lost} points ({lost_names}). Killed after the "
+              "submit, the report *was* filed but the agent gave the page up: at {disagree} "
+              "points ({disagree_names}) the tracker holds a report the agent's result does not, "
+              "and the three-way check (tracker == memory == rebuild from disk) fails.")
+def at_most_once_loses_or_disagrees():
+    d = _sweep("at most once")
+    lost, disagree = d[d["verdict"] == "lost"], d[d["verdict"] == "tracker disagrees"]
+    holds = (int((d["duplicate_reports"] > 0).sum()) == 0 and len(lost) > 0
+             and set(lost["label"]) == {"after_intent"}
+             and set(disagree["label"]) <= set(WINDOW_LABELS) and len(disagree) > 0)
+    return holds, {"dup": int((d["duplicate_reports"] > 0).sum()), "lost": len(lost),
+                   "lost_names": _names(lost), "disagree": len(disagree),
+                   "disagree_names": _names(disagree)}
+
+
+@CLAIMS.claim("**At least once** lost nothing ({lost} points) and filed twice at {dup} points, "
+              "whenever the kill fell in the window ({labels}). It differs from at most once "
+              "only in what recovery does with a pending intent.")
+def at_least_once_duplicates():
+    d = _sweep("at least once")
+    dup = d[d["duplicate_reports"] > 0]
+    return (int((d["lost_reports"] > 0).sum()) == 0 and len(dup) > 0
+            and set(dup["label"]) <= set(WINDOW_LABELS),
+            {"lost": int((d["lost_reports"] > 0).sum()), "dup": len(dup),
+             "labels": [f"`{x}`" for x in sorted(set(dup["label"]))]})
+
+
+@CLAIMS.claim("**Effectively once** is at least once with the key: redo with the same key, and "
+              "the tracker makes the redo harmless. It was right at {correct} of {points} crash "
+              "points (the lesson: {lesson} of 54), the only choice right at every one.")
+def effectively_once_always_right():
+    d = _sweep("effectively once")
+    correct = int((d["verdict"] == "correct").sum())
+    others = [n for n in CHOICES if n != "effectively once"
+              and int((_sweep(n)["verdict"] == "correct").sum()) == len(_sweep(n))]
+    return (correct == len(d) and not others,
+            {"correct": correct, "points": len(d), "lesson": LESSON_FIGURES["log_runs_correct"]})
+
+
+@CLAIMS.claim("On this traced run the {windows} danger windows cover {share} of the page loop "
+              "({window_us} µs of {loop_ms} ms): a kill has to land in one of those stretches to "
+              "duplicate a report.")
+def windows_are_slivers():
+    ops = operations(lesson_trace())
+    share = timeline_share(ops, danger_windows(ops))
+    # robust to a busy machine: a stall inside a commit widens a window, but the windows stay a
+    # minority of the loop (the model calls, visits and submits of twelve pages)
+    return (share["windows"] == len(Site.load(NO_KEY.pages).bug_pages) and share["share"] < 0.5,
+            {"windows": share["windows"], "share": f"{share['share']:.1%}",
+             "window_us": round(share["window_us"]), "loop_ms": f"{share['loop_us'] / 1e3:.2f}"})
+
+
+@CLAIMS.claim("Of {n} real kills, {hits} filed a report twice ({rate}), from {distinct} distinct "
+              "crash points; the windows' share of a run's life predicts {low} to {high} hits. "
+              "The exhaustive sweep found all {found} duplicate points with {points} kills, one "
+              "per point, and finds the same on every run.")
+def random_kills_against_the_sweep():
+    result, share = random_experiment()
+    d = _sweep("key off")
+    found = int((d["duplicate_reports"] > 0).sum())
+    n, hits = result["real_kills"], result["duplicates_hit"]
+    distinct = len(hit_points(result))
+    return (found == LESSON_FIGURES["duplicate_points_no_key"] and distinct <= found
+            and hits <= n,
+            {"n": n, "hits": hits, "rate": _pct(hits / n) if n else "-", "distinct": distinct,
+             "low": f"{n * share['share_of_life']:.2f}",
+             "high": f"{n * share['share_with_submit']:.2f}", "found": found, "points": len(d)})
+
+
+@CLAIMS.claim("So a run of random kills proves little. After {hits} hits in {loop} kills inside "
+              "the page loop, the exact 95% upper bound on the hit rate is {bound}; the rule of "
+              "three (3/n = {three}) is that bound's shortcut for a run with no failure, and "
+              "{which}.")
+def random_kills_bound_the_rate_loosely():
+    result, _ = random_experiment()
+    loop, hits = result["kills_in_page_loop"], result["duplicates_hit"]
+    bound = upper_bound(hits, loop)
+    which = ("this run had none, so it applies" if hits == 0 else
+             "this run had failures, so it does not apply here")
+    return (bound is None or bound > hits / loop,
+            {"hits": hits, "loop": loop, "bound": _pct(bound), "three": _pct(rule_of_three(loop)),
+             "which": which})
+
+
+# --- practice: a design and a site the lesson did not run ----------------------------------------
+
+PRACTICE_VERDICTS = ("correct", "duplicate", "lost", "tracker disagrees", "another verdict")
+
+
+def _describe(config: RunConfig) -> str:
+    store = {"snapshot": "a snapshot after every page", "log": "the event log"}[config.store]
+    bugs = Site.load(config.pages).bug_pages
+    where = (f"page {bugs[0]}" if len(bugs) == 1 else
+             "pages " + ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}")
+    pending = f", pending intents {config.pending}" + ("ed" if config.pending == "redo" else "ed")
+    return (f"{store}, intents {'on' if config.intent else 'off'}"
+            + (pending.replace("redoed", "redone") if config.intent else "")
+            + f", idempotency key {'on' if config.idempotency_key else 'off'}, on a site of "
+              f"{config.pages} pages (bugs on {where}).")
+
+
+def practice_config(rng, longest: int = 15) -> RunConfig:
+    """A design and a site length the lesson did not run (it runs only 12 pages)."""
+    store = rng.choice(["snapshot", "log"])
+    intent = rng.choice([True, False])
+    return RunConfig(store=store, intent=intent, idempotency_key=rng.choice([True, False]),
+                     pending=rng.choice(["redo", "abort"]) if intent else "redo",
+                     pages=rng.choice([n for n in range(4, longest + 1) if n != 12]))
+
+
+def practice_problem(seed: int) -> Problem:
+    """A design on a site the lesson did not run, and one question: the verdict at one point of a
+    bug page, or how many crash points file a report twice (or lose one)."""
+    from ...experiment import crash_points
+
+    rng = drawn(seed, 4)
+    kind = rng.choice(["verdict", "duplicates", "lost"])
+    config = practice_config(rng, longest=15 if kind == "verdict" else 10)   # a sweep: short
+    setting = _describe(config)
+    info = {"config": config, "kind": kind}
+    if kind == "verdict":
+        bugs = Site.load(config.pages).bug_pages
+        page = rng.choice(bugs)
+        names = [p.name for p in crash_points(config) if p.page == page]
+        name = rng.choice(names)
+        form = choice(PRACTICE_VERDICTS)
+
+        def measure() -> Answer:
+            r = results.point(config, name)
+            word = r.verdict if r.verdict in PRACTICE_VERDICTS else "another verdict"
+            return Answer(word, f"killed at {name} and resumed: {r.verdict} (tracker pages "
+                          f"{r.tracker_pages}, the agent's findings {r.memory_findings}).")
+        return Problem(4, seed, setting, f"The worker is killed at `{name}` and resumed. What is "
+                       "the verdict of the three-way check?", form, measure,
+                       "Is the report in the tracker at that point, and what does recovery do "
+                       "with the page: redo it (with or without the key) or give it up?",
+                       drawn={**info, "point": name})
+    what = "file a report twice" if kind == "duplicates" else "lose a report"
+
+    def measure() -> Answer:
+        records = results.sweep_once(config)
+        hit = [r.crash_point for r in records
+               if (r.duplicate_reports if kind == "duplicates" else r.lost_reports)]
+        return Answer(len(hit), f"{len(hit)} of {len(records)} crash points {what}"
+                      + (f": {', '.join(hit)}." if hit else "."))
+    return Problem(4, seed, setting, f"Every crash point is killed and resumed. At how many of "
+                   f"them does the run {what}?", NUMBER, measure,
+                   "List a bug page's points and ask, for each, whether the report is filed yet "
+                   "and what recovery does with the page; then count over the bug pages.",
+                   unit="points", drawn=info)
+
+
+#: The transfer question: a design and a site the lesson did not run (`practice_problem`).
+TRANSFER_SEED = 2
+TRANSFER = as_exercise("4.3", practice_problem(TRANSFER_SEED), __name__)
 
 
 LESSON = Lesson(
@@ -706,5 +1026,7 @@ LESSON = Lesson(
     prerequisites="Lessons 0 to 3; basic SQL (`INSERT`, `UNIQUE`).",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

@@ -34,12 +34,14 @@ from ...stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk, r
 from ...stores.log import ensure_newline_terminated
 from ...probes import one_write_with_little_room
 from ...world import Site
+from ..claims import Claims, Invariants
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, YES_NO, Answer, Problem, as_exercise, drawn
 from .. import results
 from ..crash_panel import CrashPanel
 from ..plots import plot_points, verdict_handles, verdict_row
 from ..style import COLORS, new_figure, page_ticks
-from ..views import plain_message
+from ..views import Table, plain_message, summary_table
 from ..registry import Lesson
 
 WRITE_MODES = ("atomic", "torn", "no-newline")
@@ -107,24 +109,27 @@ def mode_records(mode: str, config: RunConfig | None = None):
     return sweep_write_modes({mode: config or MODE_CONFIGS[mode]})
 
 
-def mode_table(df):
-    """Per write mode: correct runs, what recovery repaired, and what the rebuild from disk says."""
-    import pandas as pd
-
+def mode_table(df) -> Table:
+    """Per write mode: the verdicts (correct, rebuild fails, another: they partition the crash
+    points), whether the resumed run itself was right, what recovery repaired, and what each
+    reader made of the log."""
     rows = []
     for mode, d in df.groupby("write_mode", sort=False):
+        correct = int((d["verdict"] == "correct").sum())
+        fails = int((d["verdict"] == "rebuild fails").sum())
         rows.append({
-            "write mode": mode, "crash points": len(d),
-            "correct runs": int((d["verdict"] == "correct").sum()),
+            "write mode": mode, "crash points": len(d), "correct": correct,
+            "rebuild fails": fails, "another verdict": len(d) - correct - fails,
             "resume right": int(d["resumed_right"].sum()),
             "torn lines skipped": int(d["torn_lines_skipped"].sum()),
             "tails repaired": int(d["tails_repaired"].sum()),
-            "rebuild failures": int(((d["rebuild_ok"] == False)  # noqa: E712 (None = no rebuild)
-                                     | d["disk_error"].notna()).sum()),
-            "  of which refused": int(d["disk_error"].notna().sum()),
+            "rebuild refused": int(d["disk_error"].notna().sum()),
             "source text's reader wrong": int((d["lesson_reader_ok"] == False).sum()),  # noqa: E712
         })
-    return pd.DataFrame(rows).set_index("write mode")
+    return summary_table(rows, "lesson 5, three write modes", Invariants(
+        total="crash points", parts=("correct", "rebuild fails", "another verdict"),
+        within=("resume right", "rebuild refused", "source text's reader wrong"),
+        counts=("torn lines skipped", "tails repaired")), index="write mode")
 
 
 def failing_points(df, mode: str = "no-newline"):
@@ -140,6 +145,12 @@ def failing_points(df, mode: str = "no-newline"):
                                                       False: "WRONG"}),
     )[["crash_point", "page", "bug_page", "glued_record", "source_text_reader", "our_reader"]
       ].set_index("crash_point")
+
+
+def failing_table(df, mode: str = "no-newline") -> Table:
+    """`failing_points` as the learner reads it."""
+    return Table(failing_points(df, mode), f"lesson 5, the rebuilds that fail ({mode})",
+                 Invariants(counts=("page",)))
 
 
 def plot_write_mode_verdicts(df):
@@ -183,6 +194,7 @@ def plot_write_mode_verdicts(df):
 
 # --- one torn write, byte by byte ----------------------------------------------------------------
 
+@results.memoized
 def torn_tail(crash_at: str = "p2.mid_commit", config: RunConfig = MODE_CONFIGS["torn"]) -> dict:
     """Kill a torn-mode run inside its commit write, then repair the log's tail twice.
 
@@ -258,6 +270,7 @@ def plot_tail(tail: dict, context: int = 10):
     return fig
 
 
+@results.memoized
 def glued_log(crash_at: str, config: RunConfig = MODE_CONFIGS["no-newline"]) -> dict:
     """Crash a no-newline run at `crash_at`, resume it, and ask every witness what happened.
 
@@ -311,7 +324,9 @@ def witnesses(glued: dict):
             row("rebuild from disk (our reader)", glued["rebuild"],
                 "refused: " + glued["refusal"] if glued["refusal"] else ""),
             row("the source text's reader", glued["lesson_state"], "skips what does not parse")]
-    return pd.DataFrame(rows).astype({"tokens": "Int64", "last seq": "Int64"}).set_index("witness")
+    table = pd.DataFrame(rows).astype({"tokens": "Int64", "last seq": "Int64"}).set_index("witness")
+    return Table(table.astype(object).where(table.notna(), None),
+                 "lesson 5, the witnesses of one no-newline run")
 
 
 # --- the snapshot: renamed into place, or overwritten and torn -----------------------------------
@@ -325,19 +340,30 @@ def snapshot_tears(configs: dict[str, RunConfig] = SNAPSHOT_CONFIGS, *, progress
     return frame(records).rename(columns={"sweep": "write_mode"})
 
 
-def snapshot_table(df):
+def snapshot_table(df) -> Table:
     """Per write mode: what recovery found and did after a kill inside the snapshot write."""
-    import pandas as pd
-
     rows = []
     for mode, d in df.groupby("write_mode", sort=False):
-        rows.append({"write mode": mode, "mid-commit kills": len(d),
-                     "correct runs": int((d["verdict"] == "correct").sum()),
+        correct = int((d["verdict"] == "correct").sum())
+        rows.append({"write mode": mode, "mid-commit kills": len(d), "correct": correct,
+                     "another verdict": len(d) - correct,
                      "torn snapshot, fresh start": int((d["snapshot_fallback"] == "fresh").sum()),
                      "temp files removed": int(d["temp_files_removed"].sum()),
-                     "avg redone calls": round(d["redone_model_calls"].mean(), 2),
+                     "avg redone calls": d["redone_model_calls"].mean(),
                      "max redone calls": int(d["redone_model_calls"].max())})
-    return pd.DataFrame(rows).set_index("write mode")
+    return summary_table(rows, "lesson 5, a kill inside the snapshot write", Invariants(
+        total="mid-commit kills", parts=("correct", "another verdict"),
+        within=("torn snapshot, fresh start",),
+        counts=("temp files removed", "max redone calls")), index="write mode")
+
+
+def points_table(config: RunConfig = MODE_CONFIGS["torn"], pages=(2, 3)) -> Table:
+    """The crash points of `pages`, by name: where the kill inside the commit write sits."""
+    import pandas as pd
+
+    rows = [{"crash point": p.name, **{k: v for k, v in p.__dict__.items() if k != "name"}}
+            for p in crash_points(config) if p.page in pages]
+    return Table(pd.DataFrame(rows).set_index("crash point"), "lesson 5, crash points")
 
 
 def snapshot_after_kill(mode: str, page: int = 5) -> dict:
@@ -398,25 +424,25 @@ def _ex_5_1(answer):
 
 
 @exercise("5.2", "Predict, then run: in no-newline mode (event log, intents and key on, 54 crash "
-          "points), how many crash points fail the rebuild from disk, and what is their "
-          "crash-point label? Answer as a pair, e.g. (3, 'after_visit').",
-          "(12, 'mid_commit'): one per page. Only a kill inside the commit write leaves a torn "
-          "fragment; without the newline repair the resumed run's first record glues onto it and "
-          "is lost from the log. The resumed run itself is right at all 54 points; the rebuild "
-          "from disk is what differs. At 11 of the 12 a later record reveals the gap in the "
-          "sequence numbers and the reader refuses; at page 12 nothing follows, so the log just "
-          "looks one event short and only the comparison with memory catches it.")
+          "points), the rebuild from disk fails wherever the glued record is lost. At how many "
+          "crash points does our reader (it checks sequence numbers) refuse the log outright, "
+          "naming file and line, and at how many does it accept a log that is one event short "
+          "of memory? Answer as a pair (refused, short).",
+          "(11, 1). A kill inside a commit write leaves a torn fragment at each page's mid_commit "
+          "point; without the newline repair the resumed run's first record glues onto it and is "
+          "lost. On pages 1 to 11 later records follow, and the first of them has a sequence "
+          "number one too far: a gap, so the reader refuses. On page 12 nothing follows the "
+          "glued line, so the log looks like one that stopped an event earlier: accepted, and "
+          "only the comparison with the resumed worker's memory catches it.")
 def _ex_5_2(answer):
     df = mode_records("no-newline")
     bad = df[df["verdict"] == "rebuild fails"]
-    labels = sorted(set(bad["label"]))
-    truth = (len(bad), labels[0] if len(labels) == 1 else ", ".join(labels))
-    c = assess(answer, truth, what="(crash points, label)")
-    return c.reply(hint=" Which kill leaves half a record on disk, and how many such points does "
-                        "a 12-page run have?")
+    refused = int(bad["disk_error"].notna().sum())
+    c = assess(answer, (refused, len(bad) - refused), what="(refused, short)")
+    return c.reply(hint=" After which page's torn write does no record follow?")
 
 
-#: Lesson 5's transfer: the source text's trap without intents.
+#: The source text's trap without intents (a claim's configuration; no exercise runs it).
 NO_NEWLINE_NO_INTENTS = MODE_CONFIGS["no-newline"].replace(intent=False)
 
 
@@ -425,21 +451,6 @@ def lenient_reader_misses(config: RunConfig = NO_NEWLINE_NO_INTENTS) -> list[str
     resumed worker's memory (every point of `config` killed and resumed; cached)."""
     df = sweep_write_modes({config.write_mode: config})
     return list(df.loc[df["lesson_reader_ok"] == False, "crash_point"])  # noqa: E712
-
-
-@exercise("5.3", "Transfer: no-newline mode with intents OFF (event log, key on, 51 crash "
-          "points). At how many crash points does the source text's reader (skip what does not "
-          "parse, apply the rest) rebuild a wrong state?",
-          "12, every mid_commit point. With intents on, the source text's bug pages \"happened to "
-          "be fine\": after a resume on a bug page the first record written is the intent, so the "
-          "intent was glued and lost, and the page_done after it was intact (9 wrong). Without "
-          "intents the first record after the resume is the page_done itself, on every page, so "
-          "the glued and lost record is a page_done everywhere: 12 wrong. The luck was the intent.")
-def _ex_5_3(answer):
-    truth = len(lenient_reader_misses())
-    c = assess(answer, truth, what="crash points where the source text's reader is wrong")
-    return c.reply(hint=" Without intents, which record does the "
-                   "resumed run write first on a bug page?")
 
 
 # --- common wrong statements --------------------------------------------------------------------
@@ -481,9 +492,9 @@ def _q5_2():
 
     kills = mid_commit_kills(SNAPSHOT_CONFIGS["atomic"])
     torn_kills = int((kills["snapshot_fallback"] == "fresh").sum())
-    cut = power_cut_after_write().loc["rename only"]
+    cut = power_cut_after_write().df.loc["rename only"]     # lesson 3's checked table
     bad = int(cut["disk states: empty or torn file"])
-    total = int(sum(cut[c] for c in cut.index if c.startswith("disk states")))
+    total = int(cut["disk states"])
     return Measured(torn_kills == 0 and bad == 0,
                     f"Measured: kill -9 inside each of the {len(kills)} snapshot writes left a "
                     f"torn snapshot {torn_kills} times. Simulated power cuts right after a temp "
@@ -504,6 +515,165 @@ def _q5_3():
                     f"Measured (no-newline mode, {len(df)} crash points): the resumed run was "
                     f"right at {len(right)} of them, and at {fails} of those the rebuild from the "
                     "log on disk failed.")
+
+
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(5)
+
+
+def _mode(mode: str):
+    df = sweep_write_modes()
+    return df[df["write_mode"] == mode]
+
+
+@CLAIMS.claim("The first repair returned {first} and appended one newline; the second returned "
+              "{second} and changed nothing. The file ends in {newlines} newline, and a reader "
+              "now skips {skipped} torn line: the fragment, on a line of its own.")
+def the_repair_is_idempotent():
+    tail = torn_tail("p2.mid_commit")
+    newlines = len(tail["after"]) - len(tail["after"].rstrip(b"\n"))
+    return (tail["repaired"] == [True, False] and newlines == 1
+            and tail["after"] == tail["before"] + b"\n" and tail["torn_lines_skipped"] == 1,
+            {"first": str(tail["repaired"][0]), "second": str(tail["repaired"][1]),
+             "newlines": newlines, "skipped": tail["torn_lines_skipped"]})
+
+
+@CLAIMS.claim("`atomic` and `torn` recovered correctly at {atomic} and {torn} of {points} crash "
+              "points (the source text: {lesson} of 54 in the plain log). In `torn` mode a torn "
+              "line was skipped at exactly the {skipped} `mid_commit` points, after the repair "
+              "had isolated it.")
+def atomic_and_torn_recover():
+    a, t = _mode("atomic"), _mode("torn")
+    ok = lambda d: int((d["verdict"] == "correct").sum())   # noqa: E731
+    skipped = t[t["torn_lines_skipped"].fillna(0) > 0]
+    return (ok(a) == len(a) and ok(t) == len(t) and set(skipped["label"]) == {MID_COMMIT}
+            and len(skipped) == int((t["label"] == MID_COMMIT).sum()),
+            {"atomic": ok(a), "torn": ok(t), "points": len(a), "skipped": len(skipped),
+             "lesson": LESSON_FIGURES["log_runs_correct"]})
+
+
+@CLAIMS.claim("`no-newline` is different: the resumed run was right at {right} of {points} "
+              "points, yet the rebuild from disk failed at {fails}, all of them `mid_commit` "
+              "points, one per page.")
+def the_no_newline_trap():
+    d = _mode("no-newline")
+    bad = d[d["verdict"] == "rebuild fails"]
+    return (int(d["resumed_right"].sum()) == len(d) and set(bad["label"]) == {MID_COMMIT}
+            and len(bad) == int(d["page"].max()),
+            {"right": int(d["resumed_right"].sum()), "points": len(d), "fails": len(bad)})
+
+
+@CLAIMS.claim("Line 2 is the fragment with page 2's complete `{glued}` record glued onto it: one "
+              "line that does not parse, so both are lost to every reader. Yet the tracker "
+              "({tracker}) and the resumed worker's memory ({memory}) agree.")
+def the_glued_record():
+    g = glued_log("p2.mid_commit")
+    return (g["glued_record"] == "page_done" and g["tracker"] == g["memory"]["findings"],
+            {"glued": g["glued_record"], "tracker": g["tracker"],
+             "memory": g["memory"]["findings"]})
+
+
+@CLAIMS.claim("The source text's lenient reader rebuilt a wrong state at {wrong} of the {fails} "
+              "failing points, and agreed with memory only on pages {agree}: the bug pages, "
+              "where the record glued and lost is the intent.")
+def the_source_texts_reader_is_lucky_on_bug_pages():
+    d = _mode("no-newline")
+    bad = d[d["verdict"] == "rebuild fails"]
+    agree = sorted(int(p) for p in bad.loc[bad["lesson_reader_ok"] == True, "page"])  # noqa: E712
+    bugs = Site.load(int(d["page"].max())).bug_pages
+    wrong = int((d["lesson_reader_ok"] == False).sum())  # noqa: E712
+    return (agree == bugs and wrong == len(bad) - len(bugs),
+            {"wrong": wrong, "fails": len(bad), "agree": agree, "bugs": bugs})
+
+
+@CLAIMS.claim("Our reader refused {refused} of the {fails} logs, naming file and line; it "
+              "accepted {short}, on page {pages}, where nothing follows the glued line.")
+def our_reader_refuses_a_gap():
+    d = _mode("no-newline")
+    bad = d[d["verdict"] == "rebuild fails"]
+    accepted = bad[bad["disk_error"].isna()]
+    last = int(d["page"].max())
+    return (list(accepted["page"]) == [last],
+            {"refused": int(bad["disk_error"].notna().sum()), "fails": len(bad),
+             "short": len(accepted), "pages": [int(p) for p in accepted["page"]]})
+
+
+@CLAIMS.claim("Killed inside each of the {n} snapshot writes: renamed into place, {atomic} of "
+              "{n} runs were correct and {atomic_torn} found a torn snapshot ({temps} temp files "
+              "removed); overwritten in place, {torn_torn} of {n} found it torn and started "
+              "fresh, redoing {avg} model calls on average.")
+def the_snapshot_old_or_new():
+    a, t = (mid_commit_kills(SNAPSHOT_CONFIGS[m]) for m in ("atomic", "torn"))
+    atomic_torn = int((a["snapshot_fallback"] == "fresh").sum())
+    torn_torn = int((t["snapshot_fallback"] == "fresh").sum())
+    return (atomic_torn == 0 and int((a["verdict"] == "correct").sum()) == len(a)
+            and torn_torn > 0,
+            {"n": len(a), "atomic": int((a["verdict"] == "correct").sum()),
+             "atomic_torn": atomic_torn, "temps": int(a["temp_files_removed"].sum()),
+             "torn_torn": torn_torn, "avg": float(t["redone_model_calls"].mean())})
+
+
+# --- practice: a write mode and a run the lesson did not run --------------------------------------
+
+def practice_config(rng) -> RunConfig:
+    """A log the lesson did not run: not 12 pages; a write mode, intents, a snapshot interval."""
+    return RunConfig(store="log", write_mode=rng.choice(["torn", "no-newline"]),
+                     intent=rng.choice([True, False]),
+                     snapshot_every=rng.choice([0, 0, 2, 3, 4]),
+                     pages=rng.choice([n for n in range(4, 11) if n != 12]))
+
+
+def practice_problem(seed: int) -> Problem:
+    """A torn or no-newline log on a run the lesson did not do, and one question: how many crash
+    points fail the rebuild from disk (or leave the source text's reader wrong), or, at one
+    mid_commit point, whether the source text's reader agrees with memory."""
+    rng = drawn(seed, 5)
+    config = practice_config(rng)
+    bugs = Site.load(config.pages).bug_pages
+    setting = (f"The event log in `{config.write_mode}` mode, intents "
+               f"{'on' if config.intent else 'off'}, key on, "
+               + (f"a snapshot every {config.snapshot_every} pages, " if config.snapshot_every
+                  else "no snapshot, ")
+               + f"on a site of {config.pages} pages (bugs on "
+               + (f"page {bugs[0]}" if len(bugs) == 1 else
+                  "pages " + ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}") + ").")
+    kind = rng.choice(["rebuild", "lenient", "point"])
+    info = {"config": config, "kind": kind}
+    if kind == "point":
+        page = rng.randint(1, config.pages)
+        name = f"p{page}.{MID_COMMIT}"
+
+        def measure() -> Answer:
+            r = results.point(config, name)
+            return Answer(bool(r.lesson_reader_ok), f"killed at {name} and resumed: the source "
+                          f"text's reader {'agrees' if r.lesson_reader_ok else 'does not agree'}"
+                          f" with the resumed worker's memory (verdict: {r.verdict}).")
+        return Problem(5, seed, setting, f"The worker is killed at `{name}` (inside page {page}'s "
+                       "commit write) and resumed. Does the source text's reader (skip what does "
+                       "not parse, apply the rest) then rebuild the same state as the resumed "
+                       "worker's memory?", YES_NO, measure,
+                       "Which record does the resumed run write first after the fragment, and "
+                       "does losing it change the state?", drawn={**info, "point": name})
+    what = ("fail the rebuild from disk (the three-way check)" if kind == "rebuild" else
+            "leave the source text's reader (skip what does not parse) with a wrong state")
+
+    def measure() -> Answer:
+        records = results.sweep_once(config)
+        hit = [r.crash_point for r in records
+               if (r.verdict == "rebuild fails" if kind == "rebuild"
+                   else r.lesson_reader_ok is False)]
+        return Answer(len(hit), f"{len(hit)} of {len(records)} crash points"
+                      + (f": {', '.join(hit)}." if hit else "."))
+    return Problem(5, seed, setting, f"Every crash point is killed and resumed. At how many of "
+                   f"them does the run {what}?", NUMBER, measure,
+                   "Where does a kill leave half a record, is it repaired on reopen, and which "
+                   "record does the resumed run glue onto it?", unit="points", drawn=info)
+
+
+#: The transfer question: drawn by the generator (`python -m bughunt practice --lesson 5`).
+TRANSFER_SEED = 14
+TRANSFER = as_exercise("5.3", practice_problem(TRANSFER_SEED), __name__)
 
 
 LESSON = Lesson(
@@ -529,5 +699,7 @@ LESSON = Lesson(
                   "newlines in Python. Words are in the [glossary](glossary.md).",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

@@ -17,6 +17,7 @@ new or was renamed). This module measures what can be measured with real process
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from contextlib import contextmanager
@@ -28,11 +29,16 @@ from ...bufferdemo import LINE, run_killed
 from ...config import RunConfig
 from ...diskio import Door, Files
 from ...doctor import Storage, file_system, storage
-from ...experiment import LESSON_FIGURES, clean_run, frame, summarize, sweep_records, work_dir
+from ...experiment import (LESSON_FIGURES, clean_run, frame, ram_dir, summarize, sweep_records,
+                           work_dir)
 from ...stores import LOG_FILE, SNAPSHOT_FILE, records
 from ...stores.snapshot import read_snapshot
+from ...world import Site
 from .. import reference
+from ..claims import Claims, Invariants
 from ..judges import MAGNITUDE, Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, YES_NO, Answer, Problem, as_exercise, drawn
+from ..views import Table, summary_table
 from .. import results
 from ..crash_panel import CrashPanel
 from ..plots import describe_config, verdict_handles, verdict_row
@@ -73,24 +79,34 @@ def kill9_sweeps(policies: dict[str, RunConfig] = POLICIES, *, progress=None):
     df = pd.concat(frames, ignore_index=True)
     df.attrs["elapsed_s"] = elapsed
     df.attrs["configs"] = dict(policies)
+    where = Path(ram_dir() or tempfile.gettempdir())
+    df.attrs["sweep_dir"], df.attrs["sweep_file_system"] = where, file_system(where)
     return df
 
 
-def kill9_table(df):
-    """Per fsync policy: how the 54 kill -9 runs recovered, beside the source text's 54 of 54."""
-    import pandas as pd
+@results.memoized
+def lesson_sweeps():
+    """`kill9_sweeps` of the lesson's two policies, run once per kernel (the claims read it)."""
+    return kill9_sweeps()
 
+
+def kill9_table(df) -> Table:
+    """Per fsync policy: the verdicts of the kill -9 runs (they partition the crash points),
+    beside the source text's 54 of 54, which it measured without fsync only."""
+    verdicts = ("correct", "duplicate", "lost", "tracker disagrees")
     rows = []
     for name, d in df.groupby("fsync", sort=False):
         s = summarize(d)
-        rows.append({"fsync": name, "crash points": s["crash_points"],
-                     "recovered correctly": s["correct_runs"],
-                     "source text (fsync never)": LESSON_FIGURES["log_runs_correct"],
-                     "duplicate points": s["duplicate_points"], "lost points": s["lost_points"],
-                     "three-way failures": s["three_way_failures"],
-                     "avg replayed events": round(s["avg_replayed_events"], 2),
-                     "avg redone calls": round(s["avg_redone_model_calls"], 2)})
-    return pd.DataFrame(rows).set_index("fsync")
+        counts = {v: int((d["verdict"] == v).sum()) for v in verdicts}
+        rows.append({"fsync": name, "crash points": len(d), **counts,
+                     "another verdict": len(d) - sum(counts.values()),
+                     "source text: correct": LESSON_FIGURES["log_runs_correct"]
+                     if name == "fsync never" else None,
+                     "avg replayed events": s["avg_replayed_events"],
+                     "avg redone calls": s["avg_redone_model_calls"]})
+    return summary_table(rows, "lesson 6, kill -9 with and without fsync", Invariants(
+        total="crash points", parts=(*verdicts, "another verdict")), index="fsync",
+        averages=("avg replayed events", "avg redone calls"))
 
 
 def same_outcome(df) -> str:
@@ -108,16 +124,17 @@ def same_outcome(df) -> str:
     return "\n".join(lines)
 
 
-def sweep_times(df):
-    """Wall time of each sweep (not deterministic: shown only in cells whose output is ignored)."""
-    import pandas as pd
-
+def sweep_times(df) -> Table:
+    """Wall time of each sweep, and the file system its run directories were on (not
+    deterministic: shown only in cells whose output is ignored)."""
     rows = []
     for name, seconds in df.attrs["elapsed_s"].items():
         pairs = int((df["fsync"] == name).sum())
-        rows.append({"fsync": name, "crash + resume pairs": pairs, "seconds": round(seconds, 2),
-                     "ms per pair": round(1000 * seconds / pairs, 1)})
-    return pd.DataFrame(rows).set_index("fsync")
+        rows.append({"fsync": name, "crash + resume pairs": pairs,
+                     "file system": df.attrs.get("sweep_file_system", "-"),
+                     "seconds": round(seconds, 2), "ms per pair": round(1000 * seconds / pairs, 1)})
+    return summary_table(rows, "lesson 6, the sweeps' wall time",
+                         Invariants(counts=("crash + resume pairs",)), index="fsync")
 
 
 def _verdict_strip(ax, df, rows: dict[str, str], highlight: str | None = None) -> list[str]:
@@ -180,23 +197,32 @@ BUFFER_CASES = [   # (case, how, lines)
 ]
 
 
-def buffer_table():
-    """Each way of writing the source text's 12-byte line, then kill -9: the bytes left on disk."""
-    import pandas as pd
+def _lines_within(df) -> list[str]:
+    return [f"row {i!r}: {int(r['whole lines on disk'])} whole lines of {int(r['lines written'])}"
+            for i, r in df.iterrows() if r["whole lines on disk"] > r["lines written"]]
 
+
+@results.memoized
+def buffer_table() -> Table:
+    """Each way of writing the source text's 12-byte line, then kill -9: the bytes left on disk
+    (real processes; run once per kernel)."""
     rows = []
     for case, how, lines in BUFFER_CASES:
         r = run_killed(how, lines)
         source = reference.BUFFER_BYTES.get(how) if lines == 1 else None
         rows.append({"case": case, "bytes written": r["bytes written"],
                      "bytes on disk after kill -9": r["bytes on disk"],
-                     "source text (macOS)": "-" if source is None else int(source.value),
-                     "whole lines on disk": f"{r['whole lines on disk']} of {lines}"})
-    return pd.DataFrame(rows).set_index("case")
+                     "source text (macOS)": None if source is None else int(source.value),
+                     "lines written": lines, "whole lines on disk": r["whole lines on disk"],
+                     "intact": r["intact"]})
+    return summary_table(rows, "lesson 6, what kill -9 leaves of a line", Invariants(
+        total="bytes written", within=("bytes on disk after kill -9",),
+        counts=("lines written", "whole lines on disk"), extra=(_lines_within,)), index="case")
 
 
 def plot_buffer(table):
     """Share of the written bytes that kill -9 left on disk, per way of writing."""
+    table = getattr(table, "df", table)
     fig, ax = new_figure(8.5, 3.4)
     cases = list(table.index)[::-1]
     shares = [100 * table.loc[c, "bytes on disk after kill -9"] / table.loc[c, "bytes written"]
@@ -210,7 +236,7 @@ def plot_buffer(table):
         ax.annotate(f"{on} of {of} bytes", (shares[y], y), xytext=(10, 0),
                     textcoords="offset points", va="center", fontsize=9)
         source = table.loc[c, "source text (macOS)"]
-        if source != "-":
+        if source is not None and source == source:      # not None, not NaN
             ax.plot([100 * source / of], [y], marker="D", color=COLORS["grey"], markersize=8,
                     markeredgecolor=COLORS["black"], linestyle="none",
                     label=None if labelled else "source text (macOS), bytes on disk")
@@ -226,6 +252,7 @@ def byte_places_measured(table) -> dict[str, int]:
     """The buffer demo's bytes on disk after kill -9, as `diagrams.plot_byte_places` takes them:
     {"write": unflushed, "flush": flushed}."""
     col = "bytes on disk after kill -9"
+    table = getattr(table, "df", table)
     return {"write": int(table.loc["f.write(), no flush", col]),
             "flush": int(table.loc["f.write() + flush()", col])}
 
@@ -329,14 +356,12 @@ def measure_latencies(samples: int = 300, kinds=KINDS, base_dir: Path | None = N
     return df.sort_values("kind", kind="stable").reset_index(drop=True)
 
 
-def source_figures():
+def source_figures() -> Table:
     """The source text's write medians (macOS), in µs, by kind of write."""
-    import pandas as pd
-
-    rows = [{"kind": kind, "median µs": f.value * 1000, "rerun µs": f.rerun * 1000,
+    rows = [{"kind": kind, "median": us(f.value * 1000), "rerun": us(f.rerun * 1000),
              "machine": f.machine}
             for kind, f in reference.WRITE_MEDIANS_MS.items()]
-    return pd.DataFrame(rows).set_index("kind")
+    return summary_table(rows, "lesson 6, the source text's write medians", index="kind")
 
 
 def source_sentence() -> str:
@@ -357,23 +382,22 @@ def us(value: float) -> str:
     return f"{rounded:,.0f} µs" if rounded >= 1000 else f"{rounded:g} µs"
 
 
-def latency_table(lat):
-    """Per kind of write: median and p99 in µs, how many appends it is worth, and the source
-    text's macOS median for the same kind of write (three kinds only)."""
-    import pandas as pd
-
+def latency_table(lat) -> Table:
+    """Per kind of write: median and p99 (three significant figures, one format for the column),
+    how many appends it is worth, and the source text's macOS median for the same kind of write
+    (three kinds only)."""
     append_median = lat.loc[lat["kind"] == APPEND, "latency_us"].median()
     rows = []
     for kind, d in lat.groupby("kind", observed=True, sort=True):
         median = d["latency_us"].median()
         source = reference.write_median(kind)
         rows.append({"kind": kind, "samples": len(d), "bytes": int(d["bytes"].iloc[0]),
-                     "median µs": float(f"{median:.3g}"),
-                     "p99 µs": float(f"{d['latency_us'].quantile(0.99):.3g}"),
+                     "median": us(median), "p99": us(d["latency_us"].quantile(0.99)),
                      "x append": round(median / append_median) if append_median else None,
-                     "source text median µs": "-" if source is None else source.value * 1000,
-                     "source text rerun µs": "-" if source is None else source.rerun * 1000})
-    return pd.DataFrame(rows).set_index("kind")
+                     "source text median": None if source is None else us(source.value * 1000),
+                     "source text rerun": None if source is None else us(source.rerun * 1000)})
+    return summary_table(rows, "lesson 6, what each kind of write costs",
+                         Invariants(counts=("samples", "bytes")), index="kind")
 
 
 def fsync_ratio(lat) -> float:
@@ -430,12 +454,17 @@ def _hbox(ax, y: float, values, color: str) -> tuple[float, float]:
 
 def _fit_log_axis(ax, values: list[float], pad: float = 1.6) -> tuple[float, float]:
     """A log axis just wide enough for `values`, its ticks written as plain numbers (1, 10, 100)."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     lo, hi = min(values) / pad, max(values) * pad
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
+    # labelled ticks at 1, 2, 5 per decade on a narrow axis (at 1 on a wide one), all as plain
+    # numbers: never "2×10⁰" between the decades
+    subs = (1.0, 2.0, 5.0) if math.log10(hi / lo) < 3 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     return lo, hi
 
 
@@ -490,6 +519,7 @@ def survival_table(buffers, df):
     """
     import pandas as pd
 
+    buffers = getattr(buffers, "df", buffers)
     no_flush = buffers.loc["f.write(), no flush", "bytes on disk after kill -9"]
     flushed = buffers.loc["f.write() + flush()", "bytes on disk after kill -9"]
     never = df[df["fsync"] == "fsync never"]
@@ -517,8 +547,21 @@ def survival_table(buffers, df):
         ("rename + directory fsync", "survives", "survives", "survives *",
          "the lab's write_atomic, Codex's migration"),
     ]
-    return pd.DataFrame(rows, columns=["what was done", "kill -9", "kernel panic", "power cut",
-                                       "who does it"]).set_index("what was done")
+    table = pd.DataFrame(rows, columns=["what was done", "kill -9", "kernel panic", "power cut",
+                                        "who does it"]).set_index("what was done")
+    return Table(table, "lesson 6, what survives what")
+
+
+def window_witnesses(df) -> Table:
+    """The three witnesses at the danger-window points (report filed, page not yet committed),
+    both fsync policies."""
+    cols = ["fsync", "crash_point", "tracker_pages", "memory_findings", "rebuild_ok",
+            "three_way_check"]
+    d = df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
+    return Table(d.rename(columns={"tracker_pages": "tracker", "memory_findings": "memory",
+                                   "rebuild_ok": "rebuild agrees",
+                                   "three_way_check": "three-way check"}),
+                 "lesson 6, the witnesses in the danger window")
 
 
 # --- the panel -----------------------------------------------------------------------------------
@@ -614,73 +657,66 @@ def panel(base: RunConfig = LOG, crash_point: str = "p7.after_submit") -> CrashP
 
 # --- exercises -----------------------------------------------------------------------------------
 
-#: Exercise 6.1's choices: letter -> (what the program does, bufferdemo's way of writing).
-CHOICES_6_1 = {
-    "a": ("f.write() without flush()", "write"),
-    "b": ("f.write() then f.flush()", "flush"),
-    "c": ("os.write() on a raw descriptor", "os-write"),
-    "d": ("f.write(), f.flush(), os.fsync()", "fsync"),
-}
+#: Exercise 6.1: many unflushed lines, then kill -9 (the last row of the buffer table).
+MANY_LINES = 3000
 
 
-def _letters(answer) -> set[str]:
-    if isinstance(answer, str):
-        return {c for c in answer.lower() if c.isalpha()}
-    return {str(a).strip().lower() for a in answer}
-
-
-@exercise("6.1", "Predict, then run: a program writes a 12-byte line and is killed by kill -9 right after. Which of "
-          "these keep the whole line in the file? (a) f.write() without flush(); (b) f.write() "
-          "then f.flush(); (c) os.write() on a raw descriptor; (d) f.write(), f.flush(), "
-          "os.fsync(). Answer with a set of letters, e.g. {'a', 'd'}.",
-          "{'b', 'c', 'd'}. Only (a) leaves the line in the process's own buffer, which dies with "
-          "it. (b) and (c) hand the bytes to the kernel, whose page cache outlives the process; "
-          "(d) also asks the kernel to put them on the disk. Under kill -9 (b), (c) and (d) look "
-          "the same. Only (d) is meant to survive a power cut too, which kill -9 cannot show.")
+@exercise("6.1", f"Predict, then run: a program writes the 12-byte line {MANY_LINES} times with "
+          "f.write() into a file opened with open() (Python's default buffering), never calls "
+          "flush(), and is killed by kill -9 right after the last write. How many whole lines "
+          "are in the file afterwards? Answer with a number.",
+          "Python's buffered writer holds what it is given until its buffer (io.DEFAULT_BUFFER_SIZE, "
+          "8192 bytes) would overflow; then it hands the buffer to the kernel with write(). Those "
+          "bytes are in the page cache and survive the kill; what was still in the buffer dies "
+          "with the process. So the file keeps a prefix: the bytes of the buffer's last automatic "
+          "write, cut where that write ended, which need not be the end of a line.")
 def _ex_6_1(answer):
-    kept = {letter for letter, (_, how) in CHOICES_6_1.items()
-            if run_killed(how)["bytes on disk"] == len(LINE)}
-    try:
-        given = _letters(answer)
-    except TypeError:
-        given = answer
-    said = (" Measured just now with real processes: "
-            + ", ".join(f"({k}) {'kept' if k in kept else 'lost'}" for k in CHOICES_6_1) + ".")
-    return assess(given, kept, what="the ways that keep the line").reply(
-        said, hint=" Ask where the bytes are when the process dies: inside the process (lost), "
-                   "or already in the kernel (kept).")
+    r = run_killed("write", MANY_LINES)
+    return assess(answer, r["whole lines on disk"], what="whole lines on disk").reply(
+        f" Measured just now with a real process: {r['bytes on disk']} of {r['bytes written']} "
+        "bytes were on disk.",
+        hint=" How big is Python's write buffer, and when does it hand bytes to the kernel?")
 
 
 _SOURCE_APPEND = reference.WRITE_MEDIANS_MS[APPEND]
 _SOURCE_FSYNC = reference.WRITE_MEDIANS_MS[APPEND_FSYNC]
 
 
-def fresh_fsync_ratio(samples: int = 100, runs: int = 3) -> float:
-    """append + fsync over a plain append (ratio of medians), measured `runs` times afresh; the
-    middle one (fsync times swing with the machine's load)."""
-    ratios = sorted(fsync_ratio(measure_latencies(samples, kinds=(APPEND, APPEND_FSYNC)))
-                    for _ in range(runs))
+def fresh_ratio(kind: str = APPEND_FSYNC, samples: int = 100, runs: int = 3) -> float:
+    """`kind` over a plain append (ratio of medians), measured `runs` times afresh; the middle
+    one (fsync times swing with the machine's load)."""
+    def once() -> float:
+        lat = measure_latencies(samples, kinds=(APPEND, kind))
+        med = lat.groupby("kind", observed=True)["latency_us"].median()
+        return float(med[kind] / med[APPEND])
+    ratios = sorted(once() for _ in range(runs))
     return ratios[len(ratios) // 2]
 
 
-@exercise("6.2", "Predict, then run: on this machine, how many times slower is one append + fsync "
-          "than one plain append (the ratio of the medians)? Judged by order of magnitude: the "
-          "check measures afresh and accepts a prediction within a factor of 10.",
-          "A plain append only copies the bytes into the page cache; fsync waits until the "
-          "storage device reports them stored (and, where it has a volatile write cache, "
-          "flushed). The source text's Mac gave about "
-          f"{_SOURCE_FSYNC.value / _SOURCE_APPEND.value:.0f} ({_SOURCE_FSYNC.value} / "
-          f"{_SOURCE_APPEND.value:.4f} ms), with an fsync that does not flush the drive's cache; "
-          "a disk that really flushes, a virtual disk or a busy machine makes it larger: tens to "
-          "thousands. `durability.fsync_ratio(lat)` gives this machine's from the latency table.")
+def fresh_fsync_ratio(samples: int = 100, runs: int = 3) -> float:
+    """append + fsync over a plain append, measured afresh (see `fresh_ratio`)."""
+    return fresh_ratio(APPEND_FSYNC, samples, runs)
+
+
+@exercise("6.2", "Predict, then run: on this machine, how many times slower is one snapshot "
+          "written the lab's way (temp file + fsync + rename + directory fsync) than one plain "
+          "append (the ratio of the medians)? The source text never timed this kind of write. "
+          "Judged by order of magnitude: the check measures afresh and accepts a prediction "
+          "within a factor of 10.",
+          "A plain append only copies the bytes into the page cache. The lab's snapshot creates a "
+          "file, writes the whole state, waits for the device twice (the file's fsync, then the "
+          "directory's) and renames: two waits for the device plus metadata work. Where an fsync "
+          "costs tens of appends, this costs about twice that or more; a disk that really "
+          "flushes, a virtual disk or a busy machine makes it larger. "
+          "`durability.fsync_ratio(lat)` gives the append + fsync ratio from the latency table.")
 def _ex_6_2(answer):
     try:
         value = float(answer)
     except (TypeError, ValueError):
         value = answer
     shown = answer if isinstance(answer, (int, float)) and not isinstance(answer, bool) else value
-    c = assess(shown, round(fresh_fsync_ratio(), 1), tolerance=MAGNITUDE,
-               what="append + fsync over a plain append, measured afresh", unit="times")
+    c = assess(shown, round(fresh_ratio(SNAPSHOT_DIR_FSYNC), 1), tolerance=MAGNITUDE,
+               what="the lab's snapshot over a plain append, measured afresh", unit="times")
     return c.reply()
 
 
@@ -705,27 +741,13 @@ def _ex_6_3(answer):
                    "the process is killed: in the process, or in the kernel?")
 
 
-#: Lesson 6's transfer: the danger window of lesson 4, with fsync on.
+#: Lesson 4's design without the key, with fsync on (statement Q6.1 and a claim).
 NO_KEY_FSYNC = RunConfig(store="snapshot", intent=False, idempotency_key=False, fsync="always")
 
 
 def duplicates_with_fsync(config: RunConfig = NO_KEY_FSYNC) -> list[str]:
     """The crash points of `config` (every one killed and resumed) that file a report twice."""
     return [r.crash_point for r in results.sweep_once(config) if r.duplicate_reports]
-
-
-@exercise("6.4", "Transfer: lesson 4's design without the key (a snapshot after every page, "
-          "intents off, idempotency key off), now with fsync always. Of its 51 crash points, how "
-          "many file a report twice?",
-          "6, as without fsync: after_submit and mid_commit on pages 3, 7 and 10. The danger "
-          "window is about order, not durability: the report is in the tracker before the "
-          "checkpoint says the page is done, and fsync makes the checkpoint durable a little "
-          "later, not earlier. Only the key (or an intent with at-most-once recovery) closes it.")
-def _ex_6_4(answer):
-    truth = len(duplicates_with_fsync())
-    c = assess(answer, truth, what="crash points that file twice")
-    return c.reply(hint=" Does fsync move the checkpoint before the "
-                   "report, or only make it durable?")
 
 
 # --- common wrong statements --------------------------------------------------------------------
@@ -766,6 +788,7 @@ def _q6_2():
                     "cache setting decides.")
 
 
+@results.memoized
 def power_cut_after_append():
     """A log line appended to a file already durable on disk, with and without fsync, each
     journaled and put through the power-loss simulation: what the file can hold after a power
@@ -814,6 +837,182 @@ def _q6_3():
                     f"{synced['line missing or torn']} of {synced['disk states']}.")
 
 
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(6)
+
+
+def _bytes(case: str) -> int:
+    return int(buffer_table().df.loc[case, "bytes on disk after kill -9"])
+
+
+@CLAIMS.claim("Without `flush()` {write} of the {line} bytes were on disk after the kill: they "
+              "were still inside the process. `flush()` handed them to the kernel with one "
+              "`write()`: {flush} bytes survived; `os.write()` on a raw descriptor, with no "
+              "Python buffer at all, {os} (which is why the lab's I/O door, `bughunt/diskio.py`, "
+              "writes that way); with an fsync as well, {fsync}, the same as `flush()` alone.")
+def the_buffer_dies_with_the_process():
+    got = {k: _bytes(case) for k, (case, _, _) in zip(("write", "flush", "os", "fsync"),
+                                                      BUFFER_CASES)}
+    return (got["write"] == 0 and got["flush"] == got["os"] == got["fsync"] == len(LINE),
+            {**got, "line": len(LINE)})
+
+
+@CLAIMS.claim("With {lines} lines and no flush, {whole} whole lines ({bytes} of {written} bytes) "
+              "survived: the buffer hands itself to the kernel each time it fills, so the lines "
+              "before its last automatic write survive and the rest are lost. An unflushed log "
+              "keeps an arbitrary prefix{cut}.")
+def an_unflushed_log_keeps_a_prefix():
+    row = buffer_table().df.loc[BUFFER_CASES[-1][0]]
+    on, written = int(row["bytes on disk after kill -9"]), int(row["bytes written"])
+    whole = int(row["whole lines on disk"])
+    cut = ("" if on == whole * len(LINE) else
+           f", here cut inside a line ({on - whole * len(LINE)} bytes of the next one): a torn "
+           "line, lesson 5")
+    return (0 < on < written and bool(row["intact"]) == (on == whole * len(LINE)),
+            {"lines": int(row["lines written"]), "whole": whole, "bytes": on,
+             "written": written, "cut": cut})
+
+
+@CLAIMS.claim("Both sweeps recovered correctly at {never} and {always} of {points} crash points "
+              "(the source text, without fsync: {lesson}). Point by point, the verdict, the "
+              "redone calls, the replayed events, the tracker and the findings in memory were "
+              "the same under both policies at {same} of {points}.")
+def fsync_changes_nothing_under_kill9():
+    df = lesson_sweeps()
+    never, always = (df[df["fsync"] == n].set_index("index") for n in POLICIES)
+    cols = ["verdict", "redone_model_calls", "replayed_events", "tracker_pages",
+            "memory_findings"]
+    same = sum(all(never[c].loc[i] == always[c].loc[i] for c in cols) for i in never.index)
+    ok = lambda d: int((d["verdict"] == "correct").sum())   # noqa: E731
+    return (same == len(never) and ok(never) == ok(always) == len(never),
+            {"never": ok(never), "always": ok(always), "points": len(never), "same": same,
+             "lesson": LESSON_FIGURES["log_runs_correct"]})
+
+
+@results.memoized
+def fsync_where_sweeps_run(samples: int = 50) -> dict:
+    """Append + fsync timed in the directory the sweeps keep their runs in (run once per
+    kernel): on a file system in memory, fsync has no device to wait for."""
+    where = Path(ram_dir() or tempfile.gettempdir())
+    lat = measure_latencies(samples, kinds=(APPEND_FSYNC,), base_dir=where)
+    return {"file_system": file_system(where),
+            "median_us": float(lat["latency_us"].median())}
+
+
+@CLAIMS.claim("The two sweeps kept their run directories on {fs}, {meaning}: there one append + "
+              "fsync took a median {fsync} (section 4 times it where it waits for the device). "
+              "Their wall times, {always} s with fsync and {never} s without, measure process "
+              "start-ups and the machine's load, not fsync.")
+def where_the_sweeps_ran():
+    df = lesson_sweeps()
+    fs = df.attrs["sweep_file_system"]
+    t = df.attrs["elapsed_s"]
+    here = fsync_where_sweeps_run()
+    in_memory = fs in IN_MEMORY
+    meaning = ("a file system in memory, where fsync has no device to wait for" if in_memory
+               else "a file system on a device, where each fsync waits for it")
+    # in memory an fsync is a system call that returns at once: far below any device's wait
+    holds = here["file_system"] == fs and (here["median_us"] < 100 if in_memory else True)
+    return holds, {"fs": f"`{fs}`", "meaning": meaning, "fsync": us(here["median_us"]),
+                   "always": f"{t['fsync always']:.1f}", "never": f"{t['fsync never']:.1f}"}
+
+
+@CLAIMS.claim("Lesson 4's design without the key, with fsync always: {n} of {points} crash "
+              "points still filed a report twice ({names}). fsync makes the checkpoint durable; "
+              "it does not move it before the report.")
+def fsync_does_not_close_the_window():
+    records = results.sweep_once(NO_KEY_FSYNC)
+    twice = [f"`{r.crash_point}`" for r in records if r.duplicate_reports]
+    return bool(twice), {"n": len(twice), "points": len(records), "names": twice}
+
+
+@CLAIMS.claim("Here one append + fsync took {ratio} times as long as a plain append (medians "
+              "{fsync} and {append}): every write with an fsync waits for the device.")
+def fsync_costs_here():
+    lat = lesson_latencies()
+    med = lat.groupby("kind", observed=True)["latency_us"].median()
+    ratio = float(med[APPEND_FSYNC] / med[APPEND])
+    return ratio > 1, {"ratio": f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}",
+                       "fsync": us(float(med[APPEND_FSYNC])), "append": us(float(med[APPEND]))}
+
+
+@CLAIMS.claim("On simulated power cuts right after the append returned, without fsync {lost} of "
+              "{states} disk states lost the line or held half of it; with fsync, {synced_lost} "
+              "of {synced_states}.")
+def a_power_cut_takes_the_unsynced_line():
+    t = power_cut_after_append()
+    unsynced, synced = t.iloc[0], t.iloc[1]
+    return (int(unsynced["line missing or torn"]) > 0 and int(synced["line missing or torn"]) == 0,
+            {"lost": int(unsynced["line missing or torn"]), "states": int(unsynced["disk states"]),
+             "synced_lost": int(synced["line missing or torn"]),
+             "synced_states": int(synced["disk states"])})
+
+
+@results.memoized
+def lesson_latencies(samples: int = 300):
+    """`measure_latencies` for the lesson's table and figure, run once per kernel."""
+    return measure_latencies(samples)
+
+
+# --- practice: a way of writing, or a design, the lesson did not run -----------------------------
+
+#: Line counts the buffer questions draw from (the lesson ran 1 and 3000).
+PRACTICE_LINES = (50, 400, 700, 1000, 1365, 2000, 2500, 4000, 5000, 7000, 10000)
+
+
+def practice_problem(seed: int) -> Problem:
+    """Either many unflushed lines killed by kill -9 (a count the lesson did not run: how many
+    whole lines survive), or a design with fsync on a site the lesson did not run, killed at one
+    point of a bug page (is a report filed twice?)."""
+    from ...experiment import crash_points
+
+    rng = drawn(seed, 6)
+    if rng.random() < 0.4:
+        lines = rng.choice(PRACTICE_LINES)
+        setting = (f"A program writes the 12-byte line {lines} times with f.write() into a file "
+                   "opened with open() (default buffering), never calls flush(), and is killed "
+                   "by kill -9 right after the last write.")
+
+        def measure() -> Answer:
+            r = run_killed("write", lines)
+            return Answer(r["whole lines on disk"], f"{r['bytes on disk']} of "
+                          f"{r['bytes written']} bytes were on disk: {r['whole lines on disk']} "
+                          "whole lines.")
+        return Problem(6, seed, setting, "How many whole lines are in the file afterwards?",
+                       NUMBER, measure, "Python's buffer holds 8192 bytes; what has it handed "
+                       "to the kernel when the process dies?", unit="lines",
+                       drawn={"kind": "buffer", "lines": lines})
+    store = rng.choice(["snapshot", "log"])
+    config = RunConfig(store=store, intent=rng.choice([True, False]),
+                       idempotency_key=rng.choice([True, False]), fsync="always",
+                       pages=rng.choice([n for n in range(4, 16) if n != 12]))
+    bugs = Site.load(config.pages).bug_pages
+    page = rng.choice(bugs)
+    name = rng.choice([p.name for p in crash_points(config) if p.page == page])
+    setting = ({"snapshot": "A snapshot after every page", "log": "The event log"}[store]
+               + f", intents {'on' if config.intent else 'off'}, idempotency key "
+               f"{'on' if config.idempotency_key else 'off'}, fsync after every checkpoint "
+               f"write, on a site of {config.pages} pages (bugs on "
+               + (f"page {bugs[0]}" if len(bugs) == 1 else
+                  "pages " + ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}") + ").")
+
+    def measure() -> Answer:
+        r = results.point(config, name)
+        return Answer(bool(r.duplicate_reports), f"killed at {name} and resumed: the tracker "
+                      f"holds pages {r.tracker_pages} ({r.duplicate_reports} filed twice).")
+    return Problem(6, seed, setting, f"The worker is killed by kill -9 at `{name}` and resumed. "
+                   "Does the tracker end with a report filed twice?", YES_NO, measure,
+                   "Is the report in the tracker at that point while the checkpoint (durable or "
+                   "not) says the page is not done, and does the key make a second filing "
+                   "harmless?", drawn={"kind": "point", "config": config, "point": name})
+
+
+#: The transfer question: drawn by the generator (`python -m bughunt practice --lesson 6`).
+TRANSFER_SEED = 5
+TRANSFER = as_exercise("6.4", practice_problem(TRANSFER_SEED), __name__)
+
+
 LESSON = Lesson(
     number=6,
     notebook="06_kill9_vs_power_loss",
@@ -836,5 +1035,7 @@ LESSON = Lesson(
                   "[glossary](glossary.md).",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 
