@@ -791,12 +791,12 @@ def _q4_3():
 CLAIMS = Claims(4)
 
 
-def _sweep(name: str):
+def _design_sweep(name: str):
     df = danger_sweeps()
     return df[df["sweep"] == name]
 
 
-def _names(d) -> list[str]:
+def _point_names(d) -> list[str]:
     return [f"`{n}`" for n in d["crash_point"]]
 
 
@@ -821,11 +821,11 @@ def inside_the_window_both_redo():
 @CLAIMS.claim("Without the key, {n} of {points} crash points filed a report twice (the lesson: "
               "{lesson}): {names}.")
 def no_key_duplicates():
-    d = _sweep("key off")
+    d = _design_sweep("key off")
     dup = d[d["duplicate_reports"] > 0]
     return (len(dup) == LESSON_FIGURES["duplicate_points_no_key"],
             {"n": len(dup), "points": len(d), "lesson": LESSON_FIGURES["duplicate_points_no_key"],
-             "names": _names(dup)})
+             "names": _point_names(dup)})
 
 
 @CLAIMS.claim("Two points on each bug page (pages {pages}), and always the same two: "
@@ -833,9 +833,9 @@ def no_key_duplicates():
               "durable. With the key, and still no intent, {with_key} of {points} points filed "
               "twice: for a redo the key alone is enough.")
 def always_the_same_two():
-    d = _sweep("key off")
+    d = _design_sweep("key off")
     dup = d[d["duplicate_reports"] > 0]
-    with_key = _sweep("key on")
+    with_key = _design_sweep("key on")
     bugs = Site.load(NO_KEY.pages).bug_pages
     per_page = dup.groupby("page")["label"].apply(lambda v: tuple(sorted(v)))
     holds = (sorted(per_page.index) == bugs
@@ -853,21 +853,21 @@ def always_the_same_two():
               "points ({disagree_names}) the tracker holds a report the agent's result does not, "
               "and the three-way check (tracker == memory == rebuild from disk) fails.")
 def at_most_once_loses_or_disagrees():
-    d = _sweep("at most once")
+    d = _design_sweep("at most once")
     lost, disagree = d[d["verdict"] == "lost"], d[d["verdict"] == "tracker disagrees"]
     holds = (int((d["duplicate_reports"] > 0).sum()) == 0 and len(lost) > 0
              and set(lost["label"]) == {"after_intent"}
              and set(disagree["label"]) <= set(WINDOW_LABELS) and len(disagree) > 0)
     return holds, {"dup": int((d["duplicate_reports"] > 0).sum()), "lost": len(lost),
-                   "lost_names": _names(lost), "disagree": len(disagree),
-                   "disagree_names": _names(disagree)}
+                   "lost_names": _point_names(lost), "disagree": len(disagree),
+                   "disagree_names": _point_names(disagree)}
 
 
 @CLAIMS.claim("**At least once** lost nothing ({lost} points) and filed twice at {dup} points, "
               "whenever the kill fell in the window ({labels}). It differs from at most once "
               "only in what recovery does with a pending intent.")
 def at_least_once_duplicates():
-    d = _sweep("at least once")
+    d = _design_sweep("at least once")
     dup = d[d["duplicate_reports"] > 0]
     return (int((d["lost_reports"] > 0).sum()) == 0 and len(dup) > 0
             and set(dup["label"]) <= set(WINDOW_LABELS),
@@ -879,10 +879,10 @@ def at_least_once_duplicates():
               "the tracker makes the redo harmless. It was right at {correct} of {points} crash "
               "points (the lesson: {lesson} of 54), the only choice right at every one.")
 def effectively_once_always_right():
-    d = _sweep("effectively once")
+    d = _design_sweep("effectively once")
     correct = int((d["verdict"] == "correct").sum())
     others = [n for n in CHOICES if n != "effectively once"
-              and int((_sweep(n)["verdict"] == "correct").sum()) == len(_sweep(n))]
+              and int((_design_sweep(n)["verdict"] == "correct").sum()) == len(_design_sweep(n))]
     return (correct == len(d) and not others,
             {"correct": correct, "points": len(d), "lesson": LESSON_FIGURES["log_runs_correct"]})
 
@@ -906,7 +906,7 @@ def windows_are_slivers():
               "per point, and finds the same on every run.")
 def random_kills_against_the_sweep():
     result, share = random_experiment()
-    d = _sweep("key off")
+    d = _design_sweep("key off")
     found = int((d["duplicate_reports"] > 0).sum())
     n, hits = result["real_kills"], result["duplicates_hit"]
     distinct = len(hit_points(result))
@@ -949,7 +949,7 @@ def _describe(config: RunConfig) -> str:
               f"{config.pages} pages (bugs on {where}).")
 
 
-def practice_config(rng, longest: int = 15) -> RunConfig:
+def drawn_site_config(rng, longest: int = 15) -> RunConfig:
     """A design and a site length the lesson did not run (it runs only 12 pages)."""
     store = rng.choice(["snapshot", "log"])
     intent = rng.choice([True, False])
@@ -965,7 +965,7 @@ def practice_problem(seed: int) -> Problem:
 
     rng = drawn(seed, 4)
     kind = rng.choice(["verdict", "duplicates", "lost"])
-    config = practice_config(rng, longest=15 if kind == "verdict" else 10)   # a sweep: short
+    config = drawn_site_config(rng, longest=15 if kind == "verdict" else 10)   # a sweep: short
     setting = _describe(config)
     info = {"config": config, "kind": kind}
     if kind == "verdict":

@@ -616,7 +616,7 @@ def the_snapshot_old_or_new():
 
 # --- practice: a write mode and a run the lesson did not run --------------------------------------
 
-def practice_config(rng) -> RunConfig:
+def drawn_log_config(rng) -> RunConfig:
     """A log the lesson did not run: not 12 pages; a write mode, intents, a snapshot interval."""
     return RunConfig(store="log", write_mode=rng.choice(["torn", "no-newline"]),
                      intent=rng.choice([True, False]),
@@ -629,7 +629,7 @@ def practice_problem(seed: int) -> Problem:
     points fail the rebuild from disk (or leave the source text's reader wrong), or, at one
     mid_commit point, whether the source text's reader agrees with memory."""
     rng = drawn(seed, 5)
-    config = practice_config(rng)
+    config = drawn_log_config(rng)
     bugs = Site.load(config.pages).bug_pages
     setting = (f"The event log in `{config.write_mode}` mode, intents "
                f"{'on' if config.intent else 'off'}, key on, "

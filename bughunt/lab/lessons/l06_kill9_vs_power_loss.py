@@ -842,7 +842,7 @@ def _q6_3():
 CLAIMS = Claims(6)
 
 
-def _bytes(case: str) -> int:
+def _bytes_left(case: str) -> int:
     return int(buffer_table().df.loc[case, "bytes on disk after kill -9"])
 
 
@@ -852,7 +852,7 @@ def _bytes(case: str) -> int:
               "Python buffer at all, {os} (which is why the lab's I/O door, `bughunt/diskio.py`, "
               "writes that way); with an fsync as well, {fsync}, the same as `flush()` alone.")
 def the_buffer_dies_with_the_process():
-    got = {k: _bytes(case) for k, (case, _, _) in zip(("write", "flush", "os", "fsync"),
+    got = {k: _bytes_left(case) for k, (case, _, _) in zip(("write", "flush", "os", "fsync"),
                                                       BUFFER_CASES)}
     return (got["write"] == 0 and got["flush"] == got["os"] == got["fsync"] == len(LINE),
             {**got, "line": len(LINE)})
