@@ -8,7 +8,7 @@ from __future__ import annotations
 #: pieces lie on more than one line box wrapped; a listing wider than its box must scroll, and
 #: its box must end inside the content (`content`: the selector of the page's content column).
 LISTINGS_JS = r"""([root, content]) => {
-  const found = {listings: 0, lines: 0, problems: []};
+  const found = {listings: 0, lines: 0, scrolling: 0, problems: []};
   for (const pre of root.querySelectorAll('pre')) {
     if (!pre.getClientRects().length) continue;            // not drawn (a closed tab, hidden)
     const cs = getComputedStyle(pre);
@@ -45,7 +45,9 @@ LISTINGS_JS = r"""([root, content]) => {
       }
     }
     const box = pre.closest(content);
-    if (pre.scrollWidth > pre.clientWidth + 1 && !['auto', 'scroll'].includes(cs.overflowX)) {
+    const wide = pre.scrollWidth > pre.clientWidth + 1;
+    if (wide && ['auto', 'scroll'].includes(cs.overflowX)) found.scrolling += 1;
+    if (wide && !['auto', 'scroll'].includes(cs.overflowX)) {
       found.problems.push(`wider than its box and not scrolling (overflow-x: ${cs.overflowX}): ` +
                           JSON.stringify(text[0].trim().slice(0, 90)));
     }

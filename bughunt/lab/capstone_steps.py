@@ -152,5 +152,7 @@ class StepPanel(GradePanel):
         return [self.code]
 
     def show(self):
-        """Grade the first step, then return the widget to display."""
-        return Panel.show(self)
+        """The widget to display, nothing graded yet: a grade takes a while (the suite, then a
+        worker killed at every crash point), so the learner picks the step first."""
+        self.status.value = f"Pick a step, then press {self.run_label}."
+        return self.widget()
