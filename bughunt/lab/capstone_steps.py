@@ -33,7 +33,7 @@ STEP = re.compile(r"^Step (\d+): (.+)", re.S)
 
 
 @dataclass(frozen=True)
-class Step:
+class CapstoneStep:
     """One step of the capstone: its number, what it changes, its file and its store class."""
 
     number: int
@@ -52,7 +52,7 @@ class Step:
         return f"Step {self.number}: {self.title}"
 
 
-def steps_of(notebook: str) -> tuple[Step, ...]:
+def steps_of(notebook: str) -> tuple[CapstoneStep, ...]:
     """The steps of `notebooks/src/NOTEBOOK.py`, in their order, read from its `%%writefile`
     cells whose file's docstring starts "Step N:"."""
     import jupytext
@@ -69,12 +69,12 @@ def steps_of(notebook: str) -> tuple[Step, ...]:
         step = STEP.match(ast.get_docstring(module) or "")
         classes = [n.name for n in module.body if isinstance(n, ast.ClassDef)]
         if step and classes:
-            found.append(Step(int(step.group(1)), " ".join(step.group(2).split()),
+            found.append(CapstoneStep(int(step.group(1)), " ".join(step.group(2).split()),
                               m.group(1), classes[-1], source))
     return tuple(sorted(found, key=lambda s: s.number))
 
 
-def grade_step(step: Step, every: tuple[Step, ...], **settings) -> Grade:
+def grade_step(step: CapstoneStep, every: tuple[CapstoneStep, ...], **settings) -> Grade:
     """Grade `step` with the run's `settings` (idempotency_key, intent, pending), beside every
     other step's file; kept in the lab's results cache (by the files' text) until Reset."""
     def run() -> Grade:
@@ -89,7 +89,7 @@ def grade_step(step: Step, every: tuple[Step, ...], **settings) -> Grade:
     return dataclasses.replace(results.remember(key, run), store=step.store)
 
 
-def listing(step: Step) -> str:
+def listing(step: CapstoneStep) -> str:
     """The step's file as the tab shows it, above the grade (HTML: a listing that scrolls
     sideways, never cut inside a word; the lab's stylesheet)."""
     return (f"<p><b>{html.escape(step.file)}</b>, as lesson 9 writes it:</p>"
@@ -129,7 +129,7 @@ class StepPanel(GradePanel):
         return {"step": picker, **controls}
 
     @property
-    def step(self) -> Step:
+    def step(self) -> CapstoneStep:
         """The step picked."""
         return next(s for s in self.steps if s.number == self.controls["step"].value)
 
