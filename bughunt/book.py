@@ -64,7 +64,7 @@ class BookError(Exception):
 class BookPage:
     """One page of the book: a lesson notebook in notebooks/."""
 
-    number: int           # 0 to 12; 99 for the appendix
+    number: int           # 0 to 13; 99 for the appendix
     notebook: str         # "04_danger_window.ipynb"
     title: str            # its first heading, "Lesson 4 · The danger window: ..."
 

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .boundary import Boundary, Limits, Printed, Problem, problem as problem_of
+from .boundary import Boundary, Limits, Printed, StoreProblem, problem_of
 from .config import STORES, RunConfig, is_store_file
 from .stores.contract import RULES
 
@@ -63,7 +63,7 @@ LESSONS = {
 
 
 # --- the records --------------------------------------------------------------------------------
-# A `Problem` (kind, message) is the boundary's: what stopped the lab from judging the store.
+# A `StoreProblem` (kind, message) is the boundary's: what stopped the lab from judging the store.
 
 @dataclass(frozen=True)
 class RuleResult:
@@ -119,7 +119,7 @@ class Grade:
     store: str                      # as given: my_store.py:MyStore
     name: str                       # the class's `name`
     config: RunConfig
-    problems: tuple[Problem, ...] = ()
+    problems: tuple[StoreProblem, ...] = ()
     states: int = 0                 # crash states the suite checked
     rules: tuple[RuleResult, ...] = ()
     records: tuple = ()
@@ -286,7 +286,7 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
             problems += [p for p in [problem_of(swept, b.tidy)] if p]
         changed = _changes(before, _listing(store_dir))
         if changed:
-            problems.append(Problem("refused", (
+            problems.append(StoreProblem("refused", (
                 f"refused: files appeared or vanished beside the store's file while it was "
                 f"graded: {', '.join(changed)} (past the fence: a thread, or a C extension?)")))
         printed = conformed.printed + (swept.printed if swept else Printed())
@@ -297,20 +297,20 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
                          time.perf_counter() - t0, b.tidy, printed)
 
 
-def _resolve(store: str) -> tuple[str, Problem | None]:
+def _resolve(store: str) -> tuple[str, StoreProblem | None]:
     """The absolute spec the children load, or the problem with the one given."""
     if store in STORES:
         if store == "none":
-            return store, Problem("spec", "the none store keeps nothing on purpose: it is the "
+            return store, StoreProblem("spec", "the none store keeps nothing on purpose: it is the "
                                           "baseline, not a store under the contract")
         return store, None
     if not is_store_file(store):
-        return store, Problem("spec", f"{store!r} names no store: expected FILE.py:ClassName, "
+        return store, StoreProblem("spec", f"{store!r} names no store: expected FILE.py:ClassName, "
                                       "e.g. my_store.py:MyStore")
     file, _, name = store.rpartition(":")
     path = Path(file).expanduser()
     if not path.is_file():
-        return store, Problem("spec", f"{file}: no such file in this folder; save your store "
+        return store, StoreProblem("spec", f"{file}: no such file in this folder; save your store "
                                       f"first (a cell that starts with %%writefile {path.name})")
     return f"{path.resolve()}:{name}", None
 
@@ -464,7 +464,7 @@ def _grammar(text):
     return re.sub(r"\b1 commits had\b", "1 commit had", text) if isinstance(text, str) else text
 
 
-def _hint_for_problem(p: Problem) -> Hint:
+def _hint_for_problem(p: StoreProblem) -> Hint:
     """The hint of a problem, from what the problem says happened."""
     if p.kind == "refused":
         text = p.message

@@ -306,6 +306,7 @@ class SdkBehaviour:
     prefix: str                    # the answer text the caller holds
     complete: bool                 # the whole answer arrived
     elapsed_s: float
+    arrivals: tuple[float, ...] = ()   # seconds from the request to each chunk the caller got
 
 
 def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream: bool = True,
@@ -326,6 +327,7 @@ def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream
                            max_retries=max_retries, http_client=http)
     words = _answer_length(model, messages)
     parts: list[str] = []
+    arrivals: list[float] = []
     chunks, raised, caught = 0, None, None
     t0 = time.perf_counter()
     try:
@@ -336,6 +338,7 @@ def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream
             with s:
                 for chunk in s:
                     chunks += 1
+                    arrivals.append(round(time.perf_counter() - t0, 3))
                     if chunk.choices and chunk.choices[0].delta.content:
                         parts.append(chunk.choices[0].delta.content)
         else:
@@ -356,7 +359,8 @@ def sdk_call(case: str, *, base_url: str, bill: Path, fault: Fault | str, stream
         case=case, fault=fault.spec(), stream=stream, max_retries=max_retries, timeout_s=timeout,
         requests_sent=len(sent), statuses=tuple(statuses), billed=billed, raised=raised,
         caught_by_api_error=caught, chunks=chunks, prefix=prefix,
-        complete=raised is None and len(prefix.split()) == words, elapsed_s=round(elapsed, 3))
+        complete=raised is None and len(prefix.split()) == words, elapsed_s=round(elapsed, 3),
+        arrivals=tuple(arrivals))
 
 
 def _answer_length(model: str, messages: list) -> int:

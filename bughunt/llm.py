@@ -90,7 +90,7 @@ class Received:
 
 
 @dataclass(frozen=True)
-class Answer:
+class ModelReply:
     reply: str
     tokens: int
     request_id: str
@@ -152,7 +152,7 @@ class OpenAIModel:
         answer = self.complete(page_messages(self.site, page), page=page)
         return answer.reply, answer.tokens
 
-    def complete(self, messages: list[dict], *, page: int = 0) -> Answer:
+    def complete(self, messages: list[dict], *, page: int = 0) -> ModelReply:
         client = self._sdk()
         self.calls += 1
         if not self.stream:
@@ -161,7 +161,7 @@ class OpenAIModel:
             reply = r.choices[0].message.content or ""
             tokens = r.usage.total_tokens if r.usage else 1
             self.on_chunk(Received("last_chunk", page, r.id, 1, reply))
-            return Answer(reply, tokens, r.id, 1)
+            return ModelReply(reply, tokens, r.id, 1)
         stream = client.chat.completions.create(
             model=self.model, messages=messages, stream=True,
             stream_options={"include_usage": True}, extra_headers=self._headers)
@@ -181,7 +181,7 @@ class OpenAIModel:
         reply = "".join(parts)
         self.on_chunk(Received("last_chunk", page, request_id, chunks, reply))
         tokens = usage.total_tokens if usage is not None else len(parts)
-        return Answer(reply, tokens, request_id, chunks)
+        return ModelReply(reply, tokens, request_id, chunks)
 
     def close(self) -> None:
         """Close this process's connections. In a forked child the pool is the parent's: it is

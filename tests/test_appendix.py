@@ -1,10 +1,11 @@
-"""The appendix (lesson 9) and lesson 6 read the source text's figures from one module, and put
+"""The appendix and lesson 6 read the source text's figures from one module, and put
 each on the row of the kind of write it measured."""
 
 import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from bughunt.lab import reference
 from bughunt.lab.lessons import appendix as costs
@@ -13,10 +14,10 @@ from bughunt.lab.lessons import l06_kill9_vs_power_loss as durability
 LAB = Path(durability.__file__).parent
 
 
-def test_lessons_6_and_9_put_each_source_figure_on_the_same_kind_of_write():
+def test_lesson_6_and_the_appendix_put_each_source_figure_on_the_same_kind_of_write():
     nine = costs.source_medians_for_bench(list(costs.BENCH_KINDS))          # bench row -> µs
     six = durability.source_medians_us(durability.KINDS)             # kind -> (µs, rerun µs)
-    assert nine, "lesson 9 shows no source-text figure at all"
+    assert nine, "the appendix shows no source-text figure at all"
     for case, value in nine.items():
         assert six[costs.BENCH_KINDS[case]][0] == value, case
     assert set(costs.BENCH_KINDS.values()) <= set(durability.KINDS)
@@ -59,3 +60,43 @@ def test_write_cost_figure_marks_only_the_rows_of_a_measured_kind():
     ys = sorted(y for coll in ax.collections for _, y in coll.get_offsets())
     assert ys == [0, 1]          # the two appends; no diamond on either snapshot row
     assert "µs" in ax.get_xlabel()
+
+
+def _write_rows():
+    return pd.DataFrame([
+        {"section": "write", "case": "log append (flush only)", "value": 4.48651, "unit": "us",
+         "reference": 3.4551, "ratio": 1.30},
+        {"section": "where the time goes", "case": "zlib.crc32 of the record", "value": 0.2204,
+         "unit": "us", "reference": None, "ratio": None}])
+
+
+def test_the_write_table_shows_three_significant_figures_numbered_from_one():
+    t = costs.write_cost_table(_write_rows())
+    assert list(t.df["time (median)"]) == [4.49, 0.22]
+    assert list(t.df.index) == [1, 2]
+    assert "4.49" in repr(t) and "4.4865" not in repr(t)
+
+
+def test_the_write_table_refuses_a_ratio_that_is_not_time_over_floor():
+    from bughunt.lab.claims import TableError
+
+    rows = _write_rows()
+    rows.loc[0, "ratio"] = 1.65                 # 4.49 / 3.46 is 1.30
+    with pytest.raises(TableError, match="ratio 1.65 but"):
+        costs.write_cost_table(rows)
+
+
+def test_the_sources_list_every_lessons_further_reading_once():
+    text = costs.further_reading()
+    assert text.count("(https://github.com/openai/codex)") == 1
+    codex = next(line for line in text.splitlines() if "(https://github.com/openai/codex)" in line)
+    assert "11" in codex and "3" in codex
+    assert "github.com/earendil-works/pi" in text and "https://docs.langchain.com/" in text
+
+
+def test_the_appendix_has_objectives_and_a_time_by_the_rule():
+    from bughunt.lab.registry import about, by_number
+
+    record = by_number(99)
+    assert record.objectives and record.minutes >= 5
+    assert f"{record.minutes} minutes" in about(record)

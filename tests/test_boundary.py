@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from bughunt import grader
-from bughunt.boundary import Boundary, problem
+from bughunt.boundary import Boundary, problem_of
 
 ROOT = Path(__file__).resolve().parent.parent
 LINUX = sys.platform.startswith("linux")
@@ -322,14 +322,14 @@ def test_what_the_child_prints_is_captured_and_never_mistaken_for_its_answer(sea
 def test_bytes_written_to_the_channel_by_accident_are_named_not_read(sealed):
     with Boundary(paths=[TESTS]) as b:
         ended = b.call("boundary_jobs:writes_to_the_channel", {}, timeout=60)
-        said = problem(ended)
+        said = problem_of(ended)
     assert ended.how == "channel" and said.kind == "channel", ended
 
 
 def test_a_job_past_its_time_is_stopped_and_named(sealed):
     with Boundary(paths=[TESTS]) as b:
         ended = b.call("boundary_jobs:sleeps", {"seconds": 600}, timeout=1.0)
-    said = problem(ended)
+    said = problem_of(ended)
     assert ended.how == "timeout" and said.kind == "timeout"
     assert "did not finish within 1 s (it was sleeping)" in said.message
 

@@ -33,7 +33,7 @@ def test_killed_at_page_7_pays_seven_calls_again_and_files_page_3_twice():
     assert story.losses() == {"redone model calls": 7, "of which pages done before the kill": 6,
                               "of which the call in flight": 1, "duplicate reports": 1,
                               "pages reported twice": [3]}
-    summary = story.summary()
+    summary = story.summary().df
     assert summary.loc["both", "model calls paid"] == 19
     assert isinstance(restart.plot_restart_timeline(story), Figure)
 
@@ -76,3 +76,30 @@ def test_lesson_1_panel_draws_the_timeline_of_the_chosen_point():
 def test_exercises_of_lessons_0_and_1_accept_the_truth_only():
     assert judge("0.1", 56) and not judge("0.1", 54)
     assert judge("1.1", 7) and not judge("1.1", 6)
+
+
+def test_exercise_0_2_asks_for_a_site_the_page_does_not_show_and_counts_its_log():
+    assert tour.LONG_SITE.pages == 20 and not tour.LONG_SITE.intent
+    assert judge("0.2", 20) and not judge("0.2", 25) and not judge("0.2", 12)
+
+
+def test_the_clean_run_table_refuses_events_that_are_neither_page_done_nor_intent():
+    from bughunt.lab.claims import TableError, checked_table
+    import pytest
+
+    df = tour.clean_run_table().df.copy()
+    assert int(df["events in the log"].iloc[0]) == 15
+    df["events in the log"] = 16
+    with pytest.raises(TableError, match="'events in the log' is 16"):
+        checked_table(df, "broken", tour.CLEAN_RUN_INVARIANTS)
+
+
+def test_the_lesson_table_view_refuses_a_match_column_that_lies():
+    from bughunt.lab.claims import TableError
+    import pytest
+
+    _, table = tour.lesson_overview()
+    lying = table.copy()
+    lying.loc[0, "lab"] = -1
+    with pytest.raises(TableError, match="'match' is True"):
+        tour.lesson_table_view(lying)

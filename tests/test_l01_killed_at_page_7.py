@@ -35,13 +35,39 @@ def test_pages_filed_twice_reads_repeats_from_the_tracker():
     assert restart.pages_filed_twice([10, 3, 10, 3, 3]) == [3, 10]
 
 
-def test_transfer_1_3_with_the_key_pays_every_call_again_and_files_each_report_once():
-    assert judge("1.3", (10, 3)) and judge("1.3", [10, 3])
-    assert not judge("1.3", (3, 10))      # the order matters: (calls, reports)
-    assert not judge("1.3", (10, 6))      # the key off would give 6
-    assert not judge("1.3", (0, 3))       # the key saves no call
-    right, feedback = EXERCISES["1.3"].judge(10)
-    assert not right and "pair" in feedback
+def test_practice_never_draws_a_kill_the_lesson_made_and_varies_with_the_seed():
+    drawn = [restart.practice_problem(seed) for seed in range(50)]
+    for p in drawn:
+        config = restart.NO_CHECKPOINT.replace(store=p.drawn["design"],
+                                               idempotency_key=p.drawn["idempotency_key"])
+        assert (config, p.drawn["point"]) not in restart.LESSON_RUNS, p.drawn
+        assert p.drawn["point"] != restart.PAGE_7
+    assert len({(p.setting, p.question) for p in drawn[:20]}) >= 8
+    assert {p.drawn["kind"] for p in drawn} == {"calls", "twice", "reports"}
+
+
+def test_transfer_1_3_is_the_practice_problem_judged_by_a_live_kill():
+    p = restart.TRANSFER
+    assert p.drawn == restart.practice_problem(restart.TRANSFER_SEED).drawn
+    assert p.drawn["point"] == "p10.after_model_call" and p.drawn["kind"] == "twice"
+    truth = p.measure().value
+    assert truth == (3, 7)           # filed by the first process, sent again by the second
+    assert judge("1.3", [3, 7]) and judge("1.3", "3,7")
+    assert not judge("1.3", [3, 7, 10]) and not judge("1.3", "none")
+
+
+def test_the_story_and_the_losses_tables_refuse_rows_that_do_not_add_up():
+    from bughunt.lab.claims import TableError, checked_table
+
+    story = restart.page_7()
+    df = story.summary().df.copy()
+    df.loc["both", "model calls paid"] += 1
+    with pytest.raises(TableError, match="'both'.*'model calls paid'"):
+        checked_table(df, "broken story", restart.STORY_INVARIANTS)
+    losses = restart.losses_table({"no checkpoint, no key": story}).df.copy()
+    losses["of which the call in flight"] = 0
+    with pytest.raises(TableError, match="does not add up"):
+        checked_table(losses, "broken losses", restart.LOSS_INVARIANTS)
 
 
 def test_predictions_are_judged_from_the_measurement_not_a_stored_answer(monkeypatch):

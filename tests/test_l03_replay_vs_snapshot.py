@@ -48,7 +48,7 @@ def test_clean_event_log_has_one_page_done_per_page_and_an_intent_before_each_re
 
 
 def test_pure_log_replays_everything_written_and_snapshots_cut_it(small_sweeps):
-    table = replay.design_table(small_sweeps, SMALL_DESIGNS)
+    table = replay.design_table(small_sweeps, SMALL_DESIGNS).df
     assert list(table["crash points"]) == [18, 18]
     assert table.loc["pure log", "max replayed"] == 5          # the whole log, at the very end
     assert table.loc["snapshot every 2", "max replayed"] == 2   # page 3's intent and page_done
@@ -68,7 +68,7 @@ def test_replay_sweep_counts_equal_a_read_only_recovery_after_the_same_crash(sma
 
 
 def test_smaller_interval_replays_less_and_writes_more_snapshots(small_intervals):
-    _, table = small_intervals
+    table = small_intervals[1].df
     assert list(table.index) == [0, 1, 2]
     assert table.loc[0, "max replayed"] == 5
     assert table.loc[1, "max replayed"] == 1                   # only a bug page's intent is left
@@ -194,10 +194,57 @@ def test_the_source_texts_apply_event_is_the_code_shown_and_differs_only_where_t
 
 
 def test_only_fsync_rename_and_directory_fsync_leave_the_new_file_after_a_power_cut():
-    t = replay.power_cut_after_write()
+    t = replay.power_cut_after_write().df
     lab = t.loc["lab: fsync, rename, fsync dir"]
     assert lab["disk states: old file"] == 0 and lab["disk states: empty or torn file"] == 0
     assert lab["disk states: new file"] > 0 and lab["fsyncs"] == 2
     assert t.loc["source text: fsync, rename", "disk states: old file"] > 0
     assert t.loc["source text: fsync, rename", "disk states: empty or torn file"] == 0
     assert t.loc["rename only", "disk states: empty or torn file"] > 0
+
+
+def test_exercise_3_3_asks_what_the_source_texts_version_does_and_measures_it():
+    assert replay.on_unknown_event(replay.text_apply_event()) == "only seq moved"
+    assert replay.on_unknown_event(replay.apply_event) == "raise"
+    assert judge("3.3", "only seq moved")
+    assert not judge("3.3", "raise") and not judge("3.3", "unchanged")
+
+
+def test_practice_never_draws_a_configuration_the_lesson_ran_and_varies_with_the_seed():
+    drawn = [replay.practice_problem(seed) for seed in range(50)]
+    for p in drawn:
+        d = p.drawn
+        config = replay.LOG.replace(pages=d["pages"], snapshot_every=d["snapshot_every"],
+                                    intent=d["intent"])
+        assert config not in replay.LESSON_CONFIGS_RUN, d
+        assert d["pages"] not in (12, 20) and 1 <= d["snapshot_every"] < d["pages"]
+    assert len({(p.setting, p.question) for p in drawn[:20]}) >= 8
+    assert {p.drawn["kind"] for p in drawn} == {"max", "average", "point"}
+    assert {p.drawn["intent"] for p in drawn} == {True, False}
+
+
+def test_the_practice_answer_is_measured_by_real_kills():
+    p = replay.practice_problem(22)                    # 5 pages, a snapshot every 4, the max
+    assert p.drawn["kind"] == "max" and p.drawn["pages"] == 5
+    answer = p.measure()
+    assert answer.value == 4 and p.check(4)[0] and not p.check(3)[0]    # 1-3 and 3's intent
+
+
+def test_the_verdict_columns_partition_the_crash_points(small_sweeps):
+    from bughunt.lab.claims import TableError, checked_table
+
+    df = replay.design_table(small_sweeps, SMALL_DESIGNS).df.copy()
+    assert (df["correct runs"] + df["duplicate runs"] + df["other wrong runs"]
+            == df["crash points"]).all()
+    df.loc["pure log", "duplicate runs"] = 1
+    with pytest.raises(TableError, match="'pure log'.*'crash points' is 18"):
+        checked_table(df, "broken", replay.DESIGN_INVARIANTS)
+
+
+def test_the_power_cut_table_refuses_states_that_are_counted_twice():
+    from bughunt.lab.claims import TableError, checked_table
+
+    df = replay.power_cut_after_write().df.copy()
+    df.loc["rename only", "disk states: old file"] += 1
+    with pytest.raises(TableError, match="'rename only'"):
+        checked_table(df, "broken", replay.POWER_CUT_INVARIANTS)

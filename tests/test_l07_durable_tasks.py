@@ -83,7 +83,7 @@ def test_builtin_limit_story_names_the_texts_results_and_report():
 
 
 def test_tool_checkpoints_measure_what_reruns_at_each_kill():
-    df = dt.tool_checkpoints("unsafe")
+    df = dt.tool_checkpoints("unsafe").df
     assert list(df["beforeTool ran"]) == [2, 1, 1, 1]
     assert list(df["notes.txt lines"]) == [1, 0, 1, 1]
     assert [g.split(":")[0] for g in df["the agent got"]] == ["completed", "failed", "failed",
@@ -94,10 +94,87 @@ def test_tool_checkpoints_measure_what_reruns_at_each_kill():
 def test_replay_table_is_measured_in_all_four_cells():
     cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")]
     assert [c["tool ran again"] for c in cells] == [True, False, False, False]
-    table = dt.replay_policy_table(cells)
+    table = dt.replay_policy_table(cells).df
     assert table.loc["safe", "safe"].startswith("ran again: 2 line(s)")
     assert table.loc["unsafe", "safe"].startswith("not run: 1 line(s)")
     assert isinstance(dt.plot_replay(cells, ("unsafe", "safe")), Figure)
+
+
+def test_panel_replay_grid_always_shows_all_four_cells(monkeypatch):
+    drawn, real = [], dt.plot_replay
+    monkeypatch.setattr(dt, "plot_replay", lambda cells, highlight=None: drawn.append(
+        (cells, highlight)) or real(cells, highlight))
+    p = dt.panel()
+    p.stored.value, p.current.value, p.tool_crash.value = "unsafe", "safe", "in-execute"
+    p.run()
+    cells, highlight = drawn[-1]
+    assert {(c["stored"], c["current"]) for c in cells} == {
+        (s, c) for s in ("safe", "unsafe") for c in ("safe", "unsafe")}
+    assert highlight == ("unsafe", "safe")
+    assert [c["tool ran again"] for c in cells] == [True, False, False, False]
+
+
+def test_restart_limit_title_says_only_what_its_rows_show():
+    five = dt.restart_limit_story(5)
+    only = dt.plot_restart_limits({"limit 5": five}).axes[0].get_title()
+    assert "no limit" not in only and "ended by the limit: limit 5" in only
+    both = dt.plot_restart_limits({"limit 5": five, "no limit": dt.restart_limit_story(None, 8)})
+    assert "no limit: still restarting after 8 starts" in both.axes[0].get_title()
+
+
+def test_a_tool_that_declares_no_replay_is_not_run_again():
+    cell = dt.replay_cell("safe", "undeclared")
+    assert (cell["tool ran again"], cell["notes.txt lines"], cell["result"]) == (False, 1,
+                                                                                 "failed")
+
+
+def test_print_before_memo_prints_the_killed_tick_twice():
+    story = dt.count_story(4, where="before-memo")
+    assert story.printed == {"first": [1, 2, 3, 4], "resume": [4, 5]}
+
+
+def test_the_interrupted_tool_result_is_marked_an_error():
+    result = dt.tool_story("unsafe").result
+    assert result["status"] == "failed" and result["is_error"] is True
+
+
+# --- claims and practice --------------------------------------------------------------------------
+
+def test_every_claim_of_lesson_7_holds_on_its_run():
+    found = dt.CLAIMS.check_all()
+    assert len(found) >= 5 and all(f.holds for f in found), [f for f in found if not f.holds]
+
+
+def test_a_claim_whose_run_disagrees_says_so(monkeypatch):
+    # a mutant: the memo story's second writer gets its own value (the first write did not win)
+    real = dt.memo_story()
+    broken = real.copy()
+    broken.iloc[1, broken.columns.get_loc("memo holds")] = broken.iloc[1]["proposed"]
+    monkeypatch.setattr(dt, "memo_story", lambda: broken)
+    finding = dt.CLAIMS["the_first_memo_write_wins"].on()
+    assert not finding.holds and "did not hold" in finding.markdown()
+
+
+def test_practice_draws_only_configurations_the_lesson_did_not_run():
+    drawn = [dt.practice_problem(seed) for seed in range(50)]
+    for p in drawn:
+        key = (p.drawn["story"], tuple(p.drawn["settings"]))
+        assert key not in dt.LESSON_RUNS, (p.seed, key)
+    assert len({p.setting + p.question for p in drawn[:20]}) >= 8
+    assert {p.drawn["story"] for p in drawn} == {"count", "tool", "flaky", "generate"}
+
+
+def test_practice_answers_are_measured_live(monkeypatch):
+    p = next(dt.practice_problem(s) for s in range(50)
+             if dt.practice_problem(s).drawn["story"] == "generate")
+    truth = p.measure().value
+    assert p.check(truth)[0] and not p.check(truth + 1)[0]
+    # a mutant of the measure: it must change the verdict, so nothing is stored
+    monkeypatch.setattr(dt.E, "generation_story",
+                        lambda mode, retries: {"requests": [1] * 9,
+                                               "outcome": {"status": "x", "message": "m",
+                                                           "reason": "r"}})
+    assert not p.check(truth)[0]
 
 
 def test_generation_story_retries_once_and_never_sends_the_half_answer():
@@ -145,7 +222,7 @@ def test_panel_runs_the_stories_with_the_chosen_settings():
 
 
 def test_exercises_7_accept_the_measured_truth_only():
-    assert judge("7.1", [1, 2, 3, 5]) and not judge("7.1", [1, 2, 3, 4, 5])
+    assert judge("7.1", [1, 2, 3, 4, 4, 5]) and not judge("7.1", [1, 2, 3, 5])
     assert not judge("7.1", "1, 2, 3, 5")
     assert judge("7.2", (0, "failed")) and not judge("7.2", (1, "failed"))
     assert judge("7.2", [0, "Failed"]) and not judge("7.2", (0, "completed"))

@@ -27,9 +27,20 @@ def test_fault_tables_name_the_failing_file_and_show_every_k_recovered():
     files = list(beyond.fault_table(fsync)["failing file"])
     assert files[:3] == ["config.json.tmp", "the run directory", "the run directory"]
     assert "the" not in files and None not in files
-    summary = beyond.fault_summary(write=disk, fsync=fsync)
+    summary = beyond.fault_summary(write=disk, fsync=fsync).df
     assert summary.loc[("fsync", "the run directory"), "k"] == "2-3"
     assert (summary["correct after resume"] == summary["runs"]).all()
+
+
+def test_a_fault_summary_that_counts_more_runs_than_it_has_is_refused():
+    # a mutant of the summary's arithmetic: a row claims more correct resumes than runs
+    from bughunt.lab.claims import TableError
+    from bughunt.lab.views import Table
+
+    df = beyond.fault_summary(write=beyond.disk_full(B.SAFE.replace(pages=3))).df.copy()
+    df.iloc[0, df.columns.get_loc("correct after resume")] = int(df.iloc[0]["runs"]) + 1
+    with pytest.raises(TableError, match="'correct after resume' is .*more than 'runs'"):
+        Table(df, "full disk and failed fsync", beyond.FAULT_COUNTS)
 
 
 def test_failing_file_reads_every_message_the_worker_writes():
@@ -65,7 +76,7 @@ def test_damage_demo_refuses_inner_damage_and_skips_a_torn_tail():
 
 def test_race_table_and_plot_from_real_races():
     races = beyond.races(B.SAFE.replace(pages=3), trials=3)
-    table = beyond.race_table(races)
+    table = beyond.race_table(races).df
     assert table.loc["flock", "exactly one proceeded"] == 3
     assert table.loc["none (unsafe)", "both proceeded"] == 3
     assert isinstance(beyond.plot_races(races), Figure)
@@ -73,10 +84,11 @@ def test_race_table_and_plot_from_real_races():
 
 def test_power_and_chain_plots_have_titles_and_labels():
     v = B.Variant("log, fsync always", B.SAFE.replace(pages=3, fsync="always"))
-    power = beyond.power_loss([v], samples_per_cut=1)
+    power = beyond.power_loss((v,), samples_per_cut=1)
     fig = beyond.plot_power(power)
     assert "Power loss" in fig.axes[0].get_title() and fig.axes[0].get_xlabel()
-    assert beyond.power_table(power).loc[v.name, "states losing committed pages"] == 0
+    row = beyond.power_table(power).df.loc[v.name]
+    assert row["correct"] == row["states explored"] and row["most committed pages lost"] == 0
     first = B.crash_points(B.SAFE.replace(pages=3))[8]
     import pandas as pd
     chain = pd.DataFrame(B.chain_sweep(B.SAFE.replace(pages=3), pairs=[(first, "p3.after_visit"),
@@ -203,8 +215,8 @@ def test_panel_says_why_settings_cannot_run_and_swallows_nothing(monkeypatch):
 
 
 def test_exercises_8_accept_the_measured_truth_only():
-    assert judge("8.1", 1) and not judge("8.1", 2) and not judge("8.1", "1")
-    assert judge("8.2", True) and not judge("8.2", False) and not judge("8.2", "True")
+    assert judge("8.1", 10) and not judge("8.1", 1) and not judge("8.1", "10")
+    assert judge("8.2", 6) and not judge("8.2", 5) and not judge("8.2", True)
     broken = ["kill-keeps-acknowledged", "fsync-keeps-acknowledged"]
     assert judge("8.3", broken) and judge("8.3", tuple(reversed(broken)))
     assert not judge("8.3", broken[:1]) and not judge("8.3", [])
@@ -260,3 +272,72 @@ def test_q8_3_names_the_bugs_no_power_cut_shows():
         "repair-not-idempotent", "submit-before-intent", "no-lock"}
     assert beyond.cuts_for_95(1, 1) == 1 and beyond.cuts_for_95(1, 2) == 5
     assert beyond.cuts_for_95(4, 38) > beyond.cuts_for_95(37, 75)
+
+
+# --- the power table adds up; claims; practice ------------------------------------------------------
+
+def _power_records():
+    """Power-loss records as a DataFrame holds them: a refusal is a message, none is NaN."""
+    import pandas as pd
+
+    rows = []
+    for variant, n, correct, refused, lost in (("safe", 4, 4, 0, 0), ("no fsync", 6, 2, 2, 2)):
+        for i in range(n):
+            r = {"variant": variant, "correct": i < correct, "duplicate_reports": 0,
+                 "refused": "snapshot.json: not JSON" if correct <= i < correct + refused
+                 else None,
+                 "committed_pages_lost": 0 if i < correct else 2}
+            rows.append(r)
+    df = pd.DataFrame(rows)
+    df["refused"] = df["refused"].astype("str").where(df["refused"].notna())   # pandas 3: NaN
+    return df
+
+
+def test_the_power_table_partitions_the_states():
+    t = beyond.power_table(_power_records()).df
+    assert t.loc["no fsync"].to_dict() == {
+        "states explored": 6, "correct": 2, "refused by recovery": 2,
+        "lost committed pages silently": 2, "wrong otherwise": 0, "most committed pages lost": 2,
+        "states with duplicates": 0}
+
+
+def test_the_old_pandas_3_counting_breaks_the_power_tables_invariant():
+    # the counting lesson 8 once shipped: `r["refused"] is not None`, on DataFrame rows, where a
+    # missing refusal is NaN; every state counted refused ("32 explored, 32 correct, 32 refused")
+    from bughunt.lab.claims import TableError
+
+    records = _power_records()
+    assert records["refused"].isna().any()
+    with pytest.raises(TableError, match=r"the table 'power loss' does not add up: row 'safe': "
+                                         r"correct 4 \+ refused by recovery 4"):
+        beyond.power_table(records, refused=lambda r: r["refused"] is not None)
+
+
+def test_every_claim_of_lesson_8_holds_and_a_broken_run_is_said(monkeypatch):
+    found = beyond.CLAIMS.check_all()
+    assert len(found) >= 5 and all(f.holds for f in found), [f for f in found if not f.holds]
+    broken = beyond.disk_full().assign(exit=1)               # a mutant: no failure exits 74
+    monkeypatch.setattr(beyond, "disk_full", lambda: broken)
+    finding = beyond.CLAIMS["faults_stop_and_lose_nothing"].on()
+    assert not finding.holds and "did not hold" in finding.markdown()
+
+
+def test_practice_draws_only_configurations_the_lesson_did_not_run():
+    runs = beyond.lesson_runs()
+    drawn = [beyond.practice_problem(seed) for seed in range(50)]
+    for p in drawn:
+        assert beyond.practice_run(p) not in runs, (p.seed, p.drawn)
+    assert len({p.setting + p.question for p in drawn[:20]}) >= 8
+    assert {p.drawn["kind"] for p in drawn} == {"write fails", "fsync fails", "power loss"}
+
+
+def test_practice_answer_is_the_file_the_worker_names_now(monkeypatch):
+    p = next(beyond.practice_problem(s) for s in range(50)
+             if beyond.practice_problem(s).drawn["kind"] == "write fails")
+    truth = p.measure().value
+    assert truth in beyond.FAILING_FILES and p.check(truth)[0]
+    # a mutant of the measure: another message, another verdict: nothing is stored
+    real = B.fault_record
+    monkeypatch.setattr(B, "fault_record", lambda *a: {
+        **real(*a), "message": "bughunt: RUN_DIR/zzz.json: cannot write (injected)"})
+    assert not p.check(truth)[0]

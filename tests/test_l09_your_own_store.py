@@ -18,7 +18,7 @@ import jupytext
 import pytest
 
 from bughunt import grader
-from bughunt.grader import DiskProfile, Grade, Problem, RuleResult, choose_hint, disk_profile
+from bughunt.grader import DiskProfile, Grade, StoreProblem, RuleResult, choose_hint, disk_profile
 from bughunt.lab.lessons import l09_your_own_store as cap
 from bughunt.lab import results
 from bughunt.lab.judges import judge
@@ -185,7 +185,7 @@ def test_a_log_that_raises_on_a_torn_line_is_sent_to_lesson_5_not_to_fsync():
 
 def test_a_grade_with_a_problem_hints_at_the_problem_first():
     g = dataclasses.replace(_grade(["crash-leaves-a-real-state"]),
-                            problems=(Problem("timeout", "X.load did not return within 3 s"),))
+                            problems=(StoreProblem("timeout", "X.load did not return within 3 s"),))
     assert choose_hint(g).lesson == 9 and "never returns" in choose_hint(g).text
     assert g.verdict == "Not graded to the end. X.load did not return within 3 s."
 

@@ -13,6 +13,7 @@ from bughunt import inflight
 from bughunt.inflight import SdkBehaviour
 from bughunt.lab.lessons import l11_call_in_flight as cif
 from bughunt.lab.judges import judge
+from bughunt.lab.views import Table
 from bughunt.modelserver import read_server_bill
 
 
@@ -53,13 +54,40 @@ def test_a_clean_call_is_billed_once_with_its_words_as_completion_tokens(lab):
 
 
 def test_the_kill_table_shows_the_prefix_held_and_the_bill_for_each_rule(at_chunk5):
-    df = cif.kill_table([at_chunk5["redo"], at_chunk5["abort"]]).set_index("pending")
+    df = cif.kill_table([at_chunk5["redo"], at_chunk5["abort"]]).df
+    df = df.reset_index().set_index("resume")
     four = " ".join(cif.answer_of()[:4])           # chunk 1 carries only the role
-    assert list(df["prefix_held"]) == [four, four]
-    assert list(df["billed_calls"]) == [2, 1] and list(df["redone_model_calls"]) == [1, 0]
-    assert list(df["outcome"]) == ["answered", "aborted"]
-    assert df["died_by_sigkill"].all() and df["killed_call_billed"].all()
-    assert "killed_request_id" not in df            # differs on every run
+    assert list(df["prefix held"]) == [four, four]
+    assert list(df["calls billed"]) == [2, 1] and list(df["redone calls"]) == [1, 0]
+    assert list(df["the resume ends"]) == ["answered", "aborted"]
+    assert df["killed by SIGKILL"].all() and df["killed call billed"].all()
+    assert "killed_request_id" not in df and "killed request id" not in df   # differs every run
+
+
+def test_a_kill_table_whose_redone_calls_are_not_billed_less_one_is_refused(at_chunk5):
+    from dataclasses import replace
+
+    from bughunt.lab.claims import TableError
+
+    broken = replace(at_chunk5["redo"], redone_model_calls=2)      # billed 2: redone must be 1
+    with pytest.raises(TableError, match="redone calls 2 but calls billed 2"):
+        cif.kill_table([broken])
+
+
+def test_the_sweep_summary_partitions_the_points_by_what_was_billed(at_chunk5):
+    from dataclasses import replace
+
+    from bughunt.lab.claims import TableError
+
+    records = [at_chunk5["redo"], replace(at_chunk5["redo"], crash_point="sent"),
+               at_chunk5["abort"]]
+    df = cif.kill_sweep_summary(records).df
+    assert df.loc["redo", "crash points"] == 2 and df.loc["redo", "billed twice"] == 2
+    assert df.loc["abort", "billed once"] == 1 and df.loc["abort", "held the whole answer"] == 0
+    bad = df.copy()
+    bad.loc["redo", "billed once"] = 1                  # 1 + 2 + 0 points, of 2
+    with pytest.raises(TableError, match="billed once 1 \\+ billed twice 2"):
+        Table(bad, "the kill sweep", cif.SWEEP_INVARIANTS)
 
 
 def test_a_sweep_runs_each_point_for_each_rule_and_its_figure_is_labelled(lab):
@@ -93,14 +121,21 @@ def test_the_sdk_table_says_what_the_caller_holds_without_the_answers_length_or_
         _sdk("ok", 3, 1, chunks=12, prefix="a b c d e f g h i", complete=True,
              statuses=(429, 429, 200)),
         _sdk("cut", 1, 1, "openai.APIConnectionError", True, chunks=3, prefix="a b"),
-        _sdk("bad", 1, 1, "json.JSONDecodeError", False, chunks=2, prefix="a")])
+        _sdk("bad", 1, 1, "json.JSONDecodeError", False, chunks=2, prefix="a")]).df
     assert list(rows["the caller holds"]) == ["the whole answer", "2 words (3 chunks), then "
                                               "nothing", "1 word (2 chunks), then nothing"]
     assert list(rows["statuses"]) == ["429 429 200", "(none)", "(none)"]
-    assert rows["what reached the caller"][2] == ("raised json.JSONDecodeError (NOT caught by "
-                                                  "except openai.APIError)")
-    assert "elapsed_s" not in rows and "chunks" not in rows
-    assert list(cif.sdk_timing([_sdk("t", 1, 1)])["elapsed / timeout"]) == [2.1]
+    assert rows["what reached the caller"].iloc[2] == ("raised json.JSONDecodeError (NOT caught "
+                                                       "by except openai.APIError)")
+    assert "elapsed (s)" not in rows and "chunks" not in rows
+    assert list(cif.sdk_timing([_sdk("t", 1, 1)]).df["elapsed / timeout"]) == [2.1]
+
+
+def test_the_sdk_table_refuses_a_case_billed_more_often_than_it_was_sent():
+    from bughunt.lab.claims import TableError
+
+    with pytest.raises(TableError, match="'billed' is 4, more than 'requests sent' \\(3\\)"):
+        cif.sdk_table([_sdk("timeout", 3, 4)])
 
 
 def test_the_sdk_figure_draws_sent_beside_billed_for_every_case():
@@ -118,8 +153,8 @@ def test_every_attempt_of_a_timed_out_call_is_billed_and_none_carries_an_idempot
     assert [a.retry_count_header for a in attempts] == ["0", "1", "2"]
     assert all(a.billed and a.same_body_as_first and a.idempotency_header == ""
                for a in attempts)
-    df = cif.attempts_table(attempts)
-    assert set(df["idempotency_header"]) == {"(none sent)"} and set(df["status"]) == {
+    df = cif.attempts_table(attempts).df
+    assert set(df["idempotency header"]) == {"(none sent)"} and set(df["status"]) == {
         "(timed out)"}
 
 
@@ -131,10 +166,25 @@ def test_the_timeout_limits_each_read_a_slow_stream_outlives_it_a_stalled_one_do
     assert labelled(cif.plot_timelines([slow, stalled]))
 
 
+def test_the_timing_table_and_the_timeline_figure_are_one_measurement(lab):
+    lab_ = cif.shared_lab()
+    records = [inflight.sdk_on_slow_stream(base_url=lab_.base_url, bill=lab_.bill),
+               inflight.sdk_on_stalled_stream(base_url=lab_.base_url, bill=lab_.bill)]
+    slow, stalled = cif.sdk_timelines(records)
+    timing = cif.sdk_timing(records).df
+    assert slow.ended_s == timing.loc["slow_stream", "elapsed (s)"] == records[0].elapsed_s
+    assert stalled.ended_s == timing.loc["stalled_stream", "elapsed (s)"]
+    assert len(slow.arrivals) == records[0].chunks and slow.raised is None
+    assert slow.delay_s == 0.1 and stalled.raised == "openai.APITimeoutError"
+    fig = cif.plot_timelines([slow, stalled])
+    said = [t.get_text() for t in fig.axes[0].texts]
+    assert f"whole answer after {records[0].elapsed_s:.2f} s" in said
+
+
 # --- the choices, the ties, a real model ----------------------------------------------------------
 
 def test_the_choices_put_measured_redo_and_abort_beside_a_computed_resume(at_chunk5):
-    df = cif.call_choices_table(list(at_chunk5.values()))
+    df = cif.call_choices_table(list(at_chunk5.values())).df
     redo, abort, resume = df.iloc[0], df.iloc[1], df.iloc[2]
     assert (redo["calls billed"], abort["calls billed"]) == (2, 1)
     assert redo["tokens billed"] == 2 * abort["tokens billed"]
@@ -146,14 +196,14 @@ def test_the_choices_put_measured_redo_and_abort_beside_a_computed_resume(at_chu
 
 
 def test_lesson_2s_finest_store_still_redoes_the_call_killed_after_it_returned(lab):
-    df = cif.lesson2_contrast()
+    df = cif.lesson2_contrast().df
     assert df.loc["p3.after_model_call", "redone model calls"] == 1
     assert df.loc["p3.after_visit", "redone model calls"] == 0
     assert list(df.loc[["sent", "chunk#5", "last_chunk"], "redone model calls"]) == [1, 1, 1]
 
 
 def test_the_real_servers_table_names_their_addresses_and_what_is_lost():
-    df = cif.real_servers_table()
+    df = cif.real_servers_table().df
     assert df.loc["Ollama", "base_url"] == "http://localhost:11434/v1"
     assert set(df.drop(index="this lab's model server")["deterministic answers"]) == {"no"}
     assert df.loc["this lab's model server", "deterministic answers"] == "yes"
@@ -238,7 +288,7 @@ def test_the_panel_figure_shows_the_bill_beside_the_prefix(at_chunk5):
 
 # --- exercises ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("id, right, wrong", [("11.1", 2, 1), ("11.2", 3, 1), ("11.3", 1, 3),
+@pytest.mark.parametrize("id, right, wrong", [("11.1", 3, 2), ("11.2", 0, 1), ("11.3", 2, 3),
                                               ("11.4", False, True)])
 def test_each_judge_measures_live_and_tells_right_from_wrong(lab, id, right, wrong):
     assert judge(id, right) and not judge(id, wrong)
@@ -247,3 +297,37 @@ def test_each_judge_measures_live_and_tells_right_from_wrong(lab, id, right, wro
 @pytest.mark.parametrize("id, answer", [("11.1", "two"), ("11.3", None), ("11.4", "False")])
 def test_a_judge_refuses_an_answer_of_the_wrong_kind_without_an_error(lab, id, answer):
     assert not judge(id, answer)
+
+
+# --- practice: never a configuration the lesson ran ----------------------------------------------
+
+def test_practice_never_draws_a_configuration_the_lesson_ran():
+    seen = set()
+    for seed in range(50):
+        d = cif.practice_problem(seed).drawn
+        seen.add(d["kind"])
+        if d["kind"] == "sdk":
+            assert (d["fault"], d["stream"], d["max_retries"]) not in cif.LESSON_SDK_RUNS, seed
+        else:
+            assert d["page"] not in cif.LESSON_KILL_PAGES, seed     # the lesson kills page 3
+            points = d.get("points", (d.get("point"),))
+            assert all(p in cif.points_of(d["page"]) for p in points), seed
+    assert seen == {"held", "billed", "sdk"}
+    assert ("ttfb=0.6", False, 2) in cif.LESSON_SDK_RUNS       # the set lists the lesson's runs
+
+
+def test_the_transfer_question_is_the_generators_problem_for_its_seed():
+    p = cif.practice_problem(cif.TRANSFER_SEED)
+    assert cif.TRANSFER.setting == p.setting and cif.TRANSFER.question == p.question
+    from bughunt.lab.judges import find_exercise
+    assert find_exercise("11.5").question.endswith(p.question)
+
+
+def test_practice_problems_are_answered_by_a_live_run(lab):
+    for seed in (1, 9, 2):        # words held; two kills ending abort; 429 x3 with 1 retry
+        p = cif.practice_problem(seed)
+        answer = p.solution()
+        right, said = p.check(answer.value)
+        assert right, (seed, said)
+    assert cif.practice_problem(9).solution().value == 2
+    assert cif.practice_problem(2).solution().value == 0

@@ -64,15 +64,24 @@ def definitions() -> dict[str, list[str]]:
     where = defaultdict(list)
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not (
+                    is_claim_check(node)):
                 where[node.name].append(str(path.relative_to(PACKAGE)))
     return where
 
 
+def is_claim_check(node) -> bool:
+    """A lesson's claim check (`@CLAIMS.claim(...)`): its name is the claim's key, which the
+    lesson's notebook says by (`CLAIMS.say("key")`), so it is scoped by its lesson's CLAIMS."""
+    return any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)
+               and d.func.attr == "claim" for d in getattr(node, "decorator_list", []))
+
+
 #: Names that mean the same role in every module that has one: each lesson's `panel()` (its
-#: record's factory) and its panel's figure `panel_plot`; each program's `main` and
-#: `build_parser`; lesson 9's `grade`, the cached form of `grader.grade` a learner calls.
-ROLES = {"panel", "panel_plot", "main", "build_parser", "grade"}
+#: record's factory) and its panel's figure `panel_plot`; its `practice_problem(seed)` (its
+#: record's practice); each program's `main` and `build_parser`; lesson 9's `grade`, the cached
+#: form of `grader.grade` a learner calls.
+ROLES = {"panel", "panel_plot", "practice_problem", "main", "build_parser", "grade"}
 
 
 def test_every_name_the_lab_defines_means_one_thing_in_the_package():

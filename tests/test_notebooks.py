@@ -166,7 +166,7 @@ GLOSSARY = NOTEBOOKS / "glossary.md"
 
 
 def test_the_lists_of_lessons_hold_what_the_records_say():
-    assert "12_closing" in SCAFFOLDED and "12_closing" not in LEARN_BY_DOING
+    assert "13_closing" in SCAFFOLDED and "13_closing" not in LEARN_BY_DOING
     assert len(LEARN_BY_DOING) == len(LESSONS) - 2       # not the closing, not the appendix
 
 
@@ -235,3 +235,17 @@ def test_the_test_run_puts_the_notebook_folder_back_as_it_found_it(tmp_path):
     assert folder_state(tmp_path) == before
     assert (tmp_path / "naive_store.py").read_text() == "# the learner's own\n"
     assert put_back(tmp_path, before) == []                  # twice is the same as once
+
+
+@pytest.mark.parametrize("nb", BUILT, ids=lambda p: p.stem)
+def test_every_section_link_in_a_notebook_names_one_of_its_headings(nb):
+    """A `[text](#Anchor)` link opens the section JupyterLab gives that id (the heading's text
+    with each space a hyphen): a heading renamed without its contents line is a dead link."""
+    from bughunt.book import jupyterlab_anchor
+
+    markdown = ["".join(c["source"]) for c in cells(nb) if c["cell_type"] == "markdown"]
+    headings = {jupyterlab_anchor(m.group(1).strip())
+                for text in markdown for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
+    dead = sorted({m.group(1) for text in markdown
+                   for m in re.finditer(r"\]\(#((?:[^()\s]|\([^()\s]*\))+)\)", text)} - headings)
+    assert not dead, f"{nb.name}: links to no heading: {dead}"

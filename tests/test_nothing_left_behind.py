@@ -1,6 +1,7 @@
 """Nothing of the lab is left behind: the lessons that start servers and fork pools (11, the call in
-flight: a model server and a fork server; 12, the closing: every kind of sweep and lesson 11's
-servers again) run under strict nbval exactly as `make test` runs them, whose kernels end by
+flight: a model server and a fork server; 12, the stores you would reach for first: strace, the
+traced programs and their checkers; 13, the closing: every kind of sweep and lesson 11's servers
+again) run under strict nbval exactly as `make test` runs them, whose kernels end by
 SIGKILL; then no process of theirs runs and nothing of theirs is in their temp dir.
 
 Other engineers' lab processes run on this machine at the same time, so this run's are recognised
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ["notebooks/11_call_in_flight.ipynb", "notebooks/12_closing.ipynb"]
+NOTEBOOKS = ["notebooks/11_call_in_flight.ipynb", "notebooks/12_first_stores.ipynb",
+             "notebooks/13_closing.ipynb"]
 MARK = "BUGHUNT_TEST_RUN"
 
 

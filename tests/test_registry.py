@@ -66,7 +66,7 @@ def test_the_apps_tabs_are_the_lessons_with_a_tab_titled_by_their_records():
 
 
 def test_the_closings_checklist_links_each_item_to_its_lessons_notebook():
-    from bughunt.lab.lessons import l12_closing as closing
+    from bughunt.lab.lessons import l13_closing as closing
 
     assert closing._link(4) == "[lesson 4](04_danger_window.ipynb)"
 

@@ -198,7 +198,7 @@ class Ended:
 
 
 @dataclass(frozen=True)
-class Problem:
+class StoreProblem:
     """Something that stopped the lab from judging the store, in one sentence.
 
     kind: "spec" (no such file, no FILE.py:Class), "load" (the file does not import or has no such
@@ -233,14 +233,14 @@ def _place(event: dict, ended: Ended) -> str:
     return text
 
 
-def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
-    """The first thing wrong with how `ended` went, as a `Problem`, or None (it returned and the
+def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
+    """The first thing wrong with how `ended` went, as a `StoreProblem`, or None (it returned and the
     fence logged nothing against the store). A refusal of the fence comes first: it is what the
     store did, whatever it did next."""
     refusals = [e for e in ended.events if e.get("kind") == "refused"]
     if refusals:
         e = refusals[0]
-        return Problem("refused", tidy(f"refused: the store tried to {_short(tidy(e['what']))}, "
+        return StoreProblem("refused", tidy(f"refused: the store tried to {_short(tidy(e['what']))}, "
                                        f"{_place(e, ended)}"), _loading(e.get("where")))
     notes = [e for e in ended.events if e.get("kind") == "note"]
     how = ended.how
@@ -256,32 +256,32 @@ def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
         text = f"{err.get('type')}: {err.get('text')}" if err.get("text") else err.get("type")
         if err.get("spec"):
             message = re.sub(r"^--store \S+: ", "", err.get("text", ""))
-            return Problem("load", tidy(message), True)
+            return StoreProblem("load", tidy(message), True)
         if err.get("line"):
             who = err.get("where") or where or "the store"
             when = f", {err['at']}" if err.get("at") else ""
-            return Problem("exception", tidy(f"{who} raised {text} ({err['line']}){when}"),
+            return StoreProblem("exception", tidy(f"{who} raised {text} ({err['line']}){when}"),
                            _loading(who))
-        return Problem("lab", tidy(f"the lab's job {ended.job} failed: {text}"))
+        return StoreProblem("lab", tidy(f"the lab's job {ended.job} failed: {text}"))
     if how == "exit":
         if where:
-            return Problem("exit", tidy(f"the store ended its process with os._exit({ended.code})"
+            return StoreProblem("exit", tidy(f"the store ended its process with os._exit({ended.code})"
                                         f", {at} (its process exited with status {ended.code} "
                                         "without raising SystemExit)"), _loading(where))
-        return Problem("lab", tidy(f"the process running the store exited with status "
+        return StoreProblem("lab", tidy(f"the process running the store exited with status "
                                    f"{ended.code} outside any call into the store"))
     if how == "signal":
         name = _signame(ended.signal)
         mine = [n for n in notes if n["what"].startswith(f"sent {name}")]
         if mine:
-            return Problem("signal", tidy(f"the store {mine[0]['what']}, "
+            return StoreProblem("signal", tidy(f"the store {mine[0]['what']}, "
                                           f"{_place(mine[0], ended)}"),
                            _loading(mine[0].get("where")))
         cause = ("a crash in C code" if ended.signal in (signal.SIGSEGV, signal.SIGBUS,
                                                          signal.SIGABRT, signal.SIGILL)
                  else "its CPU-time limit" if ended.signal == signal.SIGXCPU
                  else "a signal from outside the lab (the OOM killer sends SIGKILL)")
-        return Problem("signal", tidy(f"the process running the store died by {name}"
+        return StoreProblem("signal", tidy(f"the process running the store died by {name}"
                                       f"{', ' + at if at else ''}: {cause}"), _loading(where))
     if how == "sigstop":
         mine = [n for n in notes if "SIGSTOP" in n["what"] or "SIGTSTP" in n["what"]]
@@ -289,10 +289,10 @@ def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
                f"{_place(mine[0], ended)}" if mine else
                f"the process running the store was stopped ({_signame(ended.signal)})"
                f"{', ' + at if at else ''}")
-        return Problem("sigstop", tidy(f"{who}; the lab ended it"), _loading(where))
+        return StoreProblem("sigstop", tidy(f"{who}; the lab ended it"), _loading(where))
     if how == "operation":
         when = f" ({ended.at})" if ended.at else ""
-        return Problem("timeout", tidy(
+        return StoreProblem("timeout", tidy(
             f"{where or 'a call into the store'} did not return within {ended.limit_s:g} s"
             f"{when}: a loop that never ends, or a wait for something that never comes? The lab "
             "stopped it"), _loading(where))
@@ -303,17 +303,17 @@ def problem(ended: Ended, tidy=lambda s: s) -> Problem | None:
                       f"{'' if ended.finished_points == 1 else 's'} had")
         else:
             where_ = f"it was {at}" if at else "it was in the lab's own code"
-        return Problem("timeout", tidy(f"the {_job_words(ended.job)} did not finish within "
+        return StoreProblem("timeout", tidy(f"the {_job_words(ended.job)} did not finish within "
                                        f"{ended.limit_s:g} s ({where_}); the lab stopped it"),
                        _loading(where))
     if how == "channel":
-        return Problem("channel", tidy(f"the lab's private channel to the store's process was "
+        return StoreProblem("channel", tidy(f"the lab's private channel to the store's process was "
                                        f"damaged{', ' + at if at else ''}: something wrote to a "
                                        "descriptor it did not open; the lab stopped it"),
                        _loading(where))
     if how == "interrupted":
-        return Problem("interrupted", "interrupted")
-    return Problem("lab", f"the lab's job {ended.job} ended as {how}")
+        return StoreProblem("interrupted", "interrupted")
+    return StoreProblem("lab", f"the lab's job {ended.job} ended as {how}")
 
 
 def _short(what: str, limit: int = 240) -> str:
@@ -338,26 +338,26 @@ def _job_words(job: str) -> str:
             "sweep_job": "sweep", "worker_job": "run"}.get(name, f"job {name}")
 
 
-def _from_record(record: dict, ended: Ended, tidy) -> Problem:
+def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
     kind = record.get("kind")
     loading = _loading(record.get("where"))
     if kind == "refused":
-        return Problem("refused", tidy(f"refused: the store tried to "
+        return StoreProblem("refused", tidy(f"refused: the store tried to "
                                        f"{_short(tidy(record['what']))}, "
                                        f"{_place(record, ended)}"), loading)
     if kind == "stopped":
         how = record.get("how")
         what = record.get("what", "")
-        return Problem({"memory": "memory", "exit": "exit"}.get(how, "exception"),
+        return StoreProblem({"memory": "memory", "exit": "exit"}.get(how, "exception"),
                        tidy(f"the store {what}, {_place(record, ended)}"), loading)
     if kind == "note":
-        return Problem("signal", tidy(f"the store {record.get('what')}, "
+        return StoreProblem("signal", tidy(f"the store {record.get('what')}, "
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
-        return Problem("returns", tidy(record.get("what", "")), loading)
+        return StoreProblem("returns", tidy(record.get("what", "")), loading)
     if kind in ("timeout", "exit", "signal"):
-        return Problem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
-    return Problem("lab", tidy(record.get("sentence") or str(record)), loading)
+        return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
+    return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 
 
 # --- the boundary ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import Boundary, Limits, Printed, Problem, problem
+from . import Boundary, Limits, Printed, StoreProblem, problem_of
 
 EXIT_PROBLEM, EXIT_REFUSED = 1, 2
 CONFORM_TIMEOUT_S = 120.0
@@ -29,7 +29,7 @@ def absolute(spec: str) -> str:
     return f"{Path(file).expanduser().resolve()}:{name}"
 
 
-def say(prog: str, spec: str, p: Problem | None, printed: Printed) -> None:
+def say(prog: str, spec: str, p: StoreProblem | None, printed: Printed) -> None:
     """The problem in one sentence, then what the store printed, on stderr."""
     if p is not None:
         print(f"{prog}: --store {spec}: {p.message}", file=sys.stderr)
@@ -37,11 +37,11 @@ def say(prog: str, spec: str, p: Problem | None, printed: Printed) -> None:
         print(line, file=sys.stderr)
 
 
-def code_of(p: Problem, *, refused_kinds=("spec", "load")) -> int:
+def code_of(p: StoreProblem, *, refused_kinds=("spec", "load")) -> int:
     return EXIT_REFUSED if p.kind in refused_kinds or p.loading else EXIT_PROBLEM
 
 
-def conform_store(prog: str, config, *, pages: int) -> tuple[dict | None, Problem | None, Printed]:
+def conform_store(prog: str, config, *, pages: int) -> tuple[dict | None, StoreProblem | None, Printed]:
     """The conformance suite on a learner's store: (the report as JSON, or None; the problem;
     what the store printed)."""
     spec = absolute(config.store)
@@ -49,7 +49,7 @@ def conform_store(prog: str, config, *, pages: int) -> tuple[dict | None, Proble
         ended = b.call("bughunt.boundary.jobs:conform_job",
                        {"spec": spec, "config": config.replace(store=spec).to_json(),
                         "pages": pages}, timeout=CONFORM_TIMEOUT_S)
-        p = problem(ended, b.tidy)
+        p = problem_of(ended, b.tidy)
         report = ended.result.get("report") if ended.ok and p is None else None
         if report:
             report = _tidied(report, b.tidy)
@@ -67,7 +67,7 @@ def _tidied(value, tidy):
 
 
 def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None, progress=None,
-          run_timeout: float = 10.0) -> tuple[list, Problem | None, Printed]:
+          run_timeout: float = 10.0) -> tuple[list, StoreProblem | None, Printed]:
     """A real-SIGKILL sweep with a learner's store: (the records, the problem, what it printed).
     A store that cannot start on an empty run directory is a problem with `loading` set: it is
     refused once (exit 2), never summarised into numbers."""
@@ -89,9 +89,9 @@ def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None,
                         "points": points, "workers": workers or 0, "run_timeout": run_timeout,
                         "base_dir": str(base_dir) if base_dir is not None else None,
                         "model": served}, timeout=SWEEP_TIMEOUT_S, on_status=on_status)
-        p = problem(ended, b.tidy)
+        p = problem_of(ended, b.tidy)
         if p is not None and PROBING in p.message:
-            p = Problem(p.kind, p.message, loading=True)       # refused once, before any run
+            p = StoreProblem(p.kind, p.message, loading=True)       # refused once, before any run
         records = []
         if ended.ok and p is None:
             kind = CallCrashRun if ended.result.get("call") else CrashRun
@@ -122,7 +122,7 @@ def run_store(argv: list[str], config, run_dir: Path) -> int:
                 print(f"bughunt: {e.what}: the run stopped; run again on --dir {run_dir} to "
                       "resume", file=sys.stderr)
                 return e.code
-            p = problem(ended, b.tidy)
+            p = problem_of(ended, b.tidy)
     finally:
         os.close(stdin)
     planned = (ended.how == "signal" and ended.signal == signal.SIGKILL

@@ -127,7 +127,14 @@ def find_task(store: DurableStore, kind: str, input, spawns: set[str] = frozense
 def count_kind(out: Out, args) -> Kind:
     def tick(step: Step) -> None:
         n, to = step.checkpoint["n"], step.input["to"]
-        if step.memo(f"printed-{n}") is MISSING:
+        if step.memo(f"printed-{n}") is MISSING and args.memo_after_print:
+            # Print first, then memo (the other order): a crash between them prints this tick
+            # again when the step re-runs (at least once), but never loses it.
+            out("tick", f"tick {n}", n=n)
+            if args.crash_before_memo == n:
+                die()
+            step.memo(f"printed-{n}", True)
+        elif step.memo(f"printed-{n}") is MISSING:
             # Memo first, then print: a crash between them loses this print (at most once),
             # but a re-run of this step can never print it twice.
             step.memo(f"printed-{n}", True)
@@ -176,6 +183,8 @@ def append_tool(replay: str, crash_at: str | None = None) -> Tool:
         if crash_at == "in-execute":
             die()                                # the effect is done, the result not recorded
         return "appended"
+    if replay == "undeclared":                   # the tool says nothing: the default applies
+        return Tool("append", run)
     return Tool("append", run, replay=replay)
 
 
@@ -435,15 +444,21 @@ def examples_parser() -> Parser:
                       help="SIGKILL after printing tick N, before the next checkpoint")
     when.add_argument("--crash-before-print", type=tick, metavar="N",
                       help="SIGKILL after tick N's memo, before its print")
+    when.add_argument("--crash-before-memo", type=tick, metavar="N",
+                      help="with --memo-after-print: SIGKILL after tick N's print, before its "
+                           "memo")
     when.add_argument("--close-after-tick", type=tick, metavar="N",
                       help="close cleanly after printing tick N (the lesson's example)")
     when.add_argument("--pause-after-tick", type=tick, metavar="N",
                       help="after tick N, hold the database until stdin is closed")
+    p.add_argument("--memo-after-print", action="store_true",
+                   help="print each tick before its memo, not after (at least once)")
 
     p = sub.add_parser("tool-probe", help="a tool that appends 'hello' to notes.txt")
     common(p)
-    p.add_argument("--replay", choices=["safe", "unsafe"], default="unsafe",
-                   help="the tool's replay declaration in this process (default unsafe)")
+    p.add_argument("--replay", choices=["safe", "unsafe", "undeclared"], default="unsafe",
+                   help="the tool's replay declaration in this process (default unsafe; "
+                        "undeclared: none, so the runtime's default, unsafe)")
     p.add_argument("--crash-at", choices=TOOL_CRASH_POINTS,
                    help="SIGKILL: in the call phase after beforeTool, after the intent is "
                         "recorded, inside execute after the append, or after the tool's result")
@@ -489,8 +504,14 @@ def examples_parser() -> Parser:
 def _check_args(parser: Parser, args) -> None:
     """Flags that only make sense together, checked before anything is opened."""
     if args.command == "count":
-        for flag in ("crash_after_tick", "crash_before_print", "close_after_tick",
-                     "pause_after_tick"):
+        if args.crash_before_memo is not None and not args.memo_after_print:
+            parser.error("argument --crash-before-memo: only with --memo-after-print (by "
+                         "default the memo comes first)")
+        if args.crash_before_print is not None and args.memo_after_print:
+            parser.error("argument --crash-before-print: not with --memo-after-print (the "
+                         "print comes first there: use --crash-before-memo)")
+        for flag in ("crash_after_tick", "crash_before_print", "crash_before_memo",
+                     "close_after_tick", "pause_after_tick"):
             n = getattr(args, flag)
             if n is not None and n > args.to:
                 parser.error(f"argument --{flag.replace('_', '-')}: tick {n} is past --to "

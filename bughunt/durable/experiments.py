@@ -108,16 +108,19 @@ class TaskStory:
 
 
 WHERE = {"after-print": "--crash-after-tick", "before-print": "--crash-before-print",
-         "close": "--close-after-tick"}
+         "close": "--close-after-tick", "before-memo": "--crash-before-memo"}
 
 
 def count_story(crash_tick: int = 2, *, where: str = "after-print", to: int = 5) -> TaskStory:
     """Count to `to`, stopped at tick `crash_tick`: killed after its print, killed between memo and
-    print, or closed cleanly after its print (the lesson's own example)."""
+    print, closed cleanly after its print (the lesson's own example), or, with the print before
+    the memo, killed between print and memo (`before-memo`)."""
     story = TaskStory()
+    order = ["--memo-after-print"] if where == "before-memo" else []
     with tempfile.TemporaryDirectory(prefix="bughunt-durable-") as tmp:
         folder, db = Path(tmp), Path(tmp) / DB
-        first = run_durable(folder, "count", "--to", str(to), WHERE[where], str(crash_tick))
+        first = run_durable(folder, "count", "--to", str(to), *order, WHERE[where],
+                            str(crash_tick))
         story.exits["first"], story.printed["first"] = first.ended, _ticks(first)
         stopped = "after the close" if where == "close" else "after the crash"
         story.moments[stopped] = tasks_table(db)
@@ -125,7 +128,7 @@ def count_story(crash_tick: int = 2, *, where: str = "after-print", to: int = 5)
         run_durable(folder, "recover")
         story.moments["after open"] = tasks_table(db)
         story.queries["after open"] = text_query(db, TEXT_QUERIES["example 12"])
-        resume = run_durable(folder, "count", "--to", str(to))
+        resume = run_durable(folder, "count", "--to", str(to), *order)
         story.exits["resume"], story.printed["resume"] = resume.ended, _ticks(resume)
         story.result = resume.of("done")[-1]["outcome"].get("result")
         story.moments["after the finish"] = tasks_table(db)
@@ -320,7 +323,7 @@ def tool_story(stored: str = "unsafe", current: str | None = None,
     return story
 
 
-def tool_checkpoints(replay: str = "unsafe"):
+def run_tool_checkpoints(replay: str = "unsafe"):
     """Kill one tool call right after each of its checkpoints (and inside the tool), resume, and
     measure: what ran again, what the agent got."""
     import pandas as pd

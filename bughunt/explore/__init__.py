@@ -43,6 +43,24 @@ class ExploreRefused(Exception):
     """No exploration at all: one sentence, exit 2 (a bad flag, strace missing, not Linux...)."""
 
 
+def why_not_traceable() -> str | None:
+    """None when strace can trace a program on this machine; else the sentence saying why not
+    (not Linux, strace missing, or ptrace denied, as in a container without CAP_SYS_PTRACE)."""
+    if not sys.platform.startswith("linux"):
+        return (f"this is {sys.platform}, and the explorer is Linux only: it traces with strace, "
+                "which needs Linux's ptrace")
+    if shutil.which("strace") is None:
+        return "strace is not installed here (Debian/Ubuntu: apt-get install strace)"
+    import subprocess
+
+    probe = subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, "--", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        said = probe.stderr.strip().splitlines()[-1:] or ["no message"]
+        return f"strace cannot trace here, ptrace is denied ({said[0][:120]})"
+    return None
+
+
 def preflight(program: list[str], directory: Path) -> None:
     """What must hold before PROGRAM runs under strace; `ExploreRefused` with one sentence if not."""
     if not sys.platform.startswith("linux"):

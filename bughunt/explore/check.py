@@ -151,7 +151,7 @@ class Checker:
 
 
 @dataclass
-class Finding:
+class StateFinding:
     cls: str
     key: str | None
     acknowledged: str | None
@@ -159,17 +159,17 @@ class Finding:
     detail: str
 
 
-def judge_state(outcome: CheckerVerdict, oracle: Oracle) -> list[Finding]:
+def judge_state(outcome: CheckerVerdict, oracle: Oracle) -> list[StateFinding]:
     """What is wrong with what the checker recovered, given what had been begun and acked."""
     acked = dict(oracle.acked)
     if outcome.kind == "hang":
-        return [Finding("hang", None, None, None, outcome.message)]
+        return [StateFinding("hang", None, None, None, outcome.message)]
     if outcome.kind == "error":
-        return [Finding("unreadable", None, None, None, f"the reader failed: {outcome.message}")]
+        return [StateFinding("unreadable", None, None, None, f"the reader failed: {outcome.message}")]
     if outcome.kind == "refused":
         if not acked:
             return []
-        return [Finding("unreadable", None, None, None,
+        return [StateFinding("unreadable", None, None, None,
                         f"the reader refused the state ({outcome.message}) with {len(acked)} "
                         f"key{'s' if len(acked) != 1 else ''} acknowledged")]
     items = outcome.items or {}
@@ -178,18 +178,18 @@ def judge_state(outcome: CheckerVerdict, oracle: Oracle) -> list[Finding]:
         versions = oracle.versions(key)
         got = items.get(key)
         if got is None:
-            found.append(Finding("lost", key, version, None,
+            found.append(StateFinding("lost", key, version, None,
                                  f"{key} was acknowledged at version {version}; the reader "
                                  "found no version of it"))
         elif got in versions and _last(versions, got) < _last(versions, version):
-            found.append(Finding("lost", key, version, got,
+            found.append(StateFinding("lost", key, version, got,
                                  f"{key} was acknowledged at version {version}; the reader "
                                  f"found the older {got}"))
     for key, got in items.items():
         if got not in oracle.versions(key):
             never = "never begun" if not oracle.versions(key) else \
                 f"not a version begun by then ({', '.join(oracle.versions(key)[-3:])})"
-            found.append(Finding("phantom", key, acked.get(key), got,
+            found.append(StateFinding("phantom", key, acked.get(key), got,
                                  f"the reader found {key} at version {got}: {never}"))
     return found
 

@@ -133,7 +133,7 @@ class Claim:
         if missing:
             raise ClaimError(f"claim {self.lesson}.{self.key}: its text names "
                              f"{', '.join(sorted(missing))}, which its check did not give")
-        shown = {k: _show(v) for k, v in values.items()}
+        shown = {k: _as_text(v) for k, v in values.items()}
         return Finding(self.lesson, self.key, holds, self.text.format(**shown), values, measured)
 
 
@@ -177,7 +177,7 @@ class Claims:
         return [c.on() for c in self]
 
 
-def _show(value) -> str:
+def _as_text(value) -> str:
     """A measured value as a sentence shows it: counts as integers, other numbers to 2 decimals
     , lists of pages as `3, 7 and 10`."""
     if isinstance(value, bool):
@@ -201,7 +201,7 @@ def _show(value) -> str:
 
 
 def _show_values(values: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} = {_show(v)}" for k, v in values.items()) or "nothing"
+    return ", ".join(f"{k} = {_as_text(v)}" for k, v in values.items()) or "nothing"
 
 
 # --- tables that add up -------------------------------------------------------------------------
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         out.append({"lesson": lesson.number, "title": lesson.short_title,
                         "claims": [{"key": f.key, "holds": f.holds, "sentence": f.sentence,
                                     "measured": f.measured,
-                                    "values": {k: _show(v) for k, v in f.values.items()}}
+                                    "values": {k: _as_text(v) for k, v in f.values.items()}}
                                for f in found]})
         if not args.json:
             print(f"lesson {lesson.label} ({lesson.short_title}): {len(found)} claims, "

@@ -57,13 +57,21 @@ def point_html(record: CrashRun) -> str:
 
 
 def sweep_table(df):
-    """A sweep's summary as a one-row DataFrame, only the columns that mean something here."""
-    import pandas as pd
+    """A sweep's summary as a one-row table (`views.Table`: headers in words, averages to 2
+    decimals), only the columns that mean something here; counts checked to be counts. An
+    average or maximum a sweep did not measure (no resume finished, no replay) shows "-"."""
+    from .claims import Invariants
+    from .views import summary_table
 
     s = summarize(df)
     keep = ["crash_points", "avg_redone_model_calls", "avg_replayed_events", "max_replayed_events",
             "duplicate_points", "lost_points", "three_way_failures", "correct_runs"]
-    return pd.DataFrame([{k: s[k] for k in keep}])
+    return summary_table([{k: s[k] for k in keep}], "the sweep's summary",
+                         Invariants(counts=("crash_points", "duplicate_points", "lost_points",
+                                            "three_way_failures", "correct_runs"),
+                                    may_be_empty=("avg_redone_model_calls",
+                                                  "avg_replayed_events",
+                                                  "max_replayed_events")))
 
 
 def sweep_sentence(records) -> str:

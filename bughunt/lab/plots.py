@@ -71,10 +71,14 @@ def plot_points(df, config: RunConfig, highlight: str | None = None, *,
     colors = [VERDICT_STYLE[v][0] for v in verdicts]
     hatches = [VERDICT_STYLE[v][1] for v in verdicts]
     heights = df[metric].fillna(0)
-    bars = ax.bar(df["index"], heights.where(heights > 0, 0.05), color=colors, edgecolor="white",
-                  linewidth=0.5)
+    bars = ax.bar(df["index"], heights, color=colors, edgecolor="white", linewidth=0.5)
     for bar, hatch in zip(bars, hatches):
         bar.set_hatch(hatch)
+    # A zero is a marker on the axis in its verdict's colour, not a stub that reads as 0.05.
+    zero = (heights <= 0).to_numpy()
+    if zero.any():
+        ax.scatter(df["index"][zero], [0] * int(zero.sum()), s=14, marker="o", clip_on=False,
+                   zorder=3, color=[c for c, z in zip(colors, zero) if z], linewidths=0)
     avg = df[metric].mean()
     ax.axhline(avg, color=COLORS["blue"], linewidth=1.2, label=f"this machine: avg {avg:.2f}")
     if reference:
@@ -82,7 +86,7 @@ def plot_points(df, config: RunConfig, highlight: str | None = None, *,
     if highlight is not None and highlight in set(df["crash_point"]):
         row = df["crash_point"] == highlight
         x, h = int(df["index"][row].iloc[0]), float(heights[row].iloc[0])
-        ax.annotate(highlight, (x, max(h, 0.05)),
+        ax.annotate(highlight, (x, max(h, 0.0)),
                     xytext=(0, 14), textcoords="offset points", ha="center",
                     arrowprops={"arrowstyle": "->", "color": COLORS["black"]})
     page_ticks(ax, df)

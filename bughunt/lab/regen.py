@@ -48,7 +48,7 @@ README_TABLE = ("<!-- lessons: begin (written by `make regen` from bughunt/lab/r
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
-def sources(names: list[str] | None = None) -> list[Path]:
+def notebook_sources(names: list[str] | None = None) -> list[Path]:
     found = sorted((NOTEBOOKS / "src").glob("[0-9][0-9]_*.py"))
     if names:
         found = [p for p in found if any(p.stem.startswith(n) for n in names)]
@@ -91,7 +91,7 @@ def relink(names: list[str] | None = None) -> list[Path]:
     from . import registry
 
     changed = []
-    for src in sources(names):
+    for src in notebook_sources(names):
         out = NOTEBOOKS / f"{src.stem}.ipynb"
         if not out.exists():
             continue
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only write the registry's links and tables into the built notebooks "
                              "and the README (nothing is executed)")
     args = parser.parse_args(argv)
-    srcs = sources(args.names)
+    srcs = notebook_sources(args.names)
     if not srcs:
         parser.error(f"no notebook sources match {args.names} in {NOTEBOOKS / 'src'}")
     if not args.links:

@@ -38,7 +38,7 @@ class Lesson:
     and tab ("Lesson 5: torn writes", "5 · torn writes").
     """
 
-    number: int                  # 0 to 12 in order; the appendix is 99 (its notebook's prefix)
+    number: int                  # 0 to 13 in order; the appendix is 99 (its notebook's prefix)
     notebook: str                # the notebook's stem: notebooks/src/05_torn_writes.py
     title: str
     short_title: str

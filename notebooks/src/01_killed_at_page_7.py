@@ -14,11 +14,9 @@
 # <!-- lesson: about -->
 #
 # **Contents.** [Predict first](#Predict-first) · [The scene, for real](#The-scene,-for-real) ·
-# [Two losses](#Two-losses:-money-and-correctness) ·
-# [Where the worker picks up](#Where-the-worker-picks-up,-in-the-lab's-code) ·
-# [The four questions](#The-four-questions-of-resuming) ·
-# [With a checkpoint](#The-same-kill,-with-a-checkpoint) · [Transfer](#Transfer:-page-10,-key-on) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
+# [Two losses](#Two-losses:-money-and-correctness) · [Where the worker picks up](#Where-the-worker-picks-up,-in-the-lab's-code) ·
+# [The four questions](#The-four-questions-of-resuming) · [With a checkpoint](#The-same-kill,-with-a-checkpoint) ·
+# [Transfer](#Transfer:-a-kill-this-lesson-did-not-make) · [Try it](#Try-it) · [What to remember](#What-to-remember) ·
 # [Common wrong statements](#Common-wrong-statements) · [Further reading](#Further-reading)
 
 # %%
@@ -47,10 +45,22 @@ pd.options.display.max_columns = 20
 # - **1.1** How many model calls does the task pay twice (calls on the bill beyond the 12 of a clean
 #   run)?
 # - **1.2** Which pages' reports does the tracker hold twice at the end? A list, e.g. `[7]`.
+#
+# And decide two statements, true or false, before the experiment answers them:
 
 # %%
 prediction_1_1 = None        # a number of model calls
 prediction_1_2 = None        # a list of page numbers
+
+# %%
+quiz("Q1.1")
+
+# %%
+quiz("Q1.2")
+
+# %%
+answer_q1_1 = None           # True or False
+answer_q1_2 = None           # True or False
 
 # %% [markdown]
 # ## The scene, for real
@@ -61,8 +71,10 @@ prediction_1_2 = None        # a list of page numbers
 
 # %%
 story = restart.page_7()
-print(f"first process ended by signal {story.killed_by} (SIGKILL) at {story.point.name}")
 story.summary()
+
+# %%
+restart.CLAIMS.say("killed_then_started_over")
 
 # %%
 check("1.1", prediction_1_1)
@@ -85,19 +97,18 @@ restart.plot_restart_timeline(story)
 # ## Two losses: money and correctness
 
 # %%
-story.losses()
-
-# %% [markdown]
-# - **Cost.** Every model call before the kill is paid again. The source text counts the six pages
-#   that were done (前 6 页的模型调用重新花一遍钱); the bill also shows the seventh call, page 7's
-#   own, which was answered and billed the instant before the kill. That call in flight is lost
-#   under any design, as lesson 2 measures.
-# - **Correctness.** Page 3's report was filed by the first process and filed again by the second:
-#   the tracker now holds the same bug twice (第 3 页的 Bug 报告又提交一次). The first loss costs
-#   money; the second is a wrong result that someone downstream has to clean up.
+restart.CLAIMS.say("the_bill_counts_the_call_in_flight", "page_3_is_filed_twice", bullets=True)
 
 # %%
 story.reports[["page", "idempotency_key", "title", "run"]]
+
+# %% [markdown]
+# The call in flight is paid again under every design of lesson 2, however fine its checkpoints
+# (lesson 11 shows the alternatives). The first loss costs money; the second is a wrong result
+# that someone downstream has to clean up.
+
+# %%
+check("Q1.1", answer_q1_1)
 
 # %% [markdown]
 # ## Where the worker picks up, in the lab's code
@@ -107,6 +118,13 @@ story.reports[["page", "idempotency_key", "title", "run"]]
 
 # %%
 show_source(PausedWorker.kill)
+
+# %% [markdown]
+# SIGKILL gives the process no turn at all. Your answer to the second statement, checked with a
+# real process that has a signal handler, a `finally` block and an `atexit` hook:
+
+# %%
+check("Q1.2", answer_q1_2)
 
 # %% [markdown]
 # A resuming worker asks its checkpoint store for the state to start from, then runs the page loop
@@ -133,8 +151,9 @@ show_source(NoStore)
 # Resuming from where the process died (断点续跑) means answering four questions, one lesson each:
 #
 # 1. **How fine is progress saved?** A checkpoint (检查点) here is a durable recovery point written to
-#    disk (not the place where a worker checks for a cancel request, as the word means in some
-#    state-machine tutorials). Finer checkpoints lose less and write more.
+#    disk (not the place where a worker checks for a cancel request, as the word was used in the
+#    course's earlier lecture on the task state machine). Finer checkpoints lose less and write
+#    more.
 #    → [Lesson 2](02_granularity.ipynb)
 # 2. **How is the state put back together?** Replay an event log, load a snapshot, or both.
 #    → [Lesson 3](03_replay_vs_snapshot.ipynb)
@@ -149,35 +168,45 @@ show_source(NoStore)
 # %% [markdown]
 # ## The same kill, with a checkpoint
 #
-# A preview of what the next lessons build: the same kill at page 7, but the worker saves a snapshot
-# after every page and files reports with a deterministic idempotency key the tracker deduplicates.
+# A preview of what the next lessons build: the same kill at page 7, with two remedies, one at a
+# time and then both: a snapshot after every page, and a deterministic idempotency key (幂等键)
+# on each report, which the tracker files only once. Decide first:
 
 # %%
-saved = restart.page_7(restart.NO_CHECKPOINT.replace(store="snapshot", idempotency_key=True))
-pd.DataFrame([{"design": "no checkpoint, no key", **story.losses()},
-              {"design": "snapshot per page, key on", **saved.losses()}]).set_index("design")
+quiz("Q1.3")
 
 # %%
-restart.plot_restart_timeline(saved)
+answer_q1_3 = None           # True or False
+
+# %%
+stories = restart.page_7_by_design()
+restart.losses_table(stories)
+
+# %%
+restart.CLAIMS.say("the_snapshot_alone_saves_both_here", "the_key_alone_saves_the_tracker_only")
+
+# %%
+check("Q1.3", answer_q1_3)
+
+# %%
+restart.plot_restart_timeline(stories["snapshot per page, key on"])
 
 # %% [markdown]
-# Only page 7's own call is paid again, and page 3 is filed once. The snapshot saved the calls;
-# the key would have saved the tracker on its own. The rest of the lab measures why, at every
-# crash point rather than one.
+# Here the snapshot did both jobs, because the kill fell long after page 3's report was saved. The
+# key earns its place at the kills that fall between a report and its page's snapshot (lesson 4).
+# The rest of the lab measures all this at every crash point rather than one.
 #
-# ## Transfer: page 10, key on
+# ## Transfer: a kill this lesson did not make
 #
-# **1.3** A kill this lesson has not shown: **no checkpoint**, but the **idempotency key on**. The
-# worker is killed right after filing page 10's report (`p10.after_submit`) and run again from
-# scratch. How many model calls are paid twice, and how many reports does the tracker hold at the
-# end? A pair `(calls, reports)`.
+# **1.3** A problem drawn for this lesson (`python -m bughunt practice --lesson 1 --seed 25`
+# prints the same one; other seeds give other kills). Predict, then check: the check kills a
+# worker there and runs it again.
 
 # %%
-prediction_1_3 = None        # a pair (calls, reports)
+restart.TRANSFER
 
 # %%
-page_10 = restart.killed_at("p10.after_submit", restart.WITH_KEY)
-page_10.summary()
+prediction_1_3 = None        # a list of page numbers, e.g. [7] (or [] for none)
 
 # %%
 check("1.3", prediction_1_3)
@@ -202,39 +231,22 @@ p.show()
 #   a deploy.
 # - Starting over costs twice: work paid again (model calls, the call in flight included) and side
 #   effects done again (duplicate reports). The second is a correctness bug, not just a cost.
-# - A checkpoint saves the work; an idempotency key makes a repeated side effect harmless. Neither
-#   does the other's job.
+# - A checkpoint saves the work, and a kill long after a side effect was saved does not repeat
+#   it; an idempotency key makes a repeated side effect harmless wherever the kill falls, and
+#   saves no work at all.
 # - Judge recovery by the outside world's records (the bill, the tracker), not by the agent's memory.
 
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures and explains.
-
-# %%
-quiz("Q1.1")
-
-# %%
-answer_q1_1 = None
-check("Q1.1", answer_q1_1)
-
-# %%
-quiz("Q1.2")
-
-# %%
-answer_q1_2 = None
-check("Q1.2", answer_q1_2)
-
-# %%
-quiz("Q1.3")
-
-# %%
-answer_q1_3 = None
-check("Q1.3", answer_q1_3)
+# This lesson asked its three statements before the experiments that answer them: Q1.1 and Q1.2
+# before the scene, Q1.3 before the comparison. `quiz("Q1.2")` shows one again. For more kills to
+# predict, each judged by a live run: `python -m bughunt practice --lesson 1 --seed S` with any
+# seed S.
+#
+# Stuck? `solution("1.1")`, `solution("1.3")` or `solution("Q1.2")` prints a worked answer.
 
 # %% [markdown]
-# Stuck? `solution("1.1")`, `solution("1.3")` or `solution("Q1.2")` prints a worked answer.
-#
 # ## Further reading
 #
 # - [signal(7)](https://man7.org/linux/man-pages/man7/signal.7.html), Linux man-pages: SIGKILL

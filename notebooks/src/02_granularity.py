@@ -12,7 +12,7 @@
 #
 # **Contents.** [Natural boundaries](#Natural-boundaries,-and-the-call-in-flight) ·
 # [Predict, then run](#Predict,-then-run) · [The price](#The-price:-writes-on-every-run) ·
-# [A longer run](#Transfer:-a-longer-run) · [Try it](#Try-it) ·
+# [A new design](#Transfer:-a-design-and-a-site-this-lesson-did-not-run) · [Try it](#Try-it) ·
 # [What to remember](#What-to-remember) · [Common wrong statements](#Common-wrong-statements) ·
 # [Further reading](#Further-reading)
 

@@ -29,7 +29,6 @@ from IPython.display import display
 
 from bughunt.diskio import Door
 from bughunt.events import apply_event
-from bughunt.lab import diagrams
 from bughunt.lab.judges import check, quiz, solution
 from bughunt.lab.lessons import l03_replay_vs_snapshot as replay
 from bughunt.lab.views import show_source, show_text_code
@@ -56,10 +55,10 @@ events = replay.clean_event_log()
 print(len(events), "events:", events["type"].value_counts().to_dict())
 events
 
+# %%
+replay.CLAIMS.say("one_page_done_per_page_and_one_intent_per_bug")
+
 # %% [markdown]
-# Twelve pages, three of them with a bug, give 12 + 3 = 15 events, as in the lesson (12 页、3 个
-# Bug 页一共 15 条事件).
-#
 # ## One function changes the state
 #
 # Every change of state, live or replayed, goes through one pure function (确定性的纯函数): no I/O,
@@ -76,24 +75,29 @@ show_source(apply_event)
 show_text_code("apply_event")
 
 # %% [markdown]
-# The same rules for the lesson's three events. The differences:
+# The same rules for the lesson's three events. Read the two versions once more, then predict.
 #
-# - **An unknown event.** The text's version falls through every `elif` and returns the state with
-#   only `seq` moved on. The lab's raises `ValueError`, so a damaged record is never applied as if
-#   it were nothing.
-# - **Copies.** The text's copies both lists at every event; the lab's copies the dict and replaces
-#   a list only when an event adds to it. Neither changes the state it was given.
-# - **More events.** `answered`, `visited` and `submitted` are lesson 2's per-operation checkpoints.
-#
-# **3.3 Predict:** given `{"t": "intnet", ...}` (a typo, a damaged record), does the lab's version
-# `"ignore"` it or `"raise"`? The next cell replays a clean log through both, then that event.
+# **3.3 Predict:** the *source text's* version is given `{"t": "intnet", ...}` (a typo, a damaged
+# record, or an event a newer version writes). Does it `"raise"` an error, return the state
+# `"unchanged"`, or return it with `"only seq moved"`? The next cell replays a clean log through
+# both versions, then that event.
 
 # %%
-prediction_3_3 = None        # "ignore" or "raise"
+prediction_3_3 = None        # "raise", "unchanged" or "only seq moved"
 
 # %%
 display(replay.apply_event_versions())
 check("3.3", prediction_3_3)
+
+# %% [markdown]
+# The differences:
+#
+# - **An unknown event.** The text's version sets `seq` before it looks at the type, falls through
+#   every `elif` and returns the copy: a damaged record is applied as if it were nothing. The lab's
+#   raises `ValueError` (refuse, don't guess).
+# - **Copies.** The text's copies both lists at every event; the lab's copies the dict and replaces
+#   a list only when an event adds to it. Neither changes the state it was given.
+# - **More events.** `answered`, `visited` and `submitted` are lesson 2's per-operation checkpoints.
 
 # %% [markdown]
 # ## How much does recovery replay?
@@ -103,6 +107,15 @@ check("3.3", prediction_3_3)
 # atomic writes: a pure event log, and the same log with a snapshot every 4 pages. Each crash point
 # is a real worker killed by SIGKILL and a second process that resumes it; 108 pairs in all.
 #
+# Decide one statement first, true or false:
+
+# %%
+quiz("Q3.2")
+
+# %%
+answer_q3_2 = None           # True or False
+
+# %% [markdown]
 # **3.2 Predict:** with a snapshot every 4 pages, how many events does the resume replay after a
 # crash at `p7.after_submit` (page 7's report filed, the page not yet committed)? Use the event log
 # above.
@@ -114,11 +127,13 @@ prediction_3_2 = None        # a number of events
 df = replay.replay_sweeps()
 replay.design_table(df)
 
+# %%
+replay.CLAIMS.say("beside_the_lesson")
+
 # %% [markdown]
-# The lesson measured an average of 7.26 and a maximum of 15 replayed events for the pure log, and
-# 1.98 and 4 with a snapshot every 4 pages; "avg replayed" and "max replayed" are this machine's.
-# "correct runs" counts the crash runs that recovered correctly: no duplicate report, none lost,
-# and the three-way check passed. The averages are plain counts:
+# "avg replayed" and "max replayed" are this machine's, "lesson avg" and "lesson max" the source
+# text's. A crash run is correct when no report is filed twice, none is lost, and the three-way
+# check passes; the verdict columns add up to the crash points. The averages are plain counts:
 
 # %%
 print(replay.explain_replay_averages(df))
@@ -129,17 +144,19 @@ replay.plot_replayed(df)
 # %%
 check("3.2", prediction_3_2)
 
+# %%
+replay.CLAIMS.say("the_pure_log_climbs_to_the_whole_log", "snapshots_reset_the_count",
+                  bullets=True)
+
 # %% [markdown]
-# - **Pure log:** recovery replays every event written before the crash, so the count climbs like a
-#   staircase through the run. The worst crash is the last moment of page 12, after its `page_done`
-#   is durable: all 15 events. The end of the run is the most expensive place to die.
-# - **Snapshot every 4:** the snapshot is written inside the commit of pages 4, 8 and 12 (the dotted
-#   lines), and the count drops to zero. The worst crash is just before a snapshot, inside the
-#   commit of page 4, 8 or 12: the `page_done` events of the three pages since the last snapshot,
-#   plus the intent of a bug page among them.
-#
-# A snapshot changes how much work recovery does, not what it gets: replaying from the start and
-# replaying from a snapshot reach the same state, because the snapshot is that state.
+# With a pure log the end of the run is the most expensive place to die. A snapshot changes how
+# much work recovery does; does it change what recovery gets?
+
+# %%
+replay.CLAIMS.say("both_designs_recover_the_same_state")
+
+# %%
+check("Q3.2", answer_q3_2)
 
 # %% [markdown]
 # ## The snapshot interval N
@@ -162,40 +179,59 @@ replay.plot_interval(table)
 # written inside the commit of page N, 2N, ... So recovery replays the events of fewer than N
 # pages: at most N − 1 `page_done` events (the page being committed has none on disk yet), plus one
 # `intent` for each bug page in that window. With N = 4, a crash inside page 8's commit replays
-# pages 5, 6 and 7 and page 7's intent. The intents are why the max can exceed N when one window
-# holds two bug pages (look at N = 6). N = 12 writes its only snapshot at the very end of the run, so
-# until then it is a pure log, and its average is close to the pure log's.
-#
-# **The other side of the trade.** Every N pages the whole state is written again: 12 ÷ N (rounded
-# down) snapshot writes per clean run on top of the 15 log appends, crash or no crash. Replaying 15
+# pages 5, 6 and 7 and page 7's intent.
+
+# %%
+replay.CLAIMS.say("intents_push_the_max_and_n12_is_a_pure_log", "snapshot_writes_are_12_over_n")
+
+# %% [markdown]
+# **The other side of the trade.** That whole-state write is paid on every run. Replaying 15
 # small events costs almost nothing here; in a real agent, whose log holds every message and tool
 # result of a long session, it does not.
 
 # %% [markdown]
-# **Transfer.** Two configurations the lesson did not run. Predict, then run the check (each
-# kills a worker at every crash point of its configuration):
+# **Transfer.** Configurations the lesson did not run. Predict, then run the checks (each kills
+# workers for real):
 #
 # - **3.1** A snapshot every 5 pages (12 pages): the largest number of events a recovery replays?
-# - **3.4** 20 pages (bugs on pages 3, 7, 10, 15 and 19), a snapshot every 4 pages: the largest
-#   number of events a recovery replays?
+# - **3.4** A problem drawn for this lesson (`python -m bughunt practice --lesson 3 --seed 20`
+#   prints the same one; other seeds give others):
+
+# %%
+replay.TRANSFER
 
 # %%
 prediction_3_1 = None        # a number of events
 prediction_3_4 = None        # a number of events
 
 # %%
-replay.replay_table({"pure log, 20 pages": replay.LONG_SNAP4.replace(snapshot_every=0),
-                       "snapshot every 4, 20 pages": replay.LONG_SNAP4})
-
-# %%
 check("3.1", prediction_3_1)
 check("3.4", prediction_3_4)
 
 # %% [markdown]
+# Once you have checked: the pure log and a snapshot every 4 pages on a 20-page site (bugs on
+# pages 3, 7, 10, 15 and 19). Which of the two grows with the length of the run?
+
+# %%
+replay.replay_table({"pure log, 20 pages": replay.LONG_SNAP4.replace(snapshot_every=0),
+                     "snapshot every 4, 20 pages": replay.LONG_SNAP4})
+
+# %% [markdown]
 # ## Writing the snapshot: temp file, fsync, rename, fsync
 #
+# Decide first, true or false:
+
+# %%
+quiz("Q3.3")
+
+# %%
+answer_q3_3 = None           # True or False
+
+# %% [markdown]
 # A snapshot overwrites the state as a whole, so a kill in the middle of writing it must not
-# leave half a state behind. The lab's snapshot store writes it with the I/O door's atomic write:
+# leave half a state behind. Every file the lab's stores write goes through one object, the
+# **I/O door** (`Door`): the one place that opens, writes, fsyncs and renames, so that
+# fsync policy and the lab's fault injection apply to every write. Its atomic write:
 
 # %%
 show_source(Door.write_atomic)
@@ -221,25 +257,29 @@ show_text_code("atomic_write")
 #   rename.
 # - **The temp name.** `snapshot.json.tmp`, not `with_suffix(".tmp")`, which gives `a.json` and
 #   `a.txt` the same temp file.
-#
-# Why fsync at all? Because a byte passes through three places on its way to the disk, and each
-# kind of crash takes a different set of them (the kill -9 figures measured just now):
-
-# %%
-diagrams.plot_byte_places(replay.bytes_after_kill())
 
 # %% [markdown]
+# Why fsync at all? Because a byte passes through three places on its way to the disk (the
+# process's buffer, the kernel's page cache, the disk itself), and a kill -9 and a power cut take
+# different ones: [lesson 6](06_kill9_vs_power_loss.ipynb) draws them and measures both.
+#
 # What a power cut right after the write can leave, for three ways of writing the same file. Each
-# way is journaled and put through lesson 8's power-loss simulation, which builds every disk state
-# a cut may leave (unsynced writes and renames may or may not have reached the disk):
+# way is journaled and put through lesson 8's power-loss simulation: at the cut it builds the two
+# extreme disk states (every unsynced write and rename reached the disk, or none did) and a seeded
+# sample of mixes in between; where nothing is left unsynced, they are all one state.
 
 # %%
 replay.power_cut_after_write()
 
+# %%
+replay.CLAIMS.say("only_the_full_sequence_survives_a_power_cut")
+
 # %% [markdown]
-# Only the full sequence leaves the new contents in every state. Without the fsync before the
-# rename, the new name can point at data that never reached the disk; without the directory fsync,
-# the old file can come back. Lessons 5, 6 and 8 go further.
+# Without the fsync before the rename, the new name can point at data that never reached the disk;
+# without the directory fsync, the old file can come back. Lessons 5, 6 and 8 go further.
+
+# %%
+check("Q3.3", answer_q3_3)
 
 # %% [markdown]
 # ## Codex: the rollout is the log, compaction is the snapshot
@@ -262,11 +302,16 @@ replay.power_cut_after_write()
 # %% [markdown]
 # So "step 1 returned `None`" does not mean "the whole history is replayed". Step 2 may start the
 # history from an older compaction than the newest, but it then replays everything after that base,
-# the newer compaction included, so nothing the newer one changed is skipped. (Older Codex releases
-# do only the reverse scan; the conclusion holds there too. Line numbers move between versions:
-# search [openai/codex](https://github.com/openai/codex) for the function names.) On resume Codex
-# still reads and parses the **whole** JSONL file: the checkpoint bounds how much history is
-# replayed, not how much is read.
+# the newer compaction included, so nothing the newer one changed is skipped. On resume Codex still
+# reads and parses the **whole** JSONL file (`RolloutRecorder::load_rollout_items` reads it line by
+# line): the checkpoint bounds how much history is replayed, not how much is read.
+#
+# *Sources, and what is the lab's reading.* Releases such as openai/codex at commit
+# [`023cedaa`](https://github.com/openai/codex/blob/023cedaa25c056edf87e8be2c04190c84c67f966/codex-rs/core/src/codex/rollout_reconstruction.rs)
+# (`codex-rs/core/src/codex/rollout_reconstruction.rs`, `reconstruct_history_from_rollout`) do
+# only the reverse scan; the conclusion holds there too. The two steps and the quoted comment are
+# the lab's reading of later revisions, as public copies of the repository show them; line numbers
+# move between versions, so search for `select_input_compaction`.
 #
 # **Our store** is the same idea, one step further: the snapshot records the byte offset of the log
 # it covers (`log_offset`), so recovery decodes and applies only the lines after that offset. (It
@@ -279,6 +324,15 @@ replay.snapshot_coverage(crash_point="p8.mid_commit")
 # %% [markdown]
 # ## Only the newest snapshot may bound replay
 #
+# Decide first, true or false:
+
+# %%
+quiz("Q3.1")
+
+# %%
+answer_q3_1 = None           # True or False
+
+# %% [markdown]
 # That is Codex's rule: a newer compaction may have changed what an older one describes, so an
 # older one cannot stand in for it where the scan is cut. Our store keeps a single snapshot file,
 # replaced atomically, so there is no older one to try: if the snapshot is unusable, recovery
@@ -293,11 +347,15 @@ replay.snapshot_coverage(crash_point="p8.mid_commit")
 # %%
 replay.damaged_snapshot(crash_point="p8.mid_commit")
 
+# %%
+replay.CLAIMS.say("a_damaged_snapshot_falls_back_to_the_whole_log")
+
+# %%
+check("Q3.1", answer_q3_1)
+
 # %% [markdown]
-# The damaged runs replay every event in the log instead of the few after the snapshot, and still
-# finish with the right result: the tracker, the resumed worker's memory and a fresh rebuild from
-# disk agree (the three-way check). A damaged *log* is a different matter: a record that fails its
-# checksum, or a log shorter than the snapshot says, makes recovery refuse and change nothing.
+# A damaged *log* is a different matter: a record that fails its checksum, or a log shorter than
+# the snapshot says, makes recovery refuse and change nothing.
 #
 # ## Try it
 #
@@ -333,28 +391,10 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures and explains.
-
-# %%
-quiz("Q3.1")
-
-# %%
-answer_q3_1 = None
-check("Q3.1", answer_q3_1)
-
-# %%
-quiz("Q3.2")
-
-# %%
-answer_q3_2 = None
-check("Q3.2", answer_q3_2)
-
-# %%
-quiz("Q3.3")
-
-# %%
-answer_q3_3 = None
-check("Q3.3", answer_q3_3)
+# This lesson asked its three statements before the sections that answer them: Q3.2 before the
+# sweeps, Q3.3 before the atomic write, Q3.1 before the damaged snapshot. `quiz("Q3.1")` shows one
+# again. For more configurations to predict, each judged by a live run:
+# `python -m bughunt practice --lesson 3 --seed S` with any seed S.
 
 # %% [markdown]
 # Stuck? `solution("3.1")`, `solution("3.4")` or `solution("Q3.3")` prints a worked answer.
@@ -371,8 +411,9 @@ check("Q3.3", answer_q3_3)
 # - T. S. Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014 (ALICE):
 #   [usenix.org](https://www.usenix.org/conference/osdi14/technical-sessions/presentation/pillai):
 #   which update protocols real applications get wrong, the rename without fsync among them.
-# - [openai/codex](https://github.com/openai/codex): search for `select_input_compaction` and
-#   `replacement_history`.
+# - [openai/codex](https://github.com/openai/codex): `codex-rs/core/src/codex/rollout_reconstruction.rs`
+#   at commit `023cedaa` (the reverse scan); search later revisions for `select_input_compaction`
+#   and `replacement_history`.
 #
 # ---
 # <!-- lesson: nav -->

@@ -333,8 +333,8 @@ cols = ["fsync", "crash_point", "tracker_pages", "memory_findings", "rebuild_ok"
 df.loc[df["label"] == "after_submit", cols].reset_index(drop=True)
 
 # %% [markdown]
-# The source text closes with an interview summary (面试要点) of the whole lab; lesson 12,
-# [the closing lesson](12_closing.ipynb), gives it.
+# The source text closes with an interview summary (面试要点) of the whole lab; lesson 13,
+# [the closing lesson](13_closing.ipynb), gives it.
 
 # %% [markdown]
 # ## Try it

@@ -52,6 +52,24 @@ pd.options.display.max_colwidth = 70
 # %% [markdown]
 # ## 1. Counting to 5, stopped after tick 2
 #
+# Two statements to decide before anything runs (true or false? each check then runs the example
+# for real and explains):
+
+# %%
+quiz("Q7.1")
+
+# %%
+answer_q7_1 = None
+check("Q7.1", answer_q7_1)
+
+# %%
+quiz("Q7.2")
+
+# %%
+answer_q7_2 = None
+check("Q7.2", answer_q7_2)
+
+# %% [markdown]
 # The text's smallest example (示例 12) is a task that counts from 1 to 5. Each tick is one step:
 #
 # 1. look up the memo `printed-n`; if it is not set, set it, then print `tick n`;
@@ -65,31 +83,31 @@ pd.options.display.max_colwidth = 70
 
 # %%
 print(dt.TEXT_QUERIES["example 12"])
-closed = dt.count_story(crash_tick=2, where="close")
+closed = dt.count_story(2, where="close")
 print("first process:", closed.printed["first"], "->", closed.exits["first"])
 closed.queries["after the close"]
 
+# %%
+dt.CLAIMS.say("the_close_leaves_the_texts_row")
+
 # %% [markdown]
-# This is the text's row: `pending`, n = 2, both memos, no restarts. A clean close put the task back
-# to `pending` itself. The resume prints the rest:
+# The resume prints the rest:
 
 # %%
 print("resumed process:", closed.printed["resume"], "->", closed.result)
 
 # %% [markdown]
-# Now the same moment with a real `kill -9` instead of a close. **Predict** what the query shows
-# right after the kill and after the next open, before you run the cell: the status, and
-# `restarts`.
+# Now the same moment with a real `kill -9` instead of a close:
 
 # %%
-count = dt.count_story(crash_tick=2)
+count = dt.count_story(2)
 print("first process:", count.printed["first"], "->", count.exits["first"])
 count.queries["after the crash"]
 
 # %% [markdown]
-# Still `running`: nobody was left to say otherwise. Opening the store is recovery: every
-# `running` task was cut off mid-step, so it goes back to `pending`, keeps its checkpoint, and its
-# `restarts` grows by one (here a `recover` process only opens and closes the store):
+# Opening the store is recovery: every `running` task was cut off mid-step, so it goes back to
+# `pending`, keeps its checkpoint, and its `restarts` grows by one (here a `recover` process only
+# opens and closes the store):
 
 # %%
 count.queries["after open"]
@@ -98,10 +116,11 @@ count.queries["after open"]
 print("resumed process:", count.printed["resume"], "->", count.result)
 count.moments["after the finish"]
 
+# %%
+dt.CLAIMS.say("the_killed_step_reruns_without_reprinting")
+
 # %% [markdown]
-# Tick 2's step **ran again** (the checkpoint said n = 2), but it did **not print again**: the memo
-# `printed-2` was already set (重跑了，但没有重复做). At the end the task is `terminal`; its memos and
-# restart count are gone.
+# The step re-ran but did not do its effect twice (重跑了，但没有重复做).
 #
 # ### The task's states
 #
@@ -172,43 +191,64 @@ show_text_code("recover")
 # %%
 dt.memo_story()
 
+# %%
+dt.CLAIMS.say("the_first_memo_write_wins")
+
 # %% [markdown]
-# The order of memo and effect is a choice. Count writes the memo *before* the print: a kill
-# between the two loses that print (at most once) but can never print it twice.
+# The order of memo and effect is a choice. Count writes the memo *before* the print. The example
+# can also print first (`count --memo-after-print`).
 #
-# **Predict (exercise 7.1):** count to 5 is killed between tick 4's memo and its print, then
-# resumed. Which ticks do both processes print together? Set your prediction, then run the
-# experiment below it.
+# **Predict (exercise 7.1):** count to 5 with the print first is killed after tick 4's print and
+# before its memo, then resumed. Which ticks do both processes print together? Set your
+# prediction, then run the experiment below it.
 
 # %%
 prediction_7_1 = None        # e.g. [1, 2, 3]
 
 # %%
-lost = dt.count_story(crash_tick=4, where="before-print")
-print("first process:", lost.printed["first"], "| resumed process:", lost.printed["resume"])
+twice = dt.count_story(4, where="before-memo")
+print("first process:", twice.printed["first"], "| resumed process:", twice.printed["resume"])
 check("7.1", prediction_7_1)
 
+# %%
+dt.CLAIMS.say("print_first_prints_twice")
+
 # %% [markdown]
-# Writing the memo *after* the print would turn this into "at least once": a kill between them
-# prints the tick twice. Which one is right depends on the effect.
+# With the memo first, a kill between the two loses that print instead (at most once, the
+# "Q7.1" check above measured it at tick 2). Which order is right depends on the effect.
 #
 # ## 4. A clean close is not a crash
 #
 # The same count stopped after tick 2, once by a clean close and once by SIGKILL, then opened again:
 
 # %%
-dt.close_vs_crash()
+dt.close_vs_crash_table()
+
+# %%
+dt.CLAIMS.say("only_a_crash_counts")
 
 # %% [markdown]
-# Both end `pending` with the checkpoint kept; only the crash counts as a restart (真被切断才算).
-# The count matters for the next section.
+# Only a real cut-off counts (真被切断才算). The count matters for the next section.
 #
-# To inspect a crashed run without recovering it, open the store read-only. It sees the task as
-# the crash left it (still `running`), refuses any commit or resume, and changes no byte of the
-# database or its write-ahead log:
+# To inspect a crashed run without recovering it, open the store read-only. True or false, before
+# you run it?
+
+# %%
+quiz("Q7.3")
+
+# %%
+answer_q7_3 = None
+check("Q7.3", answer_q7_3)
 
 # %%
 dt.read_only_proof()
+
+# %%
+dt.CLAIMS.say("read_only_changes_nothing")
+
+# %% [markdown]
+# The source text says a read-only session refuses `commit()` and `resume()` with
+# `ReadOnlySession` ("都会报 ReadOnlySession"); the lab's name for it is `ReadOnlyError`.
 
 # %% [markdown]
 # ## 5. A step that always dies: the crash-loop limit
@@ -225,16 +265,21 @@ loop5
 
 # %%
 dt.plot_restart_limits({"limit 5 (default)": loop5, "limit 2": dt.restart_limit_story(2),
-                        "no limit (8 starts shown)": dt.restart_limit_story(None, runs=8)})
+                        "no limit": dt.restart_limit_story(None, runs=8)})
+
+# %%
+dt.CLAIMS.say("the_limit_ends_a_crash_loop")
 
 # %% [markdown]
 # **Progress resets the count** (取得进展后，计数清零). Three steps, each killed twice before it gets
-# through, with the limit at 3: the task is cut off six times in all, more than the limit, yet it
-# finishes, because each step's progress resets the count in a row.
+# through, with the limit at 3. Each step's progress resets the count in a row:
 
 # %%
 reset = dt.reset_story(dies=2, steps=3, limit=3)
 dt.plot_reset(reset, limit=3)
+
+# %%
+dt.CLAIMS.say("progress_resets_the_count")
 
 # %% [markdown]
 # A count that never resets (as DBOS counts every attempt, see below) would have ended this task at
@@ -267,8 +312,9 @@ dt.peers_table()
 # the intent `{phase: execute, arguments, replay}` and runs the tool; **③** the tool's result is
 # committed; **④** the agent reads it and goes on. Our probe's `append` tool writes "working" as
 # progress output and appends `hello` to `notes.txt`; its `beforeTool` hook logs each run and takes
-# its decision from a memo. We kill the call right after each checkpoint (and once inside the tool),
-# resume, and measure.
+# its decision from a memo. We kill the call after ① (in `call`), after ② (before the tool and once
+# inside it) and after ③; after ④ the call is over and nothing is left to recover. Then we resume
+# and measure.
 #
 # **Predict (exercise 7.2):** killed right after ② (the intent is committed, the tool has not
 # started), then resumed. How many lines will `notes.txt` have, and will the tool's result be
@@ -283,12 +329,14 @@ dt.tool_checkpoints("unsafe")
 # %%
 check("7.2", prediction_7_2)
 
+# %%
+dt.CLAIMS.say("each_tool_checkpoint_measured")
+
 # %% [markdown]
-# - Killed in `call` (before ②): the call phase runs again, so **`beforeTool` runs twice**; its memo
-#   keeps the first decision, and the tool runs once. A hook must be safe to re-run.
-# - Killed after ②: recovery knows only "the tool may have started". An `unsafe` tool is not re-run;
-#   the result says it "was interrupted and may have partially run", even when it never ran.
-# - Killed after ③: only the agent's step runs again; it reads the durable result.
+# - In `call` (before ②) the call phase runs again, so a hook must be safe to re-run; its memo
+#   keeps the first decision.
+# - After ② recovery knows only "the tool may have started". An `unsafe` tool is not re-run; the
+#   result says it "was interrupted and may have partially run", even when it never ran.
 #
 # Without the `execute` record, every crash after ① would re-run the whole call phase and then the
 # tool: a tool that had already acted would act twice. That is the answer to the text's question.
@@ -303,14 +351,16 @@ show_source(runtime._tool_execute)
 show_text_code("execute")
 
 # %% [markdown]
-# The rule is the text's (`tool.ts:202`): re-run only if the policy stored with the intent **and**
-# the tool's current declaration are both `safe`; a tool missing from the registry counts as unsafe.
-# Differences: the text's `execute` checks the restart limit itself (`cutOffTooOften`); here the
-# runtime checks it for every kind before any step and calls the kind's own ending. Its
-# `settleFromSlot` is our `_tool_result` with the partial output in front of the `<harness>` error.
+# The rule is the text's (it cites `tool.ts:202`): re-run only if the policy stored with the intent
+# **and** the tool's current declaration are both `safe`; a tool missing from the registry counts as
+# unsafe. In Pi's public source the rule is [`tool.ts` line 98 at commit
+# 00cdb7b](https://github.com/earendil-works/pi/blob/00cdb7b14b105d449c48d1a28069c3ef29654d32/packages/durable/src/harness/tool.ts#L98)
+# (`replay === "safe" && tool?.replay === "safe"`). Differences: the text's `execute` checks the
+# restart limit itself (`cutOffTooOften`); here the runtime checks it for every kind before any step.
+# Its `settleFromSlot` is our `_tool_result`, the partial output in front of the `<harness>` error.
 #
-# **Predict (exercise 7.3):** the intent was stored `unsafe`; after an upgrade the tool is declared
-# `safe`; the process was killed inside the tool. Does the tool run again (True or False)?
+# **Predict (exercise 7.3):** the intent was stored `safe`; after an upgrade the tool declares no
+# `replay` at all; the process was killed inside the tool. Does the tool run again (True or False)?
 
 # %%
 prediction_7_3 = None        # True or False
@@ -320,15 +370,26 @@ cells = [dt.replay_cell(s, c) for s in ("safe", "unsafe") for c in ("safe", "uns
 dt.replay_policy_table(cells)
 
 # %%
+undeclared = dt.replay_cell("safe", "undeclared")
 check("7.3", prediction_7_3)
 
 # %%
-dt.plot_replay(cells, highlight=("unsafe", "safe"))
+dt.CLAIMS.say("undeclared_is_unsafe")
 
 # %% [markdown]
-# All four cells measured live: only safe × safe re-ran the append, so `notes.txt` got a second
-# line. That is why an append must not be declared safe: the declaration is a promise the runtime
-# takes literally. The text's probe table, with its own query, before and after the open:
+# The source text says the same ("工具自己没写 replay 的，默认是 unsafe"); in Pi's source the intent
+# records `replay: tool.replay ?? "unsafe"` ([`tool.ts` line 88 at
+# 00cdb7b](https://github.com/earendil-works/pi/blob/00cdb7b14b105d449c48d1a28069c3ef29654d32/packages/durable/src/harness/tool.ts#L88)).
+
+# %%
+dt.plot_replay(cells)
+
+# %%
+dt.CLAIMS.say("only_safe_safe_reruns")
+
+# %% [markdown]
+# That is why an append must not be declared safe: the declaration is a promise the runtime takes
+# literally. The text's probe table, with its own query, before and after the open:
 
 # %%
 probe = dt.tool_story("unsafe")
@@ -337,14 +398,35 @@ pd.concat({k: probe.queries[k] for k in ("after the crash", "after open")}, name
 
 # %%
 print(probe.result["content"])
+print("is_error:", probe.result["is_error"])
+
+# %%
+dt.CLAIMS.say("the_interrupted_result_is_an_error")
 
 # %% [markdown]
 # The agent task waits (`waiting`, phase `tools`) while its tool runs, like the text's
 # `pi.generation` row. The interrupted result, partial output first, goes back to the agent like
-# any tool result, and the model decides what to do.
+# any tool result, marked as an error (the text's `isError: true`), and the model decides.
+#
+# **The partial output is kept here, and may not be in Pi.** The lab's `step.output` commits
+# "working" at once, before the append. The source text says Pi persists a tool's output late
+# ("工具运行中的输出是延迟落盘的"): its probe must wait past `settings.progress.persistWithinMs`
+# (1000 ms by default, the text says) before the kill to show "working", and a real crash may lose
+# that output. (In Pi's source at 00cdb7b, `publishProgress` in `tool.ts` commits progress through
+# a throttle; the lab's reading, not a claim about every version.)
 #
 # ## 7. A model request in flight
 #
+# True or false, first:
+
+# %%
+quiz("Q7.4")
+
+# %%
+answer_q7_4 = None
+check("Q7.4", answer_q7_4)
+
+# %% [markdown]
 # A generation task records `{phase: stream, attempt}` before it sends a request, the same
 # intent-before-effect as a tool. If the process dies while the answer streams (模型请求正在飞), the
 # next process does not pretend nothing happened: the attempt counts as failed, the half answer is
@@ -358,17 +440,22 @@ gen["processes"]
 # %%
 gen["requests"]
 
-# %% [markdown]
-# Two requests on the provider's bill, the same messages (the same digest): the model was never
-# told about the half answer. It is in the result as `aborted`:
-
 # %%
 gen["outcome"]
 
+# %%
+dt.CLAIMS.say("the_retry_resends_the_same_messages")
+
 # %% [markdown]
-# When every attempt is killed, the retries run out: the task ends with `runFailure`, reason
-# `interrupted`, the input is marked `unanswered`, and the report `task_interrupted` goes out. After
-# a **clean close** instead, the same attempt is simply sent again (close 之后重开仍会重发).
+# The source text: "如果崩的时候模型请求正在飞，恢复时不会把这次请求再发一遍：这次尝试算一次失败，按
+# settings.retry 退避" (if the process dies while a model request is in flight, recovery does not
+# send that request again: the attempt counts as a failure, and the retry backs off). The two billed
+# requests agree with it: the interrupted attempt 1 is not resumed or re-sent as if nothing had
+# happened; it is recorded as failed, and after the backoff a *new* attempt, 2, sends the same
+# messages, and the provider bills it as a new request.
+#
+# When every attempt is killed, the retries run out, and a clean close is not a failed attempt
+# (close 之后重开仍会重发):
 
 # %%
 exhaust, close = dt.generation_story("exhaust"), dt.generation_story("close")
@@ -377,6 +464,9 @@ print("killed at every attempt:", {k: exhaust["outcome"][k] for k in ("message",
       "| requests billed:", len(exhaust["requests"]), "| reports:", exhaust["reports"])
 print("closed mid-stream: answered at attempt", close["outcome"]["result"]["attempt"],
       "| requests billed:", len(close["requests"]))
+
+# %%
+dt.CLAIMS.say("retries_run_out_and_a_close_resends")
 
 # %%
 show_source(runtime._generation_stream)
@@ -388,8 +478,8 @@ show_source(runtime._generation_stream)
 # CRC of them (SQLite pages carry no checksum, so a flipped bit would otherwise be believed). Each
 # commit is one `BEGIN IMMEDIATE … COMMIT`: a task is always before or after a commit, never half
 # way. WAL mode with `synchronous=FULL`: each commit fsyncs the write-ahead log, so a committed
-# memo or checkpoint survives a power cut too. `NORMAL`, which the text's runtime uses, survives
-# `kill -9` with fewer fsyncs, but may lose the newest commits on power loss (lesson 6).
+# memo or checkpoint survives a power cut too. `NORMAL` survives `kill -9` with fewer fsyncs, but
+# may lose the newest commits on power loss (lesson 6).
 #
 # **One runtime per database.** Two runtimes on one database would both run the same steps. A
 # writable open takes an exclusive `flock` on `c.db.lock`; the kernel drops it when the holder dies.
@@ -406,7 +496,7 @@ with pd.option_context("display.max_colwidth", 120):
 
 # %%
 with pd.option_context("display.max_colwidth", 140):
-    display(dt.refusals())
+    display(dt.refusals_table())
 
 # %% [markdown]
 # ## The same idea in the BugHunt worker
@@ -419,7 +509,7 @@ with pd.option_context("display.max_colwidth", 140):
 # | may have happened, not safe to repeat | "interrupted and may have partially run" | `--pending abort`: at most once |
 # | may have happened, safe to repeat | `replay: safe` on both sides: run again | `--pending redo` with the key: effectively once |
 # | one writer | `flock` on `c.db.lock`, exit 75 | `flock` on `run.lock`, exit 75 |
-# | crash loop | `restart_limit` after 5 cut-offs without progress | not guarded (a lesson 8 topic) |
+# | crash loop | `restart_limit` after 5 cut-offs without progress | not guarded in the worker: a page that always kills it is restarted as often as you restart it |
 #
 # The idempotency key is what makes "filing a report" safe to replay: the tracker, not the worker,
 # guarantees a second filing changes nothing. A tool whose external system deduplicates like that is
@@ -430,8 +520,9 @@ with pd.option_context("display.max_colwidth", 140):
 #
 # Choose where the count stops (a kill after the print, a kill between memo and print, or a clean
 # close); the tool's stored and current replay policy and where the tool call is killed (with
-# `in-execute`, each Run fills one more cell of the 2×2 grid); the restart limit; and how the model
-# request is stopped. **Run** re-runs the stories as real processes.
+# `in-execute`, the 2×2 grid shows the cell just run, outlined, beside the other three as this
+# kernel last measured them); the restart limit; and how the model request is stopped. **Run**
+# re-runs the stories as real processes.
 
 # %% tags=["panel", "nbval-ignore-output"]
 p = dt.panel()
@@ -456,7 +547,7 @@ p.show()
 # %% [markdown]
 # ## Exercises
 #
-# Two configurations this lesson has not run. Predict first, then run the experiment below your
+# Three configurations this lesson has not run. Predict first, then run the experiment below your
 # prediction, then the check: it compares.
 #
 # **7.4 Transfer.** With `--restart-limit 3`, a flaky task has 2 steps, and each step dies 3 times
@@ -488,37 +579,25 @@ once_retried["processes"]
 check("7.5", prediction_7_5)
 
 # %% [markdown]
+# **7.6 Transfer.** A problem drawn for this lesson (`python -m bughunt practice --lesson 7 --seed
+# 6` prints the same one; other seeds give others). Predict, then check: the check runs it.
+
+# %%
+dt.TRANSFER
+
+# %%
+prediction_7_6 = None        # a number of lines
+
+# %%
+check("7.6", prediction_7_6)
+
+# %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then runs the example for real and explains.
-
-# %%
-quiz("Q7.1")
-
-# %%
-answer_q7_1 = None
-check("Q7.1", answer_q7_1)
-
-# %%
-quiz("Q7.2")
-
-# %%
-answer_q7_2 = None
-check("Q7.2", answer_q7_2)
-
-# %%
-quiz("Q7.3")
-
-# %%
-answer_q7_3 = None
-check("Q7.3", answer_q7_3)
-
-# %%
-quiz("Q7.4")
-
-# %%
-answer_q7_4 = None
-check("Q7.4", answer_q7_4)
+# This lesson's true-or-false statements stand before the passages that answer them, so that you
+# decide first: Q7.1 and Q7.2 at the start of [section 1](#1.-Counting-to-5,-stopped-after-tick-2),
+# Q7.3 in [section 4](#4.-A-clean-close-is-not-a-crash), Q7.4 in
+# [section 7](#7.-A-model-request-in-flight).
 
 # %% [markdown]
 # Stuck? `solution("7.4")` or `solution("Q7.1")` prints a worked answer.

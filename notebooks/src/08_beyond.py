@@ -1,8 +1,8 @@
 # %% [markdown]
 # <!-- lesson: header -->
 #
-# **The question.** The first source text ends by listing what its experiment did not cover (its
-# section "还有什么没覆盖"): a crash while resuming (连环崩溃), two processes resuming the same task
+# **The question.** The first source text lists what its experiment did not cover (the fourth of
+# its follow-up questions, "还有什么没覆盖"): a crash while resuming (连环崩溃), two processes resuming the same task
 # at once (要加锁), and a full disk (磁盘满). It also says that surviving `kill -9` needs no fsync
 # while surviving a power cut does, without showing it. Here each one is run for real and counted,
 # plus damaged files, the store contract's conformance suite, and bugs planted on purpose to see
@@ -36,10 +36,9 @@
 import pandas as pd
 from IPython.display import display
 
-from bughunt.diskio import Door
 from bughunt.lab.judges import check, quiz, solution
 from bughunt.lab.lessons import l08_beyond as beyond
-from bughunt.lab.views import show_source, show_text_code
+from bughunt.lab.views import show_source
 from bughunt.worker import acquire_run_lock
 
 pd.options.display.width = 140
@@ -56,6 +55,15 @@ pd.options.display.max_colwidth = 90
 # resuming once does: the same final state as a single crash and resume at *i*, and a further,
 # empty resume must not change a byte of the checkpoint files. To keep this under a minute we use a
 # 3-page site (one bug page): the pairs are the same in kind as on 12 pages, just fewer.
+#
+# True or false, before it runs? Decide first; the check runs the sweep and explains.
+
+# %%
+quiz("Q8.2")
+
+# %%
+answer_q8_2 = None
+check("Q8.2", answer_q8_2)
 
 # %%
 chain = beyond.chain()
@@ -64,16 +72,27 @@ beyond.chain_table(chain)
 # %%
 beyond.plot_chain(chain)
 
+# %%
+beyond.CLAIMS.say("every_chain_pair_correct")
+
 # %% [markdown]
-# Squares are pairs where the second kill really happened: all of them here, since the second
-# crash is chosen among the points the resume reaches. A circle would mark a point the resume never
-# reached, a resume that simply finished. Recovery here is nothing but
-# the normal start-up path (read, repair the tail, append), which is why a crash inside it is no
-# different from any other crash: the design has no recovery-only state that a second crash could
-# leave half done.
+# Squares are pairs where the second kill really happened; a circle would mark a point the resume
+# never reached, a resume that simply finished. Recovery here is nothing but the normal start-up
+# path (read, repair the tail, append), which is why a crash inside it is no different from any
+# other crash: the design has no recovery-only state that a second crash could leave half done.
 #
 # ## 2. Two resumers at the same moment
 #
+# True or false, first:
+
+# %%
+quiz("Q8.1")
+
+# %%
+answer_q8_1 = None
+check("Q8.1", answer_q8_1)
+
+# %% [markdown]
 # Two workers are started on the same crashed run together. Each stops at the first crash point a
 # resume reaches, so the one that got in holds the run while the other tries; then both are let go.
 # No sleep decides who wins. The run lock is an exclusive `flock` on `run.lock`, taken without
@@ -84,15 +103,15 @@ beyond.plot_chain(chain)
 show_source(acquire_run_lock, lines=("fd = os.open", "EXIT_BUSY)"))
 
 # %% [markdown]
-# The source text only names the idea (Codex's `writer_lock.rs`); it has no lock of its own. To see
-# what the lock prevents, the second row below runs the worker's own code with the one line that
-# takes the lock removed (a mutant, as in section 7).
+# The source text only names the idea (Codex's rollout crate has a `writer_lock.rs`, it says); it
+# has no lock of its own. To see what the lock prevents, the second row below runs the worker's own
+# code with the one line that takes the lock removed (a mutant, as in section 7).
 #
-# **8.1 Predict** before it runs: with the run lock, how many of the two resumers go on to work on
-# the run?
+# **8.1 Predict** before it runs: without the lock, 10 trials of two resumers started together. In
+# how many of the 10 does the worker's reader refuse the log when the run is read back afterwards?
 
 # %%
-prediction_8_1 = None        # a number of workers
+prediction_8_1 = None        # a number of trials
 
 # %%
 races = beyond.races()
@@ -104,13 +123,11 @@ check("8.1", prediction_8_1)
 # %%
 beyond.plot_races(races)
 
+# %%
+beyond.CLAIMS.say("the_lock_lets_one_in")
+
 # %% [markdown]
-# With the lock, exactly one proceeds in every trial; the other exits 75, "run is busy". Without
-# the lock both workers resume from the same state and both append the same events with the
-# same sequence numbers: the log forks. Our reader refuses such a log, naming the line, so the damage
-# is loud; a reader that skipped silently would rebuild a state neither worker was in. Codex guards
-# each rollout the same way (`writer_lock.rs`: a non-blocking exclusive lock per thread, stale lock
-# files cleaned by trying the lock).
+# A reader that skipped a repeated event silently would rebuild a state neither worker was in.
 #
 # ### What the lock does when its holder is paused, or has children
 #
@@ -124,15 +141,16 @@ beyond.plot_races(races)
 # %%
 beyond.lock_demos()
 
+# %%
+beyond.CLAIMS.say("the_lock_outlives_a_pause_and_a_dead_parent")
+
 # %% [markdown]
-# - **A paused holder still excludes everyone.** The stopped worker kept the lock; the second
-#   worker was refused; let go, the first finished. A kernel lock on a local file cannot expire, so
+# - **A paused holder still excludes everyone.** A kernel lock on a local file cannot expire, so
 #   a pause never lets a second worker in.
 # - **A forked child keeps the lock after its parent dies.** flock(2): the lock is released "when
-#   all such file descriptors have been closed", and the child holds a copy. Until the child ended,
-#   the run stayed busy although its worker was dead. A worker that forks helpers must close the
-#   lock's descriptor in them (Python's `subprocess` already does: descriptors are not inherited
-#   by the programs it starts, unless passed on purpose).
+#   all such file descriptors have been closed", and the child holds a copy. A worker that forks
+#   helpers must close the lock's descriptor in them (Python's `subprocess` already does:
+#   descriptors are not inherited by the programs it starts, unless passed on purpose).
 
 # %% [markdown]
 # Where a pause *is* dangerous is a lock that expires: a lease from a lock service, or a lock file
@@ -167,11 +185,15 @@ beyond.fault_table(fsync)
 # %%
 beyond.fault_summary(**{"write fails (no space)": disk, "fsync fails (I/O error)": fsync})
 
+# %%
+beyond.CLAIMS.say("faults_stop_and_lose_nothing")
+
+# %%
+beyond.CLAIMS.say("what_fails_first")
+
 # %% [markdown]
-# The first write and fsync of a run are the configuration's temp file; then, with fsync on, two
-# fsyncs of the run directory itself (after the configuration is renamed into place, and after the
-# log file is created: their names live in the directory); after that, the log. A failed fsync is
-# fatal and never retried (`retried` counts an fsync of any file after the failure: there is none).
+# A failed fsync is fatal and never retried (`retried` counts an fsync of any file after the
+# failure).
 # After a failed fsync the kernel may already have dropped the dirty pages it could not write and
 # marked them clean, so a second fsync can "succeed" for data that is gone; PostgreSQL learned this
 # in 2018 ("fsyncgate") and now stops instead.
@@ -181,7 +203,7 @@ beyond.fault_summary(**{"write fails (no space)": disk, "fsync fails (I/O error)
 #
 # `kill -9` cannot show a power cut, so we simulate one the way ALICE and LazyFS do. A clean run
 # journals every operation its door performs (create, truncate, write with its bytes, fsync, rename,
-# directory fsync) to `io.jsonl`. From the journal we build the disk states a power cut may leave at
+# directory fsync) to `io.jsonl`. From the journal we build disk states a power cut may leave at
 # every moment, under a stated model:
 #
 # - written data survives only once its file was fsynced afterwards; of the writes since, any prefix
@@ -196,10 +218,11 @@ beyond.fault_summary(**{"write fails (no space)": disk, "fsync fails (I/O error)
 
 # %% [markdown]
 # **8.2 Predict** before it runs: the snapshot store writes atomically (temp file, rename) but
-# never fsyncs (`fsync never`). Can a power cut lose a page whose commit had already returned?
+# never fsyncs (`fsync never`), on a 6-page run. Of every power-cut state built, at most how many
+# committed pages does one state lose?
 
 # %%
-prediction_8_2 = None        # True or False
+prediction_8_2 = None        # a number of pages
 
 # %%
 power = beyond.power_loss()
@@ -208,30 +231,25 @@ beyond.power_table(power)
 # %%
 check("8.2", prediction_8_2)
 
+# %% [markdown]
+# Each state is counted in exactly one verdict: correct; refused (recovery found the files damaged
+# and said so: the pages are lost, loudly); committed pages lost silently (recovery accepted an older
+# state); or wrong in another way. The table checks that the four add up to the states explored
+# before it is shown.
+
+# %%
+beyond.CLAIMS.say("power_states_are_sampled", "only_fsync_everywhere_keeps_every_commit",
+                  "the_key_keeps_lost_pages_from_duplicating")
+
 # %%
 beyond.plot_power(power)
 
 # %% [markdown]
-# With fsync always, atomic snapshots (temp file, fsync, rename, **directory fsync**) and fsynced
-# log appends lose no committed page in any state. Drop the directory fsync, as the source text's own
-# `atomic_write` does, and the rename can vanish with the power, taking committed pages with it; drop
-# fsync altogether and everything since the last flush to disk is at the mercy of the cut; write the
-# snapshot in place and a torn snapshot sends recovery back to page 1. With the idempotency key on,
-# the lost pages are redone without duplicate reports: the key turns a durability loss into wasted
-# work instead of a wrong result.
-#
-# The line that makes the difference, in the lab's atomic write (lesson 3 compares the two in full),
-# and the source text's version, which ends at `os.replace`:
-
-# %%
-show_source(Door.write_atomic, lines=("self.files.rename", "self._fsync_dir"))
-
-# %%
-show_text_code("atomic_write")
-
-# %% [markdown]
-# A file's name lives in its directory. `os.replace` changes the directory in the page cache; only
-# an fsync of the directory puts the new name on the disk. `kill -9` never shows the difference (the
+# Drop the directory fsync, as the source text's own `atomic_write` does, and the rename can vanish
+# with the power, taking committed pages with it; drop fsync altogether and everything since the
+# kernel's last flush is at the mercy of the cut; write the snapshot in place and a torn snapshot
+# sends recovery back to page 1. Lesson 3 shows the lab's atomic write beside the source text's,
+# which ends at `os.replace` without the directory fsync; `kill -9` never shows the difference (the
 # kernel keeps its cache), which is why the source text's experiment, all kills, passed without it.
 #
 # ## 5. Damaged files
@@ -244,11 +262,8 @@ show_text_code("atomic_write")
 # %%
 beyond.damage_demo()
 
-# %% [markdown]
-# A cut or garbage at the tail is a torn tail: skipped and counted, the run resumes from the last good
-# event. A flipped bit inside a record fails its checksum; a zeroed line leaves a gap in the sequence
-# numbers: both are refused with file and line, and the file is left as it was. A damaged snapshot
-# is never trusted: recovery replays the whole log instead and says so.
+# %%
+beyond.CLAIMS.say("damage_is_skipped_refused_or_replayed")
 
 # %% [markdown]
 # The tracker is a file too, and SQLite reads a damaged one without a word as long as what is left
@@ -306,10 +321,37 @@ with pd.option_context("display.max_colwidth", 110):
 # %%
 check("8.3", prediction_8_3)
 
+# %%
+beyond.CLAIMS.say("the_safe_design_breaks_no_rule")
+
+# %% [markdown]
+# **8.4 Transfer.** A problem drawn for this lesson (`python -m bughunt practice --lesson 8 --seed
+# 12` prints the same one; other seeds give others). Predict, then check: the check runs the
+# experiment.
+
+# %%
+beyond.TRANSFER
+
+# %%
+prediction_8_4 = None        # one of the files listed, e.g. "events.jsonl"
+
+# %%
+check("8.4", prediction_8_4)
+
 # %% [markdown]
 # ## 7. Planted bugs: would the lab catch them?
 #
-# A test suite is only as good as the bugs it catches. Each bug below is a copy of the lab's own
+# A test suite is only as good as the bugs it catches. True or false, first:
+
+# %%
+quiz("Q8.3")
+
+# %%
+answer_q8_3 = None
+check("Q8.3", answer_q8_3)
+
+# %% [markdown]
+# Each bug below is a copy of the lab's own
 # source with one line changed (a **mutant**, in the words of mutation testing). The lab runs the
 # check meant to catch it, and the same check on the real code as a control, and puts the whole
 # conformance suite of section 6 on the same code. The real code has no switch for any of these
@@ -327,14 +369,11 @@ beyond.planted_bug_cards(planted)
 planted
 
 # %%
-print(f"{int(planted.caught.sum())} of {len(planted)} planted bugs caught")
+beyond.CLAIMS.say("planted_bugs_caught")
 
 # %% [markdown]
-# The suite sees the bugs that break a store's promises (the missing fsyncs, the repair that is not
-# idempotent) from inside one process, in a fraction of a second. The other three are not store
-# bugs: filing before the intent, filing without the key, and taking no lock are about the worker's
-# order of steps and about two processes, so only sweeps of real processes, killed and resumed, can
-# see them. Each kind of test catches what the other cannot.
+# The suite runs inside one process; the bugs it cannot see are about the worker's order of steps
+# and about two processes. Each kind of test catches what the other cannot.
 
 # %% [markdown]
 # ## Try it
@@ -369,31 +408,10 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures (or simulates) and explains.
-
-# %%
-quiz("Q8.1")
-
-# %%
-answer_q8_1 = None
-check("Q8.1", answer_q8_1)
-
-# %%
-quiz("Q8.2")
-
-# %%
-answer_q8_2 = None
-check("Q8.2", answer_q8_2)
-
-# %%
-quiz("Q8.3")
-
-# %%
-answer_q8_3 = None
-check("Q8.3", answer_q8_3)
-
-# %% [markdown]
-# Stuck? `solution("8.3")` or `solution("Q8.3")` prints a worked answer.
+# This lesson's true-or-false statements stand at the start of the sections that answer them, so
+# that you decide before you read: Q8.2 in [section 1](#1.-A-crash-during-recovery), Q8.1 in
+# [section 2](#2.-Two-resumers-at-the-same-moment), Q8.3 in
+# [section 7](#7.-Planted-bugs:-would-the-lab-catch-them?). Stuck? `solution("8.3")` or `solution("Q8.3")` prints a worked answer.
 
 # %% [markdown]
 # ## Further reading

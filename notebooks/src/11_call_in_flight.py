@@ -3,7 +3,8 @@
 #
 # **The question.** The first text names one boundary no checkpoint can cover: a streamed answer
 # half received when the process dies has its other half on the server (流式输出到一半，另一半在服务端),
-# so the call in flight (正在进行的那一次调用) must be redone (重做) or handled on its own (单独处理).
+# so the call in flight (正在进行的那一次调用) may have to be redone (重做), or handled on its own
+# (单独处理).
 # What does that cost, measured on a real server's bill? And what does the `openai` SDK already do
 # by itself when a call times out, is refused with a 429, or loses its connection mid-stream?
 #
@@ -24,7 +25,7 @@
 # [5 The real worker](#5.-The-real-worker,-killed-inside-its-call) ·
 # [6 A real local model](#6.-A-real-local-model) ·
 # [Try it](#Try-it) · [What to remember](#What-to-remember) ·
-# [Common wrong statements](#Common-wrong-statements) · [Exercises](#Exercises) ·
+# [Exercises](#Exercises) · [Common wrong statements](#Common-wrong-statements) ·
 # [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
@@ -48,7 +49,9 @@ pd.options.display.max_colwidth = 80
 # (`POST /v1/chat/completions`, streamed as server-sent events), reached by the real `openai`
 # SDK with `base_url` pointing at it. Its answers are deterministic (computed from the prompt), and
 # it **bills every request when it arrives**, before the first byte of the answer leaves, on an
-# append-only bill it alone writes: the witness a provider's invoice is.
+# append-only bill it alone writes: the lab's stand-in for a provider's invoice. Billing the whole
+# answer at arrival is this server's model, the dearest case; section 2 says where a real provider
+# may bill less.
 #
 # `inflight.shared_lab()` starts the server and a small parent process that has imported the SDK
 # once and forks one process per call (a fork costs milliseconds, a fresh interpreter about a
@@ -80,54 +83,84 @@ print(cif.points_of())
 # a call it finds in flight is `--pending redo`: send it again.
 
 # %%
-redo = cif.kill_page_call("chunk#5", "redo")
-print("the killed process held:", repr(redo.prefix_held))
-cif.kill_table([redo]).T
+redo = cif.cached_kill("chunk#5", "redo", True)
+cif.kill_table([redo])
+
+# %%
+cif.CLAIMS.say("redo_pays_twice")
 
 # %% [markdown]
-# The killed call is on the server's bill (`killed_call_billed`): the server decided the whole
-# answer at arrival and charged it, while the client held four words. Those four words are all the
-# client will ever have of it: the rest was on the server and the connection is gone. The resume
-# paid for the same answer again: **2 calls billed** for one page. The second answer is word for
-# word the first (`reply_matches_clean`), because this server is deterministic.
-#
 # The other rule, `--pending abort`, records the call as aborted, with the prefix it held, and does
 # not call again (as Codex writes "aborted" for an interrupted tool call and lets the model
 # decide):
 
 # %%
-abort = cif.kill_page_call("chunk#5", "abort")
-cif.kill_table([abort]).T
-
-# %% [markdown]
-# One call billed, and no answer: the agent keeps four words and a record that says aborted. Now
-# every crash point inside the call, with both rules (34 kills, each a real SIGKILL, each resumed):
+abort = cif.cached_kill("chunk#5", "abort", True)
+cif.kill_table([abort])
 
 # %%
-sweep = cif.kill_sweep()
+cif.CLAIMS.say("abort_pays_once")
+
+# %% [markdown]
+# Before the sweep, decide one statement: the check below measures it against the server's bill,
+# and the sweep then shows every point.
+
+# %%
+quiz("Q11.3")
+
+# %%
+answer_q11_3 = None
+check("Q11.3", answer_q11_3)
+
+# %% [markdown]
+# Now every crash point inside the call, with both rules (each a real SIGKILL, each resumed):
+
+# %%
+sweep = cif.call_sweep()
 cif.plot_kill_sweep(sweep)
 
 # %%
-table = cif.kill_table(sweep)
-table.groupby("pending", sort=False)[["billed_calls", "redone_model_calls", "billed_tokens"]].agg(
-    ["min", "max"])
+cif.kill_sweep_summary(sweep)
+
+# %%
+cif.CLAIMS.say("every_point_costs_the_same", "whole_answer_held_still_paid")
 
 # %% [markdown]
-# Every point costs the same: redo pays the whole call twice, abort pays once and keeps a prefix.
-# Where the kill falls only changes how much of the answer the client held (the green bars); the
-# server charged the whole answer either way (here, at arrival; a real provider may bill only what
-# it generated before it noticed the client was gone, which is still money for nothing).
+# **Billing at arrival is this server's model, not a provider's rule.** A provider prices by the
+# tokens it processes (OpenAI's [pricing](https://openai.com/api/pricing/) is per input and per
+# output token), and output tokens exist only once the model has generated them. So a real
+# provider may bill a killed stream for the prompt and only the tokens it generated before it
+# noticed the client was gone: less than this server's whole answer, and still money for nothing.
+# None of OpenAI's pages cited here says how a stream the client dropped is billed. They say that
+# the usage of a streamed call comes in a last chunk (`stream_options: {"include_usage": true}`),
+# and that "if the stream is interrupted, you may not receive the final usage chunk"
+# ([Chat Completions reference, `stream_options`](https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options);
+# the same text is in the pinned SDK's `openai/types/chat/chat_completion_stream_options_param.py`);
+# and that only a response created with `background=true` can be cancelled
+# ([Responses reference, cancel](https://platform.openai.com/docs/api-reference/responses/cancel)):
+# a streamed Chat Completion has no cancel call, the client can only close the connection. A
+# killed client therefore never learns what it was billed; the provider's usage page is the
+# invoice. (That a provider bills what it generated rather than the whole answer is the lab's
+# reading of these pages, not a sentence in them.)
 #
-# Look at `chunk#13` to `last_chunk`: the journal already held the **whole** answer, yet the redo
-# paid again, because the resume treats only a recorded `answer` as done. That is lesson 4's
-# danger window in small: the effect (the answer) happened, its record did not. Here is the
-# resume's rule, read from the package:
+# Here is the resume's rule, read from the package:
 
 # %%
 show_source(inflight._call_or_resume)
 
 # %% [markdown]
 # ## 3. What the SDK does by itself
+#
+# Decide first:
+
+# %%
+quiz("Q11.1")
+
+# %%
+answer_q11_1 = None
+check("Q11.1", answer_q11_1)
+
+# %% [markdown]
 #
 # The SDK's README ([openai-python, "Retries"](https://github.com/openai/openai-python#retries)):
 # "Certain errors are automatically retried 2 times by default, with a short exponential backoff.
@@ -149,20 +182,12 @@ cif.sdk_table(sdk)
 # %%
 cif.plot_sdk(sdk)
 
+# %%
+cif.CLAIMS.say("sdk_timeout_retries_are_billed", "sdk_refusals_are_not_billed",
+               "sdk_cut_stream_is_not_retried", "sdk_cut_body_is_retried",
+               "sdk_malformed_chunk_escapes", bullets=True)
+
 # %% [markdown]
-# - **timeout** (the server is slower to its first byte than the timeout): 3 attempts, **all 3
-#   billed**. Each retry is a new request to the server, and it pays for each.
-# - **rate_limit** (429 twice, with `Retry-After`): 3 sent, 1 billed. A refusal costs nothing; the
-#   SDK waited as the server asked (`retry-after-ms`, else `Retry-After`, when 0 to 120 s).
-# - **cut_stream**: 1 sent, no retry. The SDK's retry loop ends when the response's headers
-#   arrive; the stream's body is read later, in your `for chunk in stream`, so a connection lost
-#   there reaches you as `openai.APIConnectionError`. The partial answer exists only in what your
-#   loop collected.
-# - **cut_body** (the same cut, not streamed): the body is read *inside* the retry loop, so it is
-#   retried, and billed, 3 times.
-# - **malformed_chunk**: `json.JSONDecodeError`, which is **not** an `openai.APIError`: an
-#   `except openai.APIError:` around the stream lets it through.
-#
 # Where this lives in the SDK (the pinned version's source): the retry loop, `_should_retry` and
 # `_calculate_retry_timeout` in `openai/_base_client.py`; the stream's parsing (`sse.json()`, a
 # plain `json.loads`) in `openai/_streaming.py`; the defaults (2 retries, 0.5 s doubling to at most
@@ -171,16 +196,32 @@ cif.plot_sdk(sdk)
 # %% [markdown]
 # ### The timeout limits each read, not the whole call
 #
+# Decide first:
+
+# %%
+quiz("Q11.2")
+
+# %%
+answer_q11_2 = None
+check("Q11.2", answer_q11_2)
+
+# %% [markdown]
 # The SDK's timeout is an httpx `Timeout` (the pinned SDK uses `httpx2`, which keeps it): it
 # bounds each network operation (connect, write, each read, the pool wait), not the call. A
 # stream whose chunks come 0.1 s apart never trips a 0.4 s timeout, however long it runs; one that
 # pauses 0.6 s before its first chunk trips a 0.2 s timeout at once, after the retry loop, so it
-# is not retried either. (Times vary between runs: this cell's output is not checked.)
+# is not retried either. The table and the figure below are the same calls as the table above:
+# the slow and the stalled stream's chunks, timed as they arrived. (Times vary between runs: these
+# cells' outputs are not checked; the sentence under them is checked on every run.)
 
 # %% tags=["nbval-ignore-output"]
-lines = cif.timelines()
-display(cif.sdk_timing(sdk))
-cif.plot_timelines(lines)
+cif.sdk_timing(sdk)
+
+# %% tags=["nbval-ignore-output"]
+cif.plot_timelines(cif.sdk_timelines(sdk))
+
+# %% tags=["nbval-ignore-output"]
+cif.CLAIMS.say("slow_stream_outlives_its_timeout")
 
 # %% [markdown]
 # To bound a whole call, put your own deadline around it (and remember that what the deadline cuts
@@ -191,14 +232,17 @@ cif.plot_timelines(lines)
 # Look at the three attempts of the timed-out call as they left the client:
 
 # %%
-cif.attempts_table(cif.attempts_of_a_timed_out_call())
+cif.attempts_table(cif.timed_out_attempts())
+
+# %%
+cif.CLAIMS.say("retries_carry_no_key")
 
 # %% [markdown]
-# The same body three times, each billed, and **no idempotency key**: the SDK makes one per call
-# and reuses it across retries (`_idempotency_key` in `_base_client.py`), but the OpenAI client
-# sends it under no header (`_idempotency_header` is `None`). The only difference the server can
-# see is `x-stainless-retry-count`. A server that wanted to deduplicate retries has nothing to key
-# on: lesson 4's effectively-once needs the receiver to recognise a repeat, and here it cannot.
+# The SDK makes an idempotency key per call and reuses it across retries (`_idempotency_key` in
+# `_base_client.py`), but the OpenAI client sends it under no header (`_idempotency_header` is
+# `None`). The only difference the server can see is `x-stainless-retry-count`. A server that
+# wanted to deduplicate retries has nothing to key on: lesson 4's effectively-once needs the
+# receiver to recognise a repeat, and here it cannot.
 
 # %% [markdown]
 # ## 4. The choices for the call in flight
@@ -213,20 +257,25 @@ cif.attempts_table(cif.attempts_of_a_timed_out_call())
 # %%
 cif.call_choices_table(sweep)
 
+# %%
+cif.CLAIMS.say("resume_from_prefix_is_dearer")
+
 # %% [markdown]
-# Resuming from the prefix re-sends the prompt plus the prefix as input, so on this bill (every
-# token costs the same) it is dearer than a redo; real providers price output tokens higher than
-# input, which is where it can save. And the continuation is *a* continuation, not the lost words,
-# unless sampling is deterministic. None of the three gets the first call's money back.
+# Real providers price output tokens higher than input, which is where resuming can save. And the
+# continuation is *a* continuation, not the lost words, unless sampling is deterministic. None of
+# the three gets the first call's money back.
 
 # %% [markdown]
 # **Lesson 2, granularity.** An agent's natural checkpoint boundaries (天然的检查点边界) are a
 # complete model reply and a complete tool result; the call in flight is the one boundary no store
 # covers. Lesson 2's finest store (a snapshot after every operation) still redoes a call killed
-# after it returned and before it was saved; inside the call, no store can help at all:
+# after it returned and before it was saved. Inside the call?
 
 # %%
 cif.lesson2_contrast()
+
+# %%
+cif.CLAIMS.say("finest_store_cannot_cover_the_call")
 
 # %% [markdown]
 # **Lesson 4, the danger window (危险窗口).** Abort is at most once (至多一次): the harness never
@@ -265,14 +314,11 @@ cif.lesson2_contrast()
 worker = cif.worker_sweep()
 cif.worker_table(worker)
 
+# %%
+cif.CLAIMS.say("worker_pays_the_call_in_flight_once", "in_process_figures_are_the_same",
+               "witnesses_agree_over_http")
+
 # %% [markdown]
-# Over HTTP, the three points inside the call cost what `after_model_call` costs: **one call
-# redone**, on the server's bill, whatever the worker held. At `call_last_chunk` it held every word,
-# and still paid again: the answer was in memory, not in a checkpoint. The store does not see
-# inside the call, so it treats the whole call as one step, and the in-process model's figures
-# for the points both schemes share are the same. The witnesses agree everywhere: a call in
-# flight costs money, not correctness, as long as the report it leads to carries its key.
-#
 # What the HTTP call costs the lab is time. This cell's times include starting the fork server
 # that preloads the SDK, so they vary; `make bench` measures one crash+resume pair over HTTP
 # against the in-process model without start-up costs. That ratio is why every other lesson's
@@ -280,6 +326,9 @@ cif.worker_table(worker)
 
 # %% tags=["nbval-ignore-output"]
 cif.worker_timing(worker)
+
+# %% tags=["nbval-ignore-output"]
+cif.CLAIMS.say("http_costs_time")
 
 # %% [markdown]
 # From a shell: `python -m bughunt sweep --model local-server --points
@@ -343,38 +392,14 @@ p.show()
 #   answers and the bill that judges the run.
 
 # %% [markdown]
-# ## Common wrong statements
-#
-# True or false? Decide first; each check then measures against the server's bill and explains.
-
-# %%
-quiz("Q11.1")
-
-# %%
-answer_q11_1 = None
-check("Q11.1", answer_q11_1)
-
-# %%
-quiz("Q11.2")
-
-# %%
-answer_q11_2 = None
-check("Q11.2", answer_q11_2)
-
-# %%
-quiz("Q11.3")
-
-# %%
-answer_q11_3 = None
-check("Q11.3", answer_q11_3)
-
-# %% [markdown]
 # ## Exercises
 #
-# Predict first, then run the cell below your prediction: it runs the experiment and compares.
+# None of these configurations ran above. Predict first, then run the cell below your
+# prediction: it runs the experiment and compares.
 #
-# **11.1** Page 3's streamed call is killed at `chunk#5`, and the resume redoes it. How many calls
-# does the server bill for page 3, both processes together?
+# **11.1** Page 3's streamed call is killed at `chunk#5`; the resume redoes the call and is itself
+# killed at `chunk#3` of its own call; a third process resumes with `--pending redo`. How many
+# calls does the server bill for page 3, the three processes together?
 
 # %%
 prediction_11_1 = None
@@ -383,8 +408,8 @@ prediction_11_1 = None
 check("11.1", prediction_11_1)
 
 # %% [markdown]
-# **11.2** The server takes 0.6 s to its first byte; the SDK's timeout is 0.2 s, `max_retries` 2.
-# How many attempts does the server bill for this one call?
+# **11.2** The server answers the first three tries of a call with 429 (Retry-After 0.05 s);
+# `max_retries` is 2. How many attempts does the server bill for this call?
 
 # %%
 prediction_11_2 = None
@@ -393,8 +418,8 @@ prediction_11_2 = None
 check("11.2", prediction_11_2)
 
 # %% [markdown]
-# **11.3** A streamed call's connection is cut after 4 chunks; `max_retries` is 2. How many
-# requests does the SDK send?
+# **11.3** A call that is not streamed has its connection cut halfway through the response's body;
+# `max_retries` is 1. How many attempts does the server bill?
 
 # %%
 prediction_11_3 = None
@@ -403,8 +428,8 @@ prediction_11_3 = None
 check("11.3", prediction_11_3)
 
 # %% [markdown]
-# **11.4** The third chunk of a streamed answer is not valid JSON. Does `except openai.APIError:`
-# catch what the SDK raises (True or False)?
+# **11.4** A call that is not streamed gets a response whose body is not valid JSON. Does
+# `except openai.APIError:` catch what the SDK raises (True or False)?
 
 # %%
 prediction_11_4 = None
@@ -413,8 +438,29 @@ prediction_11_4 = None
 check("11.4", prediction_11_4)
 
 # %% [markdown]
+# **11.5** A problem drawn for this lesson (`python -m bughunt practice --lesson 11 --seed 9`
+# prints the same one; other seeds give others, each a page, a crash point or a fault the lesson
+# did not run). Predict, then check: the check runs the experiment.
+
+# %%
+cif.TRANSFER
+
+# %%
+prediction_11_5 = None        # a number
+
+# %%
+check("11.5", prediction_11_5)
+
+# %% [markdown]
 # Stuck? `solution("11.1")` prints a worked answer.
 #
+# ## Common wrong statements
+#
+# This lesson asked its three true-or-false statements where they come up, before the part that
+# answers them: Q11.3 before the sweep of section 2, Q11.1 before section 3, Q11.2 before the
+# timeout. `solution("Q11.2")` explains one again.
+
+# %% [markdown]
 # ## Further reading
 #
 # - The SDK: [openai-python README, retries and timeouts](https://github.com/openai/openai-python#retries),
@@ -429,6 +475,13 @@ check("11.4", prediction_11_4)
 #   (`continue_final_message`)
 # - Local servers: [Ollama's OpenAI compatibility](https://github.com/ollama/ollama/blob/main/docs/openai.md),
 #   [llama.cpp's `llama-server`](https://github.com/ggml-org/llama.cpp/tree/master/tools/server)
+
+# %% [markdown]
+# - Billing and usage of a stream: [OpenAI pricing](https://openai.com/api/pricing/) (per input and
+#   output token), the [Chat Completions reference](https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options)
+#   (`stream_options.include_usage`: an interrupted stream may not deliver its usage chunk), the
+#   [Responses reference, cancel](https://platform.openai.com/docs/api-reference/responses/cancel)
+#   (only background responses can be cancelled)
 # - Codex, an interrupted call recorded as "aborted": [openai/codex](https://github.com/openai/codex)
 #
 # ---

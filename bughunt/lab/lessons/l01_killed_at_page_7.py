@@ -20,7 +20,10 @@ from ...experiment import crash_point as find_point
 from ...probes import cleanup_after
 from ...world import Site, read_bill, read_reports
 from .. import results
+from ..claims import Claims, Invariants
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, PAGES, Answer, Problem, as_exercise, drawn
+from ..views import summary_table
 from ..crash_panel import CrashPanel
 from ..plots import describe_config, plot_points
 from ..style import COLORS, new_figure
@@ -44,8 +47,6 @@ class Story:
 
     def summary(self):
         """Per run: model calls paid, reports filed, pages done; and the totals against a clean run."""
-        import pandas as pd
-
         pages = self.config.pages
         rows = []
         for run in (1, 2):
@@ -56,10 +57,11 @@ class Story:
                          "pages done": len(done)})
         rows.append({"run": "both", "model calls paid": len(self.bill),
                      "reports filed": len(self.reports),
-                     "pages done": int(sum(r["pages done"] for r in rows))})
+                     "pages done": int(self.trace.label.eq("after_commit").sum())})
         rows.append({"run": "a clean run", "model calls paid": pages,
                      "reports filed": len(Site.load(pages).bug_pages), "pages done": pages})
-        return pd.DataFrame(rows).set_index("run")
+        return summary_table(rows, "the two processes, counted from the outside world",
+                             STORY_INVARIANTS, index="run")
 
     def losses(self) -> dict:
         """What the crash cost: calls paid twice (split as the source text counts them) and duplicates."""
@@ -76,9 +78,26 @@ class Story:
                 "pages reported twice": sorted(int(p) for p in counts[counts > 1].index)}
 
 
+COUNTED = ("model calls paid", "reports filed", "pages done")
+
+
+def _both_is_first_plus_second(df) -> list[str]:
+    """The row "both" counts what the two processes did: each column is their sum."""
+    first, second, both = (df.iloc[i] for i in range(3))
+    return [f"row {df.index[2]!r}: {c!r} is {int(both[c])}, but the two processes' rows add up "
+            f"to {int(first[c]) + int(second[c])}" for c in COUNTED
+            if int(both[c]) != int(first[c]) + int(second[c])]
+
+
+#: The story's table adds up: counts, and "both" is the first process plus the second.
+STORY_INVARIANTS = Invariants(counts=COUNTED, extra=(_both_is_first_plus_second,))
+
+
+@results.memoized
 def killed_at(point: str, config: RunConfig = NO_CHECKPOINT) -> Story:
     """Stop a fresh worker at crash point `point` (a name like "p7.after_model_call"), SIGKILL it
-    from here, run it again; read the world."""
+    from here, run it again; read the world. Once per kernel and setting: the lesson's claims
+    read the story the notebook showed."""
     import pandas as pd
 
     point = find_point(config, point)
@@ -206,9 +225,34 @@ def panel(crash_point: str = "p7.after_model_call") -> CrashPanel:
 
 #: The source text's scene, as the exercises measure it: killed right after page 7's model call.
 PAGE_7 = "p7.after_model_call"
-#: Lesson 1's transfer question: a kill the lesson does not show, with the key on.
+#: The same kill with one knob changed, then both: the comparison of "The same kill, with a
+#: checkpoint".
 WITH_KEY = NO_CHECKPOINT.replace(idempotency_key=True)
-PAGE_10 = "p10.after_submit"
+SNAPSHOT = NO_CHECKPOINT.replace(store="snapshot")
+SNAPSHOT_AND_KEY = SNAPSHOT.replace(idempotency_key=True)
+DESIGNS = {"no checkpoint, no key": NO_CHECKPOINT, "snapshot per page, no key": SNAPSHOT,
+           "no checkpoint, key on": WITH_KEY, "snapshot per page, key on": SNAPSHOT_AND_KEY}
+
+LOSSES = ("redone model calls", "of which pages done before the kill",
+          "of which the call in flight", "duplicate reports")
+#: The redone calls split into the pages done before the kill and the call in flight.
+LOSS_INVARIANTS = Invariants(total="redone model calls",
+                             parts=("of which pages done before the kill",
+                                    "of which the call in flight"),
+                             counts=("duplicate reports",))
+
+
+def losses_table(stories: dict[str, Story]):
+    """What each kill cost, one row per design, checked to add up."""
+    rows = [{"design": name, **story.losses()} for name, story in stories.items()]
+    for r in rows:
+        r["pages reported twice"] = ", ".join(map(str, r["pages reported twice"])) or "none"
+    return summary_table(rows, "what the kill at page 7 cost", LOSS_INVARIANTS, index="design")
+
+
+def page_7_by_design(designs: dict[str, RunConfig] = DESIGNS) -> dict[str, Story]:
+    """The kill at page 7 under each design (each once per kernel)."""
+    return {name: page_7(cfg) for name, cfg in designs.items()}
 
 
 def pages_filed_twice(tracker_pages: list[int]) -> list[int]:
@@ -240,22 +284,6 @@ def _ex_1_2(answer):
     c = assess(answer, truth, what="pages filed twice")
     return c.reply(hint=" Which bug pages had the first process passed "
                    "before it died?")
-
-
-@exercise("1.3", "Transfer: still no checkpoint, but the idempotency key on. The worker is killed "
-          "right after filing page 10's report (p10.after_submit) and run again from scratch. "
-          "How many model calls are paid twice, and how many reports does the tracker hold at "
-          "the end? Answer as a pair (calls, reports).",
-          "(10, 3). With no checkpoint the second process starts from page 1 and pays for every "
-          "call the first one made: pages 1 to 10. The key does not save a single call. It does "
-          "save the tracker: the second process sends the reports of pages 3, 7 and 10 again with "
-          "the same keys (bughunt:p03, ...), and `INSERT OR IGNORE` on the UNIQUE key files none "
-          "of them twice.")
-def _ex_1_3(answer):
-    run = results.point(WITH_KEY, PAGE_10)
-    truth = (run.redone_model_calls, len(run.tracker_pages))
-    c = assess(answer, truth, what="(calls paid twice, reports in the tracker)")
-    return c.reply(hint=" What does the key change: the bill, the tracker, or both?")
 
 
 # --- common wrong statements ------------------------------------------------------------------------
@@ -302,6 +330,144 @@ def _q1_3():
                     f"{run.redone_model_calls} model calls paid twice.")
 
 
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(1)
+
+
+@CLAIMS.claim("The first process was ended by signal {signal} (SIGKILL) at `{point}`; with "
+              "nothing saved, the second one started again at page {start}.")
+def killed_then_started_over():
+    story = page_7()
+    run2 = story.trace[story.trace.run == 2]
+    start = int(run2[run2.label == "start"].page.iloc[0])
+    return (story.killed_by == signal.SIGKILL and start == 1,
+            {"signal": story.killed_by, "point": story.point.name, "start": start})
+
+
+@CLAIMS.claim("**Cost.** The bill holds {both} calls where a clean run pays {clean}: {redone} "
+              "paid twice. The source text counts the {done} pages that were done (前 6 页的模型"
+              "调用重新花一遍钱); the bill also shows page 7's own call ({in_flight} more), "
+              "answered and billed the instant before the kill: the call in flight.")
+def the_bill_counts_the_call_in_flight():
+    story = page_7()
+    loss = story.losses()
+    return (loss["of which the call in flight"] == 1
+            and loss["of which pages done before the kill"] == 6,
+            {"both": len(story.bill), "clean": story.config.pages,
+             "redone": loss["redone model calls"],
+             "done": loss["of which pages done before the kill"],
+             "in_flight": loss["of which the call in flight"]})
+
+
+@CLAIMS.claim("**Correctness.** Page {twice}'s report was filed by the first process and again "
+              "by the second: the tracker holds {reports} reports for {bugs} bugs "
+              "(第 3 页的 Bug 报告又提交一次).")
+def page_3_is_filed_twice():
+    story = page_7()
+    by_run = {run: sorted(int(p) for p in story.reports[story.reports.run == run].page)
+              for run in (1, 2)}
+    twice = story.losses()["pages reported twice"]
+    return (twice == [3] and by_run[1] == [3],
+            {"twice": twice, "reports": len(story.reports),
+             "bugs": len(Site.load(story.config.pages).bug_pages)},
+            f"the first process filed pages {by_run[1]}, the second {by_run[2]}")
+
+
+@CLAIMS.claim("The snapshot alone saves the calls and the tracker here: calls paid again "
+              "{calls}, duplicate reports {dups}. Page 3's snapshot was durable long before the "
+              "kill, so the second process started at page 7 and never sent page 3's report.")
+def the_snapshot_alone_saves_both_here():
+    loss = page_7(SNAPSHOT).losses()
+    return (loss["redone model calls"] == 1 and loss["duplicate reports"] == 0,
+            {"calls": loss["redone model calls"], "dups": loss["duplicate reports"]})
+
+
+@CLAIMS.claim("The key alone saves the tracker and not one call: calls paid again {calls}, "
+              "duplicate reports {dups}, although the second process sent page 3's report again.")
+def the_key_alone_saves_the_tracker_only():
+    story = page_7(WITH_KEY)
+    loss = story.losses()
+    sent_again = bool(story.trace[(story.trace.run == 2)
+                                  & (story.trace.label == "after_submit")
+                                  & (story.trace.page == 3)].shape[0])
+    return (loss["redone model calls"] == page_7().losses()["redone model calls"]
+            and loss["duplicate reports"] == 0 and sent_again,
+            {"calls": loss["redone model calls"], "dups": loss["duplicate reports"]})
+
+
+# --- practice: a kill the lesson did not make --------------------------------------------------
+
+PRACTICE_DESIGNS = {
+    ("none", False): "no checkpoint, no idempotency key",
+    ("none", True): "no checkpoint, the idempotency key on",
+    ("snapshot", False): "a snapshot after every page, no idempotency key",
+    ("snapshot", True): "a snapshot after every page, the idempotency key on",
+}
+
+#: Every (configuration, crash point) this lesson kills at: the notebook's four designs at page 7
+#: (and the panel's first view, the same point). A practice problem never draws one of these.
+LESSON_RUNS = frozenset((cfg, PAGE_7) for cfg in DESIGNS.values())
+
+
+def practice_problem(seed: int) -> Problem:
+    """A kill this lesson did not make: a design (checkpoint or not, key or not) and a crash point
+    other than p7.after_model_call, and one question: the calls paid twice, the pages the tracker
+    holds twice, or the reports the tracker holds."""
+    from ...experiment import crash_points
+
+    rng = drawn(seed, 1)
+    store, key = rng.choice(list(PRACTICE_DESIGNS))
+    config = NO_CHECKPOINT.replace(store=store, idempotency_key=key)
+    name = rng.choice([p.name for p in crash_points(config) if (config, p.name) not in LESSON_RUNS])
+    bugs = Site.load(config.pages).bug_pages
+    setting = (f"{PRACTICE_DESIGNS[(store, key)].capitalize()}, intents off, 12 pages (bugs on "
+               f"pages {', '.join(map(str, bugs[:-1]))} and {bugs[-1]}). The worker is killed with "
+               f"SIGKILL at `{name}` and run again in the same directory.")
+    kind = rng.choice(["calls", "twice", "reports"])
+    where = {"design": store, "idempotency_key": key, "point": name, "kind": kind}
+
+    def run():
+        return results.point(config, name)
+    if kind == "calls":
+        def measure() -> Answer:
+            r = run()
+            n = r.redone_model_calls
+            return Answer(n, f"killed at {name} and run again: {n} model call"
+                          f"{'' if n == 1 else 's'} on the bill beyond a clean run's "
+                          f"{config.pages}.")
+        return Problem(1, seed, setting, "How many model calls does the task pay twice?", NUMBER,
+                       measure, "Where does the second process start, and was the killed "
+                       "page's model call already billed?", unit="calls", drawn=where)
+    if kind == "twice":
+        def measure() -> Answer:
+            r = run()
+            twice = tuple(pages_filed_twice(list(r.tracker_pages)))
+            said = ("no page twice" if not twice else
+                    f"page{'s' if len(twice) > 1 else ''} {' and '.join(map(str, twice))} twice")
+            return Answer(twice, f"the tracker holds reports for pages "
+                          f"{', '.join(map(str, r.tracker_pages)) or 'none'}: {said}.")
+        return Problem(1, seed, setting, "Which pages' reports does the tracker hold twice once "
+                       "the second run has finished?", PAGES, measure,
+                       "Which reports had the first process filed before it died, and does the "
+                       "second one send them again, and does the tracker accept them again?",
+                       drawn=where)
+
+    def measure() -> Answer:
+        r = run()
+        return Answer(len(r.tracker_pages), f"the tracker holds {len(r.tracker_pages)} reports "
+                      f"(pages {', '.join(map(str, r.tracker_pages))}).")
+    return Problem(1, seed, setting, "How many reports does the tracker hold once the second run "
+                   "has finished?", NUMBER, measure,
+                   "Count the reports the first process filed, then those the second one files "
+                   "and the tracker accepts.", unit="reports", drawn=where)
+
+
+#: The transfer question: a kill the lesson did not make (`practice_problem`).
+TRANSFER_SEED = 25
+TRANSFER = as_exercise("1.3", practice_problem(TRANSFER_SEED), __name__)
+
+
 LESSON = Lesson(
     number=1,
     notebook="01_killed_at_page_7",
@@ -311,17 +477,19 @@ LESSON = Lesson(
     teaches="a restart from scratch pays every model call again and files page 3's report "
             "twice; the four questions of resuming",
     objectives=(
-        "say what a restart from scratch costs, in model calls paid twice, and what it "
-        "breaks, in reports filed twice, and tell the cost from the correctness bug;",
+        "say what a restart from scratch costs (model calls paid twice) and what it breaks "
+        "(reports filed twice), and tell the cost from the correctness bug;",
         "explain why a process killed with SIGKILL saves nothing on its way out;",
         "read a recovery from the outside world's records (the bill, the tracker), not the "
         "agent's;",
         "name the four questions of resuming that lessons 2 to 5 answer.",
     ),
-    runs="the notebook runs in a few seconds",
+    runs="the notebook runs in under a minute",
     prerequisites="The start page (lesson 0). Words you meet here are in the "
                   "[glossary](glossary.md).",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

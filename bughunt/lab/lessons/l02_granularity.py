@@ -267,7 +267,7 @@ def per_operation_redoes_only_the_call_in_flight():
 def per_operation_writes_more():
     page, op = (clean_run(DESIGNS[n])["checkpoint_writes"]["count"]
                 for n in ("per page", "per operation"))
-    return op > page, {"ratio": f"{op / page:.1f}", "op": op, "page": page}
+    return op > page, {"ratio": f"{op / page:.2f}", "op": op, "page": page}
 
 
 #: The same designs with the idempotency key off: which points file a report twice.

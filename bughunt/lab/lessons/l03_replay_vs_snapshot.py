@@ -26,7 +26,10 @@ from ...experiment import (LESSON_CONFIGS, LESSON_FIGURES, clean_run, crash_poin
                           work_dir)
 from ...stores import LOG_FILE, SNAPSHOT_FILE, rebuild_from_disk, records
 from .. import results
-from ..judges import Measured, assess, defined_in, exercise, statement
+from ..claims import Claims, Invariants
+from ..judges import Measured, assess, defined_in, exercise, statement, within
+from ..practice import NUMBER, Answer, Problem, as_exercise, drawn
+from ..views import summary_table
 from ..crash_panel import CrashPanel
 from ..plots import explain_average, plot_points
 from ..reference import TEXT_CODE
@@ -67,6 +70,7 @@ def read_events(run_dir: Path) -> list[dict]:
     return events
 
 
+@results.memoized
 def clean_event_log(config: RunConfig = DESIGNS["pure log"]):
     """The event log of one clean run as a table: seq, type, page (and the intent's key).
 
@@ -96,21 +100,30 @@ def replay_sweeps(designs: dict[str, RunConfig] = DESIGNS, *, progress=None):
                      ignore_index=True)
 
 
-def design_table(df, designs: dict[str, RunConfig] = DESIGNS):
-    """Per design: avg and max replayed events, lesson vs this machine, and correct recoveries."""
-    import pandas as pd
+#: Each crash run of a sweep is recovered correctly, files a report twice, or goes wrong some
+#: other way (lost, wrong state, rebuild fails...): the three verdict columns partition the points.
+DESIGN_INVARIANTS = Invariants(total="crash points",
+                               parts=("correct runs", "duplicate runs", "other wrong runs"),
+                               counts=("max replayed",))
 
+
+def design_table(df, designs: dict[str, RunConfig] = DESIGNS):
+    """Per design: avg and max replayed events, lesson vs this machine, and the verdicts."""
     rows = []
     for name in designs:
         d = df[df["design"] == name]
         lesson_avg, lesson_max = LESSON_BY_DESIGN.get(name, ("-", "-"))
+        correct = int((d["verdict"] == "correct").sum())
+        duplicate = int((d["verdict"] == "duplicate").sum())
         rows.append({"design": name, "crash points": len(d),
-                     "avg replayed": round(d["replayed_events"].mean(), 2),
+                     "avg replayed": float(d["replayed_events"].mean()),
                      "lesson avg": lesson_avg,
                      "max replayed": int(d["replayed_events"].max()),
                      "lesson max": lesson_max,
-                     "correct runs": int((d["verdict"] == "correct").sum())})
-    return pd.DataFrame(rows).set_index("design")
+                     "correct runs": correct, "duplicate runs": duplicate,
+                     "other wrong runs": len(d) - correct - duplicate})
+    return summary_table(rows, "replayed events by design", DESIGN_INVARIANTS, index="design",
+                         averages=("lesson avg",))
 
 
 def explain_replay_averages(df) -> str:
@@ -192,10 +205,11 @@ def writes_per_clean_run(config: RunConfig) -> dict:
     return {kind: len(v) for kind, v in latencies.items()}
 
 
+INTERVAL_INVARIANTS = Invariants(counts=("max replayed", "log appends", "snapshot writes"))
+
+
 def interval_table(df, base: RunConfig = DESIGNS["pure log"]):
     """Per N: avg and max replayed events (lesson beside us where it has a figure), and writes."""
-    import pandas as pd
-
     rows = []
     for n, d in df.groupby("snapshot_every"):
         writes = writes_per_clean_run(base.replace(snapshot_every=int(n)))
@@ -208,10 +222,12 @@ def interval_table(df, base: RunConfig = DESIGNS["pure log"]):
                      "lesson max": lesson_max,
                      "log appends": writes.get("append", 0),
                      "snapshot writes": writes.get("snapshot", 0)})
-    return pd.DataFrame(rows).set_index("N")
+    return summary_table(rows, "replay and writes by snapshot interval", INTERVAL_INVARIANTS,
+                         index="N", averages=("lesson avg",))
 
 
 def plot_interval(table):
+    table = getattr(table, "df", table)
     """Left: avg and max replayed events against N. Right: snapshot writes per clean run.
 
     Pure log (N = 0) sits apart at the left and is not joined to the rest: it is no snapshot at
@@ -268,6 +284,7 @@ def plot_interval(table):
 
 # --- where the snapshot stops the replay, and when it cannot ------------------------------------
 
+@results.memoized
 def snapshot_coverage(config: RunConfig = DESIGNS["snapshot every 4"],
                       crash_point: str = "p8.mid_commit"):
     """After a crash at `crash_point`: what the log holds, how far the snapshot reaches, and what
@@ -321,6 +338,7 @@ def change_one_digit(path: Path) -> None:
 DAMAGES = {"intact": None, "cut in half": cut_in_half, "one digit changed": change_one_digit}
 
 
+@results.memoized
 def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"],
                      crash_point: str = "p8.mid_commit"):
     """Crash, damage the newest snapshot (or not), resume: what did recovery replay, was it right?
@@ -347,7 +365,8 @@ def damaged_snapshot(config: RunConfig = DESIGNS["snapshot every 4"],
                      "snapshot_fallback": report["snapshot_fallback"] or "-",
                      "replayed events": report["replayed_events"],
                      "findings": report["findings"],
-                     "three-way check": "ok" if check.three_way_check else "FAILS"})
+                     "three-way check": "ok" if check.three_way_check else "FAILS",
+                     "verdict": check.verdict})
     return pd.DataFrame(rows).set_index("snapshot")
 
 
@@ -466,25 +485,36 @@ def apply_event_versions():
     return pd.DataFrame(rows).T
 
 
-def lab_on_unknown_event() -> str:
-    """'raise' or 'ignore': what the lab's `apply_event` does with an unknown event, tried now."""
+#: What `apply_event` can do with an event of a type it does not know (exercise 3.3's options).
+ON_UNKNOWN = ("raise", "unchanged", "only seq moved")
+
+
+def on_unknown_event(fn) -> str:
+    """What `fn` (an `apply_event`) does with an unknown event, tried now on the state of a
+    clean start: "raise", "unchanged", "only seq moved" (or the fields it changed)."""
+    state = initial_state()
     try:
-        apply_event(initial_state(), UNKNOWN_EVENT)
+        after = fn(state, UNKNOWN_EVENT)
     except ValueError:
         return "raise"
-    return "ignore"
+    changed = sorted(k for k in after if after[k] != state[k])
+    return ("unchanged" if not changed else "only seq moved" if changed == ["seq"]
+            else "changed " + ", ".join(changed))
 
 
-@exercise("3.3", "Predict, then run: the lab's apply_event is given an event whose type it does "
-          "not know, {'t': 'intnet', ...} (a damaged record, or one written by a newer version). "
-          "Does it 'ignore' it or 'raise'?",
-          "'raise': a ValueError. The source text's version falls through every `elif` and returns "
-          "the state with only `seq` moved on, so a damaged record would be applied as if it were "
-          "nothing, and the rebuilt state would silently differ from the one that was saved. "
-          "Recovery in the lab refuses instead (refuse, don't guess).")
+@exercise("3.3", "Predict, then run: the source text's apply_event is given an event whose type "
+          "it does not know, {'t': 'intnet', ...} (a damaged record, or one written by a newer "
+          "version). What does it do: 'raise' an error, return the state 'unchanged', or return "
+          "it with 'only seq moved'?",
+          "'only seq moved'. Its first line copies the state and sets `seq` to the event's, before "
+          "it looks at the type; then the event falls through every `elif` and the copy is "
+          "returned. So a damaged record is applied as if it were nothing, and the rebuilt state "
+          "silently differs from the one that was saved. The lab's version raises a ValueError "
+          "instead: recovery refuses rather than guesses.")
 def _ex_3_3(answer):
-    truth = lab_on_unknown_event()
-    return assess(answer, truth, what="the lab's apply_event").reply()
+    truth = on_unknown_event(text_apply_event())
+    return assess(answer, truth, what="the source text's apply_event").reply(
+        hint=" Read the source text's first line: what does it set before it looks at the type?")
 
 
 def replay_sweep(config: RunConfig) -> list:
@@ -495,39 +525,24 @@ def replay_sweep(config: RunConfig) -> list:
 
 def replay_table(configs: dict[str, RunConfig]):
     """Average and maximum replayed events over every crash point, per configuration."""
-    import pandas as pd
-
     rows = []
     for name, cfg in configs.items():
         counts = [r.replayed_events for r in replay_sweep(cfg)]
         rows.append({"design": name, "pages": cfg.pages, "crash points": len(counts),
-                     "avg replayed": round(sum(counts) / len(counts), 2),
+                     "avg replayed": sum(counts) / len(counts),
                      "max replayed": max(counts)})
-    return pd.DataFrame(rows).set_index("design")
+    return summary_table(rows, "replayed events on a longer run",
+                         Invariants(counts=("pages", "crash points", "max replayed")),
+                         index="design")
 
 
 LONG_SNAP4 = SNAP4.replace(pages=LONG_RUN)
 
 
-@exercise("3.4", f"Transfer: {LONG_RUN} pages (bugs on pages 3, 7, 10, 15 and 19), intents on, "
-          "the log with a snapshot every 4 pages. Predict the largest number of events a "
-          "recovery replays, over every crash point.",
-          "4, as on 12 pages. The newest snapshot is never more than 4 pages old, so recovery "
-          "replays at most 3 page_done events plus the intents of bug pages in that window. No "
-          "window of 4 pages here holds two bug pages, so the worst is 3 + 1, e.g. inside the "
-          "commit of page 16: page_done of 13, 14, 15 and the intent of 15. (A pure log replays "
-          f"everything: {LONG_RUN} + 5 = 25 events at the end.)")
-def _ex_3_4(answer):
-    truth = max(r.replayed_events for r in replay_sweep(LONG_SNAP4))
-    c = assess(answer, truth, what="max replayed events")
-    return c.reply(hint=" How old can the newest snapshot be, and which "
-                   "events after it can be in the log?")
-
-
 @statement("Q3.1", "With a snapshot every few pages, the event log is no longer needed.",
            "False. The events written since the newest snapshot exist only in the log; without "
            "it they would be lost. And when the snapshot itself is unusable, the log is what "
-           "recovery rebuilds everything from (the damaged-snapshot experiment above).")
+           "recovery rebuilds everything from (the damaged-snapshot experiment just above).")
 def _q3_1():
     with tempfile.TemporaryDirectory(prefix="bughunt-q31-") as tmp:
         replayed = replay_after_crash(SNAP4, find_point(SNAP4, "p7.after_submit"),
@@ -559,15 +574,14 @@ def _q3_2():
                     "state.")
 
 
+#: Each disk state a cut may leave holds the new file, the old one, or an empty or torn one.
+POWER_CUT_INVARIANTS = Invariants(total="disk states",
+                                  parts=("disk states: new file", "disk states: old file",
+                                         "disk states: empty or torn file"),
+                                  counts=("fsyncs",))
+
+
 @results.memoized
-def bytes_after_kill() -> dict:
-    """Bytes on disk after a real kill -9, for a line left in Python's buffer and for a flushed
-    one (lesson 6's buffer experiment, run here for the diagram of lesson 3)."""
-    from ...bufferdemo import run_killed
-
-    return {how: run_killed(how)["bytes on disk"] for how in ("write", "flush")}
-
-
 def power_cut_after_write() -> "object":
     """Three ways to replace a file, each journaled and put through the power-loss simulation:
     what the file can hold after a power cut right after the write returned.
@@ -575,8 +589,6 @@ def power_cut_after_write() -> "object":
     rename only: temp file, rename (no fsync); the source text's: temp file, fsync, rename;
     the lab's `Door.write_atomic`: temp file, fsync, rename, fsync of the directory.
     """
-    import pandas as pd
-
     from ...diskio import Door
     from ...instruments.journal import JournalingFiles
     from ...powerloss import crash_states
@@ -607,8 +619,10 @@ def power_cut_after_write() -> "object":
             found["new" if data == new else "old" if data == old else "empty or torn"] += 1
         rows.append({"write": name,
                      "fsyncs": sum(op["op"].startswith("fsync") for op in ops[first:]),
+                     "disk states": len(after),
                      **{f"disk states: {k} file": v for k, v in found.items()}})
-    return pd.DataFrame(rows).set_index("write")
+    return summary_table(rows, "what a power cut right after the write leaves",
+                         POWER_CUT_INVARIANTS, index="write")
 
 
 @statement("Q3.3", "An atomic rename needs nothing else: write a temp file, rename it over the "
@@ -619,7 +633,7 @@ def power_cut_after_write() -> "object":
            "the ALICE study found in real applications); without an fsync of the directory after "
            "it, the rename itself can be lost and the old file comes back.")
 def _q3_3():
-    t = power_cut_after_write()
+    t = power_cut_after_write().df
     bad, text = t.loc["rename only"], t.loc["source text: fsync, rename"]
     return Measured(bool(bad["disk states: empty or torn file"] == 0
                          and bad["disk states: old file"] == 0),
@@ -628,6 +642,214 @@ def _q3_3():
                     f"states) or old; fsync + rename can still leave the old file "
                     f"({text['disk states: old file']} states); "
                     "only fsync + rename + directory fsync leaves the new contents in every state.")
+
+
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(3)
+
+
+def _sweep(name: str):
+    df = replay_sweeps()
+    return df[df["design"] == name]
+
+
+def _at_max(d) -> list[str]:
+    top = d["replayed_events"].max()
+    return list(d.loc[d["replayed_events"] == top, "crash_point"])
+
+
+@CLAIMS.claim("Twelve pages, {bugs} of them with a bug, give {pages} + {bugs} = {events} events, "
+              "as in the lesson (12 页、3 个 Bug 页一共 15 条事件).")
+def one_page_done_per_page_and_one_intent_per_bug():
+    events = clean_event_log()
+    kinds = events["type"].value_counts().to_dict()
+    pages, bugs = kinds.get("page_done", 0), kinds.get("intent", 0)
+    return (len(events) == pages + bugs == 15 and pages == LOG.pages,
+            {"pages": pages, "bugs": bugs, "events": len(events)})
+
+
+@CLAIMS.claim("This machine measured an average of {log_avg} and a maximum of {log_max} replayed "
+              "events for the pure log, and {snap_avg} and {snap_max} with a snapshot every 4 "
+              "pages, over {points} crash points each: the lesson's {l_log_avg} and {l_log_max}, "
+              "{l_snap_avg} and {l_snap_max}.")
+def beside_the_lesson():
+    got = {}
+    for key, name in (("log", "pure log"), ("snap", "snapshot every 4")):
+        d = _sweep(name)
+        got[f"{key}_avg"] = round(float(d["replayed_events"].mean()), 2)
+        got[f"{key}_max"] = int(d["replayed_events"].max())
+    lesson = {"l_log_avg": LESSON_BY_DESIGN["pure log"][0],
+              "l_log_max": LESSON_BY_DESIGN["pure log"][1],
+              "l_snap_avg": LESSON_BY_DESIGN["snapshot every 4"][0],
+              "l_snap_max": LESSON_BY_DESIGN["snapshot every 4"][1]}
+    same = (got["log_avg"], got["log_max"], got["snap_avg"], got["snap_max"]) == tuple(
+        lesson.values())
+    return same, {**got, **lesson, "points": len(_sweep("pure log"))}
+
+
+@CLAIMS.claim("**Pure log:** recovery replays every event written before the crash, so the count "
+              "climbs like a staircase through the run and never falls. The worst crash is "
+              "{worst}, after page 12's `page_done` is durable: all {top} events.")
+def the_pure_log_climbs_to_the_whole_log():
+    d = _sweep("pure log").sort_values("index")
+    counts = list(d["replayed_events"])
+    climbs = all(a <= b for a, b in zip(counts, counts[1:]))
+    worst = _at_max(d)
+    return (climbs and worst == ["p12.after_commit"] and max(counts) == len(clean_event_log()),
+            {"worst": [f"`{w}`" for w in worst], "top": max(counts)})
+
+
+@CLAIMS.claim("**Snapshot every 4:** the snapshot is written inside the commit of pages 4, 8 "
+              "and 12 (the dotted lines), and the count drops to {after} right after each. The "
+              "worst crashes replay {top}: the {n} points from the commit of page 3, 7 or 11 "
+              "until the next snapshot is durable (each stretch ends at {last}). That is the "
+              "`page_done` events of the three pages since the last snapshot, plus the intent "
+              "of the bug page among them.")
+def snapshots_reset_the_count():
+    d = _sweep("snapshot every 4")
+    after = sorted(set(d.loc[(d["label"] == "after_commit") & (d["page"] % 4 == 0),
+                             "replayed_events"]))
+    top = int(d["replayed_events"].max())
+    worst = d[d["replayed_events"] == top]
+    window = all((r.page % 4 == 3 and r.label == "after_commit")
+                 or (r.page % 4 == 0 and r.label != "after_commit") for r in worst.itertuples())
+    last = [f"`{w}`" for w in worst["crash_point"] if w.endswith(".mid_commit")]
+    return (after == [0] and window and top == 4,
+            {"after": after[0] if len(after) == 1 else after, "n": len(worst), "top": top,
+             "last": last},
+            f"the worst crashes ({top} events) are {', '.join(worst['crash_point'])}")
+
+
+@CLAIMS.claim("Every crash run of both designs recovered correctly ({log} of {points} with the "
+              "pure log, {snap} of {points} with a snapshot every 4): "
+              "replaying from the start and replaying from a snapshot reach the same state, "
+              "because the snapshot is that state.")
+def both_designs_recover_the_same_state():
+    log, snap = (int((_sweep(n)["verdict"] == "correct").sum())
+                 for n in ("pure log", "snapshot every 4"))
+    points = len(_sweep("pure log"))
+    return log == snap == points, {"points": points, "log": log, "snap": snap}
+
+
+@CLAIMS.claim("The intents are why the max can exceed N − 1 when one window holds two bug pages: "
+              "at N = {n} the max is {top}. N = 12 writes its only snapshot at the very end of "
+              "the run, so until then it is a pure log: its average, {avg12}, is close to the "
+              "pure log's {avg0}.")
+def intents_push_the_max_and_n12_is_a_pure_log():
+    table = interval_table(replay_by_interval()).df
+    over = [int(n) for n in table.index if n and table.loc[n, "max replayed"] > n - 1]
+    avg0, avg12 = (round(float(table.loc[n, "avg replayed"]), 2) for n in (0, 12))
+    n = 6 if 6 in over else (over[0] if over else 6)
+    return (bool(over) and abs(avg12 - avg0) < 1.0,
+            {"n": n, "top": int(table.loc[n, "max replayed"]), "avg12": avg12, "avg0": avg0})
+
+
+@CLAIMS.claim("Every N pages the whole state is written again: 12 ÷ N snapshot writes per clean "
+              "run, rounded down ({rule} for N = {ns}), on top of the {appends} log appends, "
+              "crash or no crash.")
+def snapshot_writes_are_12_over_n():
+    table = interval_table(replay_by_interval()).df
+    snap = table[table.index > 0]
+    rule = all(int(snap.loc[n, "snapshot writes"]) == 12 // int(n) for n in snap.index)
+    appends = sorted(set(int(a) for a in table["log appends"]))
+    return (rule and appends == [15],
+            {"rule": [int(v) for v in snap["snapshot writes"]], "ns": [int(n) for n in snap.index],
+             "appends": appends[0] if len(appends) == 1 else appends})
+
+
+@CLAIMS.claim("Only the full sequence leaves the new contents in every state ({lab} of {lab} "
+              "here). Rename only leaves the file empty or torn in {torn} states and old in "
+              "{old}; fsync + rename without the directory fsync still leaves the old file in "
+              "{text_old}.")
+def only_the_full_sequence_survives_a_power_cut():
+    t = power_cut_after_write().df
+    lab, bad, text = (t.loc[k] for k in ("lab: fsync, rename, fsync dir", "rename only",
+                                         "source text: fsync, rename"))
+    return (lab["disk states: new file"] == lab["disk states"]
+            and bad["disk states: empty or torn file"] > 0
+            and text["disk states: old file"] > 0 and text["disk states: empty or torn file"] == 0,
+            {"lab": int(lab["disk states"]), "torn": int(bad["disk states: empty or torn file"]),
+             "old": int(bad["disk states: old file"]),
+             "text_old": int(text["disk states: old file"])})
+
+
+@CLAIMS.claim("The damaged runs replay all {all} events in the log instead of the {few} after the "
+              "snapshot, fall back to the log (`snapshot_fallback = \"log\"`), and still finish "
+              "with the right result: the tracker, the resumed worker's memory and a fresh "
+              "rebuild from disk agree (the three-way check).")
+def a_damaged_snapshot_falls_back_to_the_whole_log():
+    t = damaged_snapshot()
+    intact, damaged = t.loc["intact"], t.drop(index="intact")
+    whole = set(int(v) for v in damaged["replayed events"])
+    ok = (len(whole) == 1 and whole.pop() > int(intact["replayed events"])
+          and set(damaged["snapshot_fallback"]) == {"log"}
+          and set(t["verdict"]) == {"correct"} and set(t["three-way check"]) == {"ok"})
+    return (ok, {"all": sorted(set(int(v) for v in damaged["replayed events"])),
+                 "few": int(intact["replayed events"])},
+            "measured: " + "; ".join(f"{k}: {r['replayed events']} replayed, fallback "
+                                     f"{r['snapshot_fallback']}, {r['verdict']}"
+                                     for k, r in t.iterrows()))
+
+
+# --- practice: a site, an interval and intents the lesson did not run --------------------------
+
+def practice_problem(seed: int) -> Problem:
+    """A log with a snapshot every N pages on a site of a length the lesson did not run (not 12
+    or 20 pages), intents on or off, and one question: the largest or the average number of
+    events a recovery replays over every crash point, or the number it replays after one kill."""
+    from ...world import Site
+
+    rng = drawn(seed, 3)
+    pages = rng.choice([n for n in range(5, 19) if n not in (12, LONG_RUN)])
+    n = rng.choice([k for k in range(1, 7) if k < pages])
+    intent = rng.choice([True, False])
+    config = LOG.replace(pages=pages, snapshot_every=n, intent=intent)
+    bugs = list(Site.load(pages).bug_pages)
+    where = ", ".join(map(str, bugs[:-1])) + f" and {bugs[-1]}" if len(bugs) > 1 else str(bugs[0])
+    setting = (f"The event log with a snapshot every {n} page{'s' if n > 1 else ''}, intents "
+               f"{'on' if intent else 'off'}, key on, on a site of {pages} pages (bugs on "
+               f"{'pages ' if len(bugs) > 1 else 'page '}{where}).")
+    kind = rng.choice(["max", "average", "point"])
+    facts = {"pages": pages, "snapshot_every": n, "intent": intent, "kind": kind}
+    if kind == "point":
+        name = rng.choice([p.name for p in crash_points(config)])
+
+        def measure() -> Answer:
+            k = _replayed_at(config, name)
+            return Answer(k, f"killed at {name}: recovery replays {k} events after the newest "
+                          "snapshot.")
+        return Problem(3, seed, setting, f"The worker is killed at `{name}`. How many events "
+                       "does recovery replay?", NUMBER, measure,
+                       "Which snapshot is the newest on disk at that point (a snapshot is "
+                       "durable only after its page's commit), and which events follow it?",
+                       unit="events", drawn={**facts, "point": name})
+
+    def measure() -> Answer:
+        counts = [r.replayed_events for r in replay_sweep(config)]
+        value = max(counts) if kind == "max" else round(sum(counts) / len(counts), 2)
+        return Answer(value, f"{len(counts)} crash points, each killed and recovered: at most "
+                      f"{max(counts)} events replayed, {sum(counts) / len(counts):.2f} on "
+                      "average.")
+    if kind == "max":
+        return Problem(3, seed, setting, "Over every crash point, what is the largest number of "
+                       "events a recovery replays?", NUMBER, measure,
+                       "Find the window between two snapshots that holds the most events and "
+                       "the last crash point before the next snapshot is durable; count intents "
+                       "too.", unit="events", drawn=facts)
+    return Problem(3, seed, setting, "Over every crash point, how many events does a recovery "
+                   "replay on average?", NUMBER, measure,
+                   "Count, point by point, the events written since the newest durable snapshot, "
+                   "then average over the points.", within(0.05), "events", facts)
+
+
+#: Every log configuration this lesson sweeps or asks about: a practice problem never draws one.
+LESSON_CONFIGS_RUN = frozenset({*(LOG.replace(snapshot_every=k) for k in (*INTERVALS, 5)),
+                                LONG_SNAP4, LONG_SNAP4.replace(snapshot_every=0)})
+
+#: The transfer question: a site, an interval and intents the lesson did not run.
+TRANSFER_SEED = 20
+TRANSFER = as_exercise("3.4", practice_problem(TRANSFER_SEED), __name__)
 
 
 LESSON = Lesson(
@@ -651,5 +873,7 @@ LESSON = Lesson(
     prerequisites="Lessons 0 to 2; reading Python.",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

@@ -23,10 +23,13 @@ from ...instruments import mutants
 from ...stores import LOG_FILE, SNAPSHOT_FILE, StoreDamage, rebuild_from_disk
 from ...stores.contract import RULES
 from .. import results
+from ..claims import Claims, Invariants
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, YES_NO, Answer, Problem, as_exercise, choice, drawn
 from ..panel import KNOBS, Panel, Result
+from ..plots import describe_config
 from ..style import COLORS, new_figure
-from ..views import plain_message
+from ..views import Table, plain_message, summary_table
 from ..registry import Lesson
 
 #: Small sites keep the sweeps of this lesson within a minute; the shape of the results is the same.
@@ -46,10 +49,19 @@ def chain(config: RunConfig = CHAIN, progress=None):
     return df
 
 
-def chain_table(df):
-    import pandas as pd
+CHAIN_VERDICTS = Invariants(
+    total="pairs", parts=("correct", "wrong"),
+    within=("second crash really happened", "duplicates", "lost reports", "three-way failures",
+            "differs from a single resume", "a no-op resume changed files", "errors"))
 
-    return pd.DataFrame([B.chain_summary(df.to_dict("records"))]).T.rename(columns={0: "pairs"})
+
+def chain_table(df, config: RunConfig = CHAIN):
+    """One row: the pairs of the sweep, how many ended correct or wrong (they add up to the
+    pairs), and how many showed each kind of failure (each at most the pairs)."""
+    s = B.chain_summary(df.to_dict("records"))
+    s["wrong"] = sum(not c for c in df["correct"])
+    return summary_table([{"design": describe_run(config), **s}], "crash during recovery",
+                         CHAIN_VERDICTS, index="design")
 
 
 def plot_chain(df, config: RunConfig = CHAIN):
@@ -92,7 +104,10 @@ def describe_run(config: RunConfig) -> str:
 
 # --- two resumers --------------------------------------------------------------------------------
 
+@results.memoized
 def races(config: RunConfig = RACE, trials: int = 10, seed: int = 0):
+    """Two resumers started together on a crashed run, `trials` times with the run lock and
+    `trials` times without (once per kernel)."""
     import pandas as pd
 
     rows = []
@@ -102,20 +117,29 @@ def races(config: RunConfig = RACE, trials: int = 10, seed: int = 0):
     return pd.DataFrame(rows)
 
 
+RACE_VERDICTS = Invariants(
+    total="trials", parts=("exactly one proceeded", "both proceeded", "neither proceeded"),
+    within=("trials with repeated events", "rebuild refused", "three-way failures"))
+
+
 def race_table(df):
-    g = df.groupby("lock", sort=False)
-    return g.agg(trials=("trial", "count"),
-                 **{"exactly one proceeded": ("exactly_one", "sum"),
-                    "both proceeded": ("proceeded", lambda s: int((s == 2).sum())),
-                    "trials with repeated events": ("duplicate_events",
-                                                    lambda s: int((s > 0).sum())),
-                    "rebuild refused": ("rebuild_refused", "sum"),
-                    "three-way failures": ("three_way_check", lambda s: int((~s).sum()))})
+    """Per lock: the trials, split by how many resumers went on (they add up to the trials),
+    and how many trials showed repeated events, a refused rebuild, a three-way failure."""
+    rows = []
+    for lock, d in df.groupby("lock", sort=False):
+        rows.append({"lock": lock, "trials": len(d),
+                     "exactly one proceeded": int((d["proceeded"] == 1).sum()),
+                     "both proceeded": int((d["proceeded"] == 2).sum()),
+                     "neither proceeded": int((d["proceeded"] == 0).sum()),
+                     "trials with repeated events": int((d["duplicate_events"] > 0).sum()),
+                     "rebuild refused": int(d["rebuild_refused"].sum()),
+                     "three-way failures": int((~d["three_way_check"].astype(bool)).sum())})
+    return summary_table(rows, "two resumers", RACE_VERDICTS, index="lock")
 
 
 def plot_races(df):
     fig, ax = new_figure(8, 3.2)
-    table = race_table(df)
+    table = race_table(df).df
     cols = ["exactly one proceeded", "both proceeded", "trials with repeated events",
             "rebuild refused"]
     colors = [COLORS["green"], COLORS["red"], COLORS["orange"], COLORS["purple"]]
@@ -133,6 +157,7 @@ def plot_races(df):
     return fig
 
 
+@results.memoized
 def lock_demos(config: RunConfig = RACE):
     """What the run lock does when its holder is paused, and when its holder dies while a forked
     child still holds the lock's descriptor: each a real run of real workers."""
@@ -162,7 +187,9 @@ def _reason(message: str) -> str:
 
 # --- disk full and failed fsync ------------------------------------------------------------------
 
+@results.memoized
 def disk_full(config: RunConfig = DISK, errno_name: str = "ENOSPC"):
+    """The k-th write fails (a short write, then no space), for every k (once per kernel)."""
     import pandas as pd
 
     df = pd.DataFrame(B.disk_full_sweep(config, errno_name=errno_name))
@@ -170,7 +197,9 @@ def disk_full(config: RunConfig = DISK, errno_name: str = "ENOSPC"):
     return df
 
 
+@results.memoized
 def fsync_failures(config: RunConfig = DISK.replace(fsync="always")):
+    """The k-th fsync fails with an I/O error, for every k (once per kernel)."""
     import pandas as pd
 
     df = pd.DataFrame(B.fsync_failure_sweep(config))
@@ -224,14 +253,27 @@ def fault_summary(**sweeps):
                 "stopped with exit 74": int((d["exit"] == 74).sum()),
                 "kept every acknowledged report": int(d["acknowledged_kept"].sum()),
                 "fsynced again after the failure": (int(d["retried"].sum()) if "retried" in d
-                                                    else "-"),
+                                                    else None),
                 "correct after resume": int(d["correct_after_resume"].sum())})
-    return pd.DataFrame(rows).set_index(["failure", "failing file"])
+    df = pd.DataFrame(rows).set_index(["failure", "failing file"])
+    return Table(df, "full disk and failed fsync", FAULT_COUNTS)
+
+
+#: Each count in the fault summary is of runs: at most the runs of its row.
+FAULT_COUNTS = Invariants(total="runs", within=("stopped with exit 74",
+                                                "kept every acknowledged report",
+                                                "correct after resume"),
+                          # a failed write calls no fsync to count: empty when only writes failed
+                          may_be_empty=("fsynced again after the failure",))
 
 
 # --- power loss ----------------------------------------------------------------------------------
 
-def power_loss(variants=B.POWER_VARIANTS, samples_per_cut: int = 3, seed: int = 0, progress=None):
+@results.memoized
+def power_loss(variants=tuple(B.POWER_VARIANTS), samples_per_cut: int = 3, seed: int = 0,
+               progress=None):
+    """Every variant through the power-loss simulation (once per kernel): one journaled clean
+    run each, then the states a power cut may leave, each recovered by a real worker."""
     import pandas as pd
 
     rows = []
@@ -242,31 +284,69 @@ def power_loss(variants=B.POWER_VARIANTS, samples_per_cut: int = 3, seed: int = 
     return pd.DataFrame(rows)
 
 
-def power_table(df):
-    import pandas as pd
+def is_refused(r) -> bool:
+    """Recovery refused this state's files. A refusal is a message (a str); where there is none a
+    record holds None, and a DataFrame row NaN (pandas 3): neither is a refusal."""
+    return isinstance(r["refused"], str)
 
-    rows = [{"variant": name, **B.power_summary(g.to_dict("records"))}
-            for name, g in df.groupby("variant", sort=False)]
-    return pd.DataFrame(rows).set_index("variant")
+
+#: The power table's verdicts partition the states: each state is in exactly one of them.
+POWER_VERDICTS = Invariants(
+    total="states explored",
+    parts=("correct", "refused by recovery", "lost committed pages silently", "wrong otherwise"),
+    within=("states with duplicates",), counts=("most committed pages lost",))
+
+
+def power_rows(df, refused=is_refused) -> list[dict]:
+    """Per variant: the states explored and, counted each on its own, the four verdicts (correct;
+    the files refused; a committed page lost although recovery accepted the files; wrong in some
+    other way). `refused`: the test of a refusal (the tests put the old one here)."""
+    rows = []
+    for name, g in df.groupby("variant", sort=False):
+        recs = g.to_dict("records")
+        rows.append({
+            "variant": name, "states explored": len(recs),
+            "correct": sum(bool(r["correct"]) for r in recs),
+            "refused by recovery": sum(refused(r) for r in recs),
+            "lost committed pages silently": sum(not refused(r) and r["committed_pages_lost"] > 0
+                                                 for r in recs),
+            "wrong otherwise": sum(not r["correct"] and not refused(r)
+                                   and r["committed_pages_lost"] == 0 for r in recs),
+            "most committed pages lost": max((int(r["committed_pages_lost"]) for r in recs),
+                                             default=0),
+            "states with duplicates": sum(r["duplicate_reports"] > 0 for r in recs)})
+    return rows
+
+
+def power_table(df, refused=is_refused) -> Table:
+    """The power-loss table, checked: its verdicts add up to the states explored."""
+    return summary_table(power_rows(df, refused), "power loss", POWER_VERDICTS, index="variant")
 
 
 def plot_power(df):
-    table = power_table(df)
-    fig, ax = new_figure(10, 3.6)
-    y = range(len(table))
+    table = power_table(df).df
+    fig, ax = new_figure(10, 3.8)
+    y = list(range(len(table)))
     total = table["states explored"]
-    ax.barh(y, table["correct"] / total * 100, color=COLORS["green"], label="correct after resume")
-    ax.barh(y, table["states losing committed pages"] / total * 100,
-            left=table["correct"] / total * 100, color=COLORS["red"],
-            label="lost a committed page")
+    left = 0
+    for col, color, label in (("correct", COLORS["green"], "correct after resume"),
+                              ("refused by recovery", COLORS["purple"],
+                               "refused by recovery (pages lost, loudly)"),
+                              ("lost committed pages silently", COLORS["red"],
+                               "lost a committed page silently"),
+                              ("wrong otherwise", COLORS["orange"], "wrong otherwise")):
+        share = table[col] / total * 100
+        ax.barh(y, share, left=left, color=color, label=label)
+        left = left + share
     for i, (name, row) in enumerate(table.iterrows()):
+        lost = int(row["refused by recovery"] + row["lost committed pages silently"]
+                   + row["wrong otherwise"])
         most = row["most committed pages lost"]
-        ax.text(101, i, f"{row['states losing committed pages']} of {row['states explored']} "
-                f"states lose pages" + (f" (up to {most})" if most else ""), va="center",
-                fontsize=8)
-    ax.set_yticks(list(y), list(table.index), fontsize=8)
+        ax.text(102, i, f"{lost} of {row['states explored']} states wrong"
+                + (f", up to {most} pages lost" if most else ""), va="center", fontsize=8)
+    ax.set_yticks(y, list(table.index), fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, 180)
+    ax.set_xlim(0, 190)
     ax.set_xticks([0, 25, 50, 75, 100])
     ax.set_xlabel("power-cut states explored (%)")
     ax.set_title("Power loss, simulated from the door's journal: who loses a committed page?")
@@ -276,6 +356,7 @@ def plot_power(df):
 
 # --- damaged files -------------------------------------------------------------------------------
 
+@results.memoized
 def damage_demo():
     """A few damages to a finished run's files (pure log, and log + snapshot every 4), and what
     recovery makes of each."""
@@ -544,7 +625,7 @@ class BeyondPanel(Panel):
 
         if what == "crash during recovery":
             df = pd.DataFrame(B.chain_sweep(config, progress=self.tick))
-            return df, chain_table(df), plot_chain(df, config)
+            return df, chain_table(df, config), plot_chain(df, config)
         if what == "two resumers":
             lock = options["lock"]
             df = pd.DataFrame([{"lock": "flock" if lock else "none (unsafe)", **r}
@@ -552,14 +633,14 @@ class BeyondPanel(Panel):
                                                        progress=self.tick)])
             return df, race_table(df), plot_races(df)
         if what == "disk full":
-            df = disk_full(config)
+            df = disk_full.__wrapped__(config)                  # run now, not cached
             return df, fault_table(df), None
         if what == "failed fsync":
-            df = fsync_failures(config)
+            df = fsync_failures.__wrapped__(config)
             return df, fault_table(df), None
         v = B.Variant(describe_run(config) + (", no dir fsync" if options["mutant"] else ""), config,
                       options["mutant"])
-        df = power_loss([v], progress=self.tick)
+        df = power_loss.__wrapped__((v,), progress=self.tick)   # run now, not cached
         return df, power_table(df), plot_power(df)
 
     def execute(self, settings: dict) -> Result:
@@ -590,33 +671,38 @@ SUITE_DESIGN = B.SAFE.replace(fsync="always")
 TORN_SNAPSHOT = RunConfig(store="snapshot", intent=False, write_mode="torn", fsync="always")
 
 
-@exercise("8.1", "Two workers resume the same run at the same moment, with the run lock. How many "
-          "of them go on to work on the run? Predict a number.",
-          "1. The first to take the flock holds it as long as its lock file stays open: until it "
-          "ends, even by SIGKILL, unless a child it forked still holds the file. The other exits "
-          "75, 'run is busy'. Without the lock both work, and the log gets every event twice with "
-          "the same sequence numbers.")
+@exercise("8.1", "Two workers resume the same crashed run at the same moment, without the run "
+          "lock, 10 times. In how many of the 10 trials does the worker's reader refuse the log "
+          "when the run is read back afterwards? Predict a number.",
+          "10. Without the lock both workers resume from the same state and both append the same "
+          "events with the same sequence numbers: the log forks in every trial. The reader checks "
+          "the sequence numbers and refuses such a log, naming the line, so the damage is loud.")
 def _ex_8_1(answer):
-    r = B.two_resumers(RACE.replace(pages=3), trials=1)[0]
-    c = assess(answer, r["proceeded"], what="workers that went on")
-    return c.reply(f" Exit codes: {r['exits']} (75: run is busy).",
-                   hint=" What does flock do to the second process?")
+    t = race_table(races()).df.loc["none (unsafe)"]
+    c = assess(answer, int(t["rebuild refused"]), what="trials whose log was refused")
+    return c.reply(f" Both workers went on in {int(t['both proceeded'])} of {int(t['trials'])} "
+                   "trials.", hint=" What do two workers appending from the same state write?")
 
 
-@exercise("8.2", "The snapshot store writes atomically (temp file, rename) but never fsyncs. Can a "
-          "power cut lose a page whose commit had already returned? Predict True or False.",
-          "True. The rename and the data are only in the page cache until an fsync; a power cut "
-          "can leave the old snapshot (or none at all). kill -9 could never show this: the kernel "
-          "keeps what a killed process wrote. Only fsync of the file and of the directory makes "
-          "a returned commit survive a power cut.")
+#: Exercise 8.2's variant: the snapshot store, atomic, never fsynced, on the lesson's 6 pages.
+NO_FSYNC = "snapshot, atomic, fsync never"
+
+
+@exercise("8.2", "The snapshot store writes atomically (temp file, rename) but never fsyncs, on a "
+          "6-page run. Of every power-cut state the simulation builds, at most how many committed "
+          "pages does one state lose? Predict a number.",
+          "6, every page of the run. Nothing is ever fsynced, so until the kernel flushes its "
+          "cache on its own schedule the disk may still hold no snapshot at all: a cut at the end "
+          "can lose every page whose commit had returned. kill -9 could never show this: the "
+          "kernel keeps what a killed process wrote. Only fsync of the file and of the directory "
+          "makes a returned commit survive a power cut.")
 def _ex_8_2(answer):
-    v = B.Variant("check", RunConfig(store="snapshot", intent=False, fsync="never", pages=3))
-    s = B.power_summary(B.power_loss_sweep(v, samples_per_cut=1))
-    truth = s["states losing committed pages"] > 0
-    c = assess(answer, truth, what="a committed page can be lost")
-    return c.reply(f" Simulated just now: {s['states losing committed pages']} of "
-                   f"{s['states explored']} power-cut states of a 3-page run lose a committed "
-                   "page.", hint=" What makes a rename survive a power cut?")
+    t = power_table(power_loss()).df.loc[NO_FSYNC]
+    c = assess(answer, int(t["most committed pages lost"]), what="committed pages lost, at most")
+    lost = int(t["refused by recovery"] + t["lost committed pages silently"])
+    return c.reply(f" Simulated: {lost} of {int(t['states explored'])} states of the 6-page run "
+                   "lose committed pages.",
+                   hint=" Which of the run's writes is on the disk before any fsync?")
 
 
 @exercise("8.3", "Transfer: the snapshot store writing its snapshot in place (write mode torn), "
@@ -660,15 +746,19 @@ def _q8_1():
                     "tracker.")
 
 
+def chain_counts() -> tuple[dict, int]:
+    """Section 1's sweep, counted: its summary, and how many second kills fell inside recovery."""
+    df = chain()
+    return B.chain_summary(df.to_dict("records")), int(df["second"].isin(B.RECOVERY_LABELS).sum())
+
+
 @statement("Q8.2", "A crash during recovery is a new kind of crash: recovery needs code of its "
            "own to survive it.",
            "False. Here recovery is the normal start-up path: read the files, repair the tail, "
            "append. It keeps no state of its own that a second crash could leave half done, so "
            "a crash inside it is one more crash like any other, and the next start handles it.")
 def _q8_2():
-    df = chain()
-    s = B.chain_summary(df.to_dict("records"))
-    in_recovery = int(df["second"].isin(B.RECOVERY_LABELS).sum())
+    s, in_recovery = chain_counts()
     return Measured(s["correct"] < s["pairs"],
                     f"Measured in section 1's sweep ({describe_run(CHAIN)}): {s['correct']} of "
                     f"{s['pairs']} (first crash, second crash) pairs correct, {in_recovery} of "
@@ -726,6 +816,284 @@ def _q8_3():
                     f"{', '.join(hidden) or 'none'}: in no state at all.")
 
 
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(8)
+
+
+@CLAIMS.claim("All {pairs} (first crash, second crash) pairs ended correct: no duplicate, no lost "
+              "report, the three-way check passing; {same} of them ended exactly where a single "
+              "crash and resume ends, and a further, empty resume changed no checkpoint file in "
+              "{noop} of them. The second kill really happened in {killed} of the {pairs} pairs, "
+              "{in_recovery} of them inside recovery itself.")
+def every_chain_pair_correct():
+    s, in_recovery = chain_counts()
+    same = s["pairs"] - s["differs from a single resume"]
+    noop = s["pairs"] - s["a no-op resume changed files"]
+    return (s["correct"] == s["pairs"] == same == noop and s["errors"] == 0,
+            {"pairs": s["pairs"], "same": same, "noop": noop, "in_recovery": in_recovery,
+             "killed": s["second crash really happened"]})
+
+
+@CLAIMS.claim("With the lock, exactly one resumer proceeded in {one} of {trials} trials; the other "
+              "exited 75, \"run is busy\". Without the lock both proceeded in {both} of {trials}, "
+              "and {repeated} of those logs hold the same events twice, with the same sequence "
+              "numbers: the log forks. The worker's reader refused {refused} of those logs, "
+              "naming the line, so the damage is loud.")
+def the_lock_lets_one_in():
+    t = race_table(races()).df
+    locked, unlocked = t.loc["flock"], t.loc["none (unsafe)"]
+    return (locked["exactly one proceeded"] == locked["trials"] and unlocked["both proceeded"] > 0
+            and unlocked["trials with repeated events"] > 0,
+            {"one": int(locked["exactly one proceeded"]), "trials": int(locked["trials"]),
+             "both": int(unlocked["both proceeded"]),
+             "repeated": int(unlocked["trials with repeated events"]),
+             "refused": int(unlocked["rebuild refused"])})
+
+
+@CLAIMS.claim("Each of the {writes} failed writes and {fsyncs} failed fsyncs stopped the worker "
+              "with exit 74 ({exit74} runs), kept every report the tracker had acknowledged "
+              "({kept}), and the next resume, on a healthy disk, finished correctly ({correct}). "
+              "No failed fsync was retried: {retried} runs fsynced any file after the failure.")
+def faults_stop_and_lose_nothing():
+    disk, fsync = disk_full(), fsync_failures()
+    both = [disk, fsync]
+    n = sum(len(d) for d in both)
+    exit74 = sum(int((d["exit"] == 74).sum()) for d in both)
+    kept = sum(int(d["acknowledged_kept"].sum()) for d in both)
+    correct = sum(int(d["correct_after_resume"].sum()) for d in both)
+    retried = int(fsync["retried"].sum())
+    return (exit74 == kept == correct == n and retried == 0,
+            {"writes": len(disk), "fsyncs": len(fsync), "exit74": exit74, "kept": kept,
+             "correct": correct, "retried": retried})
+
+
+@CLAIMS.claim("The stopped holder kept the lock: a second worker {paused_second}, and the holder, "
+              "let go, finished ({paused_after}). The forked child kept it after its parent died: "
+              "a worker {child_second} while the child lived, and once the child had ended a "
+              "worker took the run (exit {child_after}).")
+def the_lock_outlives_a_pause_and_a_dead_parent():
+    df = lock_demos()
+    paused, child = df.iloc[0], df.iloc[1]
+    after = re.search(r"exit (\d+)$", child["afterwards"])
+    return (paused["a second worker"].startswith("exit 75") and child["a second worker"].startswith(
+        "exit 75") and "exit 0" in paused["afterwards"] and after and after.group(1) == "0",
+            {"paused_second": f"ended {paused['a second worker'].split(':', 1)[0]}, busy",
+             "paused_after": paused["afterwards"].split("(", 1)[-1].rstrip(")"),
+             "child_second": f"ended {child['a second worker'].split(':', 1)[0]}, busy",
+             "child_after": after.group(1) if after else "?"})
+
+
+@CLAIMS.claim("The first write and the first fsync of a run are the configuration's temp file "
+              "(`{first}`); then, with fsync on, fsyncs {dir_ks} are of the run directory itself "
+              "(after the configuration is renamed into place, and after the log file is "
+              "created: their names live in the directory); after that, the log (`{log}`).")
+def what_fails_first():
+    disk, fsync = fault_table(disk_full()), fault_table(fsync_failures())
+    dir_ks = [int(k) for k, f in fsync["failing file"].items() if f == "the run directory"]
+    after = fsync.loc[fsync.index > max(dir_ks, default=1), "failing file"]
+    return (disk.loc[1, "failing file"] == fsync.loc[1, "failing file"] == "config.json.tmp"
+            and dir_ks == [2, 3] and set(after) == {LOG_FILE}
+            and set(disk.loc[disk.index > 1, "failing file"]) == {LOG_FILE},
+            {"first": "config.json.tmp", "dir_ks": " and ".join(map(str, dir_ks)), "log": LOG_FILE})
+
+
+@CLAIMS.claim("A cut or garbage at the log's tail is a torn tail: skipped and counted ({tails}). A "
+              "flipped bit inside a record fails its checksum, a zeroed line leaves a gap in the "
+              "sequence numbers: both {inner}, naming the file and line. A damaged snapshot is "
+              "never trusted: recovery replays the whole log instead ({snapshots}).")
+def damage_is_skipped_refused_or_replayed():
+    df = damage_demo()
+    tails = df.loc[["log: tail cut off mid-record", "log: garbage appended"]]
+    inner = df.loc[["log: one bit flipped in line 5", "log: a line zeroed in the middle"]]
+    snaps = df.loc[["snapshot: cut in half", "snapshot: one bit flipped"]]
+    return ((tails["detail"] == "1 torn line(s) skipped").all()
+            and (inner["recovery gives"] == "refused").all()
+            and inner["detail"].str.startswith(f"{LOG_FILE}:").all()
+            and (snaps["recovery gives"] == "the full state").all()
+            and (snaps["detail"] == "snapshot fallback: log").all(),
+            {"tails": "; ".join(f"{k.split(': ')[1]}: {v}" for k, v in
+                                tails["recovery gives"].items()),
+             "inner": "refused" if (inner["recovery gives"] == "refused").all() else "not refused",
+             "snapshots": "; ".join(f"{k.split(': ')[1]}: {v}" for k, v in
+                                    snaps["recovery gives"].items())})
+
+
+SAFE_POWER = ("snapshot, atomic, fsync always (+ dir fsync)", "log, atomic, fsync always")
+UNSAFE_POWER = ("snapshot, atomic, fsync always, no dir fsync", NO_FSYNC,
+                "snapshot, torn (in place), fsync always", "log, atomic, fsync never")
+
+
+@CLAIMS.claim("The simulation built, from one journaled clean run of {pages} pages per design, the "
+              "two extremes and {samples} seeded random mixes at every cut: {states} states in "
+              "all, each recovered by a real worker. It samples the states, it does not list "
+              "every one.")
+def power_states_are_sampled():
+    df = power_loss()
+    pages = sorted({v.config.pages for v in B.POWER_VARIANTS})
+    return (len(pages) == 1, {"pages": pages[0], "samples": 3, "states": len(df)})
+
+
+@CLAIMS.claim("With fsync always, atomic snapshots (temp file, fsync, rename, directory fsync) "
+              "and fsynced log appends lose no committed page in any of their {safe} states. "
+              "Every other design loses some: {unsafe}.")
+def only_fsync_everywhere_keeps_every_commit():
+    t = power_table(power_loss()).df
+    lost = t["refused by recovery"] + t["lost committed pages silently"]
+    safe = {v: int(t.loc[v, "states explored"]) for v in SAFE_POWER}
+    unsafe = {v: int(lost[v]) for v in UNSAFE_POWER}
+    return (all(lost[v] == 0 and t.loc[v, "correct"] == t.loc[v, "states explored"]
+                for v in SAFE_POWER) and all(n > 0 for n in unsafe.values()),
+            {"safe": " and ".join(map(str, safe.values())),
+             "unsafe": "; ".join(f"{v}: {n} of {int(t.loc[v, 'states explored'])} states, up to "
+                                 f"{int(t.loc[v, 'most committed pages lost'])} pages"
+                                 for v, n in unsafe.items())})
+
+
+@CLAIMS.claim("With the idempotency key on, the lost pages are redone without a duplicate report: "
+              "{dups} of the {states} states filed a report twice. The key turns a durability "
+              "loss into wasted work instead of a wrong tracker.")
+def the_key_keeps_lost_pages_from_duplicating():
+    t = power_table(power_loss()).df
+    dups = int(t["states with duplicates"].sum())
+    return dups == 0, {"dups": dups, "states": int(t["states explored"].sum())}
+
+
+@CLAIMS.claim("{caught} of {n} planted bugs were caught, each by the check meant for it, with no "
+              "failure on the correct worker. The conformance suite alone sees {store_bugs}; "
+              "{worker_bugs} break no store rule, and only sweeps of real processes, killed and "
+              "resumed, see them.")
+def planted_bugs_caught():
+    t = bugs()
+    suite = t["conformance suite"] != "no store rule broken"
+    clean = (t["failures, correct worker"] == 0).all()
+    return (bool(t["caught"].all()) and bool(clean) and bool(suite.any()) and bool((~suite).any()),
+            {"caught": int(t["caught"].sum()), "n": len(t),
+             "store_bugs": [f"`{b}`" for b in t.index[suite]],
+             "worker_bugs": [f"`{b}`" for b in t.index[~suite]]})
+
+
+@CLAIMS.claim("The suite checked the lab's log store at {states} crash states and found {broken} "
+              "rule broken.")
+def the_safe_design_breaks_no_rule():
+    report = conformance(SUITE_DESIGN)
+    broken = report.broken()
+    return not broken, {"states": report.states, "broken": len(broken) or "no"}
+
+
+# --- practice: a store, a fault or a site length the lesson did not run --------------------------
+
+#: The failing files a worker can name (exercise answers, in the worker's words).
+FAILING_FILES = ("config.json.tmp", "the run directory", LOG_FILE, SNAPSHOT_FILE + ".tmp",
+                 SNAPSHOT_FILE)
+PRACTICE_PAGES = (3, 5)            # the lesson runs 12 (faults), 6 (power loss), 4 and 3 (others)
+
+
+def _practice_config(rng, *, fsync: str) -> RunConfig:
+    store = rng.choice(["log", "snapshot"])
+    return RunConfig(store=store, intent=store == "log", fsync=fsync,
+                     pages=rng.choice(PRACTICE_PAGES))
+
+
+def lesson_runs() -> set:
+    """(experiment, configuration, planted bug) of every run this lesson makes: the practice
+    draws none of them."""
+    runs = {("write fails", DISK, None), ("fsync fails", DISK.replace(fsync="always"), None)}
+    runs |= {("power loss", v.config, v.mutant) for v in B.POWER_VARIANTS}
+    runs |= {("power loss", c, bug) for c in POWER_EXPOSURE.values()
+             for bug in (None, *mutants.MUTANTS)}
+    return runs
+
+
+def practice_problem(seed: int) -> Problem:
+    """A fault on a store and a site length the lesson did not run (the k-th write or fsync
+    fails: which file does the worker name?), or a power-loss design on a site length it did not
+    simulate (can a cut lose a committed page, or at most how many?)."""
+    rng = drawn(seed, 8)
+    kind = rng.choice(["write fails", "fsync fails", "power loss", "power loss"])
+    if kind != "power loss":
+        config = _practice_config(rng, fsync="always" if kind == "fsync fails" else
+                                  rng.choice(["never", "always"]))
+        k = rng.randint(1, 6)
+        flag = (("--fail-write", f"{k}:ENOSPC") if kind == "write fails" else
+                ("--fail-fsync", str(k)))
+        what = "write" if kind == "write fails" else "fsync"
+        setting = (f"{describe_config(config)}, on a {config.pages}-page site; the worker's "
+                   f"{_nth(k)} {what} fails "
+                   + ("(half written, then no space left)." if what == "write" else
+                      "(an I/O error)."))
+
+        def measure() -> Answer:
+            with work_dir(in_memory=True) as base:
+                r = B.fault_record(config, flag, k, base / "run")
+            file = failing_file(plain_message(r["message"]))
+            return Answer(file, f"the worker exited {r['exit']}: {plain_message(r['message'])}")
+        return Problem(8, seed, setting, f"Which file does the worker name when its {_nth(k)} "
+                       f"{what} fails?", choice(FAILING_FILES), measure,
+                       "List the run's disk operations in order: the configuration first, then "
+                       "the directory entries (with fsync on), then the checkpoint file.",
+                       drawn={"kind": kind, "store": config.store, "fsync": config.fsync,
+                              "pages": config.pages, "k": k})
+    store = rng.choice(["log", "snapshot"])
+    fsync = rng.choice(["always", "never"])
+    write_mode = rng.choice(["atomic", "torn"]) if store == "snapshot" else "atomic"
+    mutant = ("no-dir-fsync" if store == "snapshot" and fsync == "always"
+              and write_mode == "atomic" and rng.random() < 0.5 else None)
+    config = RunConfig(store=store, intent=store == "log", fsync=fsync, write_mode=write_mode,
+                       pages=rng.choice(PRACTICE_PAGES))
+    variant = B.Variant("practice", config, mutant)
+    setting = (f"the {store} store, {write_mode} writes, fsync {fsync}"
+               + (", with the directory fsync left out (the planted bug)" if mutant else "")
+               + f", on a {config.pages}-page site; every power-cut state of one clean run (the "
+               "two extremes and one seeded random mix per cut), each recovered by a real worker.")
+
+    def sweep() -> dict:
+        return B.power_summary(B.power_loss_sweep(variant, samples_per_cut=1))
+    if rng.random() < 0.5:
+        def measure() -> Answer:
+            s = sweep()
+            return Answer(s["states losing committed pages"] > 0,
+                          f"{s['states losing committed pages']} of {s['states explored']} states "
+                          "lose a committed page.")
+        return Problem(8, seed, setting, "Can a power cut lose a page whose commit had returned?",
+                       YES_NO, measure, "Which writes are on the disk before their fsync, and "
+                       "which names before their directory's fsync?",
+                       drawn={"kind": kind, "store": store, "fsync": fsync, "pages": config.pages,
+                              "write_mode": write_mode, "mutant": mutant, "asks": "yes/no"})
+
+    def measure() -> Answer:
+        s = sweep()
+        return Answer(s["most committed pages lost"],
+                      f"of {s['states explored']} states, {s['states losing committed pages']} "
+                      f"lose committed pages, at most {s['most committed pages lost']}.")
+    return Problem(8, seed, setting, "At most how many committed pages does one power-cut state "
+                   "lose?", NUMBER, measure, "What is the oldest state the disk may still hold "
+                   "at the last cut?", unit="pages",
+                   drawn={"kind": kind, "store": store, "fsync": fsync, "pages": config.pages,
+                          "write_mode": write_mode, "mutant": mutant, "asks": "most"})
+
+
+def _nth(k: int) -> str:
+    return {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth"}[k]
+
+
+def practice_run(problem: Problem) -> tuple:
+    """(experiment, configuration, planted bug) a drawn problem runs (the test compares it with
+    `lesson_runs`)."""
+    d = problem.drawn
+    if d["kind"] == "power loss":
+        return ("power loss", RunConfig(store=d["store"], intent=d["store"] == "log",
+                                        fsync=d["fsync"], write_mode=d["write_mode"],
+                                        pages=d["pages"]), d["mutant"])
+    return (d["kind"], RunConfig(store=d["store"], intent=d["store"] == "log", fsync=d["fsync"],
+                                 pages=d["pages"]), None)
+
+
+#: The transfer question: a design or a fault the lesson did not run (`practice_problem`).
+TRANSFER_SEED = 12
+TRANSFER = as_exercise("8.4", practice_problem(TRANSFER_SEED), __name__)
+
+
 LESSON = Lesson(
     number=8,
     notebook="08_beyond",
@@ -749,5 +1117,8 @@ LESSON = Lesson(
                   "and Chinese: the [glossary](glossary.md).",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
+    runs="its experiments run real processes for a few minutes",
 )
 

@@ -608,7 +608,7 @@ def _ex_9_2(answer):
            "a power cut: section 4's stores do, and so does the lab's own snapshot store with its "
            "directory fsync removed (lesson 8's planted bug).")
 def _q9_1():
-    from .l12_closing import without_dir_fsync
+    from .l13_closing import without_dir_fsync
 
     m = without_dir_fsync()
     return Measured(m["losing"] == 0, (

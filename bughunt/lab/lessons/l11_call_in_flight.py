@@ -1,4 +1,7 @@
-"""Lesson 11, the call in flight: its tables, figures, exercises and panel, over the engine.
+"""Lesson 11, the call in flight: its tables, figures, exercises and panel, over the engine; the
+sentences in which the notebook states what its run found (`CLAIMS`, each checked on that run);
+and its practice problems (`practice_problem(seed)`: a page, a crash point or a fault the lesson
+did not run).
 
 The engine is `bughunt.modelserver` (a local OpenAI-compatible server that bills every request at
 arrival), `bughunt.llm` (the model through the real `openai` SDK) and `bughunt.inflight` (a call
@@ -29,13 +32,15 @@ from ...inflight import CallKilled, SdkBehaviour, shared_lab
 from ...inflight import (Attempt, Timeline, attempts_of_a_timed_out_call,  # noqa: F401
                          stream_timeline, timelines)
 from ...llm import DEFAULT_MODEL, ServedModel, page_messages
-from ...modelserver import answer_words, prompt_tokens, read_server_bill
+from ...modelserver import answer_words, prompt_hash, prompt_tokens, read_server_bill
 from ...world import Site
 from .. import results
+from ..claims import Claims, Invariants
 from ..panel import Panel, Result
 from ..judges import Measured, assess, defined_in, exercise, statement
+from ..practice import NUMBER, Answer, Problem, as_exercise, drawn
 from ..registry import Lesson
-from ..views import html_table
+from ..views import Table, html_table, summary_table
 
 PAGE = 3                    # the lesson's first bug page: its call is the one killed here
 PENDING = inflight.PENDING  # what a resume does with the call in flight: redo | abort
@@ -80,6 +85,19 @@ def kill_page_call(crash_point: str, pending: str = "redo", *, stream: bool = Tr
                                  runner=lab_.forks.run)
 
 
+@results.memoized
+def call_sweep(page: int = PAGE) -> list[CallKilled]:
+    """Every crash point inside page `page`'s call, killed and resumed with each rule: the
+    lesson's sweep (run once per kernel; its claims are checked on this run)."""
+    return kill_sweep(page)
+
+
+@results.memoized
+def timed_out_attempts() -> list[Attempt]:
+    """The attempts of one timed-out call (run once per kernel)."""
+    return attempts_of_a_timed_out_call()
+
+
 def kill_sweep(page: int = PAGE, pendings: tuple[str, ...] = PENDING,
                points: list[str] | None = None, progress=None) -> list[CallKilled]:
     """`kill_in_call` at every point inside the call, for each resume choice (one at a time: the
@@ -94,16 +112,54 @@ def kill_sweep(page: int = PAGE, pendings: tuple[str, ...] = PENDING,
     return records
 
 
-KILL_COLUMNS = ["crash_point", "pending", "died_by_sigkill", "chunks_held", "prefix_held",
-                "killed_call_billed", "billed_calls", "redone_model_calls", "billed_tokens",
-                "outcome", "reply_matches_clean"]
+#: The kill table's columns, in words (request ids are left out: they differ on every run).
+KILL_COLUMNS = {"crash_point": "crash point", "pending": "resume", "died_by_sigkill":
+                "killed by SIGKILL", "chunks_held": "chunks held", "prefix_held": "prefix held",
+                "killed_call_billed": "killed call billed", "billed_calls": "calls billed",
+                "redone_model_calls": "redone calls", "billed_tokens": "tokens billed",
+                "outcome": "the resume ends", "reply_matches_clean": "reply = a clean call's"}
 
 
-def kill_table(records: list[CallKilled]):
+def _redone_is_billed_less_one(df) -> list[str]:
+    """A kill's redone calls are its billed calls less the one a clean call pays."""
+    return [f"row {i!r}: redone calls {int(r['redone calls'])} but calls billed "
+            f"{int(r['calls billed'])} (a clean call is billed once)"
+            for i, r in df.iterrows() if r["redone calls"] != r["calls billed"] - 1]
+
+
+KILL_INVARIANTS = Invariants(counts=("chunks held", "calls billed", "redone calls",
+                                     "tokens billed"), extra=(_redone_is_billed_less_one,))
+
+
+def kill_table(records: list[CallKilled]) -> Table:
     """The kills as a table: what the killed process held, what the server billed, what the resume
     ended with. (Request ids are left out: they differ on every run.)"""
+    df = frame(records)[list(KILL_COLUMNS)].rename(columns=KILL_COLUMNS)
+    return Table(df.set_index(["crash point", "resume"]), "kills inside the call",
+                 KILL_INVARIANTS)
+
+
+def kill_sweep_summary(records: list[CallKilled], page: int = PAGE) -> Table:
+    """Per resume rule, over every crash point inside the call: at how many the server billed the
+    page once, twice, or more (these partition the points), at how many the killed process held
+    the whole answer, and the tokens billed."""
     df = frame(records)
-    return df[KILL_COLUMNS]
+    whole = " ".join(answer_of(page))
+    rows = []
+    for pending, d in df.groupby("pending", sort=False):
+        rows.append({"resume": pending, "crash points": len(d),
+                     "billed once": int((d["billed_calls"] == 1).sum()),
+                     "billed twice": int((d["billed_calls"] == 2).sum()),
+                     "billed 3 times or more": int((d["billed_calls"] >= 3).sum()),
+                     "held the whole answer": int((d["prefix_held"] == whole).sum()),
+                     "avg tokens billed": round(float(d["billed_tokens"].mean()), 2)})
+    return summary_table(rows, "the kill sweep, by resume rule", SWEEP_INVARIANTS, index="resume")
+
+
+#: The sweep summary's promise: the three billing columns partition its crash points.
+SWEEP_INVARIANTS = Invariants(total="crash points", parts=("billed once", "billed twice",
+                                                           "billed 3 times or more"),
+                              within=("held the whole answer",))
 
 
 def _plural(n: int, noun: str) -> str:
@@ -137,8 +193,8 @@ def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
     top.set_ylim(0, max(2.0, float(df["billed_calls"].max())) + 0.8)
     top.set_yticks(range(0, int(top.get_ylim()[1]) + 1))
     top.legend(fontsize=8, loc="upper left", ncols=3)
-    top.set_title(f"A call killed in flight (page {page}): the server billed it whole, the client "
-                  "held only a prefix", fontsize=10)
+    top.set_title(f"A call killed in flight (page {page}): this server billed it whole at arrival, "
+                  "the client held only a prefix", fontsize=10)
     held = df.drop_duplicates("crash_point").set_index("crash_point").loc[points]
     whole = len(answer_of(page))
     got = [_words(p) for p in held["prefix_held"]]
@@ -157,6 +213,7 @@ def plot_kill_sweep(records: list[CallKilled], page: int = PAGE):
 
 # --- what the SDK does by itself ------------------------------------------------------------------
 
+@results.memoized
 def sdk_measurements() -> list[SdkBehaviour]:
     """The engine's seven cases with its defaults: timeout, 429, cut stream, cut body, malformed
     chunk, slow stream, stalled stream (about 5 s, mostly the SDK's own backoff sleeps)."""
@@ -180,29 +237,42 @@ def _holds(r: SdkBehaviour) -> str:
     return f"{_plural(_words(r.prefix), 'word')} ({_plural(r.chunks, 'chunk')}), then nothing"
 
 
-def sdk_table(records: list[SdkBehaviour]):
+def sdk_table(records: list[SdkBehaviour]) -> Table:
     """One row per case: the attempts the SDK sent, the statuses they got, the attempts the server
-    billed, and what reached the caller. (Times are in `sdk_timing`: they vary between runs.)"""
-    import pandas as pd
-
+    billed (never more than were sent), and what reached the caller. (Times are in `sdk_timing`:
+    they vary between runs.)"""
     rows = []
     for r in records:
         rows.append({"case": r.case, "fault": r.fault, "stream": r.stream,
-                     "timeout_s": r.timeout_s, "max_retries": r.max_retries,
-                     "requests_sent": r.requests_sent,
+                     "timeout (s)": r.timeout_s, "max_retries": r.max_retries,
+                     "requests sent": r.requests_sent,
                      "statuses": " ".join(map(str, r.statuses)) or "(none)",
                      "billed": r.billed, "the caller holds": _holds(r),
                      "what reached the caller": _sdk_outcome(r)})
-    return pd.DataFrame(rows)
+    return summary_table(rows, "what the SDK does by itself",
+                         Invariants(total="requests sent", within=("billed",),
+                                    counts=("max_retries",)), index="case")
 
 
-def sdk_timing(records: list[SdkBehaviour]):
-    """How long each case took against its timeout (varies between runs and machines)."""
-    import pandas as pd
+def sdk_timing(records: list[SdkBehaviour]) -> Table:
+    """How long each case took against its timeout (varies between runs and machines). The
+    figure of the slow and the stalled stream (`plot_timelines(sdk_timelines(records))`) is drawn
+    from these same calls."""
+    rows = [{"case": r.case, "timeout (s)": r.timeout_s, "elapsed (s)": r.elapsed_s,
+             "elapsed / timeout": round(r.elapsed_s / r.timeout_s, 2)} for r in records]
+    return summary_table(rows, "how long each SDK call took", index="case")
 
-    return pd.DataFrame([{"case": r.case, "timeout_s": r.timeout_s, "elapsed_s": r.elapsed_s,
-                          "elapsed / timeout": round(r.elapsed_s / r.timeout_s, 1)}
-                         for r in records])
+
+def sdk_timelines(records: list[SdkBehaviour],
+                  cases: tuple[str, ...] = ("slow_stream", "stalled_stream")) -> list[Timeline]:
+    """The chunk arrivals of the slow and the stalled stream, from the very calls `sdk_table` and
+    `sdk_timing` show (one measurement, so the table's times are the figure's)."""
+    from ...modelserver import Fault
+
+    by = {r.case: r for r in records}
+    return [Timeline(case.replace("_", " "), Fault.parse(by[case].fault).delay or 0.0,
+                     by[case].timeout_s, by[case].arrivals,
+                     by[case].raised, by[case].elapsed_s) for case in cases]
 
 
 def plot_sdk(records: list[SdkBehaviour]):
@@ -234,12 +304,14 @@ def plot_sdk(records: list[SdkBehaviour]):
     return fig
 
 
-def attempts_table(attempts: list[Attempt]):
+def attempts_table(attempts: list[Attempt]) -> Table:
     """Each attempt of one SDK call, as it left the client and as the server billed it."""
-    df = frame(attempts)
-    df["idempotency_header"] = df["idempotency_header"].replace("", "(none sent)")
+    df = frame(attempts).rename(columns={"retry_count_header": "x-stainless-retry-count sent",
+                                         "idempotency_header": "idempotency header",
+                                         "same_body_as_first": "same body as the first"})
+    df["idempotency header"] = df["idempotency header"].replace("", "(none sent)")
     df["status"] = df["status"].replace("", "(timed out)")
-    return df.set_index("attempt")
+    return Table(df.set_index("attempt"), "the attempts of a timed-out call")
 
 
 def plot_timelines(lines: list[Timeline]):
@@ -288,7 +360,7 @@ def call_choices_table(records: list[CallKilled], crash_point: str = "chunk#5", 
     clean_tokens = prompt_tokens(messages) + len(words)
     cont_prompt = prompt_tokens(messages + [{"role": "assistant", "content": prefix}])
     cont_tokens = cont_prompt + len(words) - _words(prefix)
-    return pd.DataFrame([
+    rows = [
         {"choice": "redo: send the call again", "calls billed": redo.billed_calls,
          "tokens billed": redo.billed_tokens, "the agent ends with": "the whole answer",
          "guarantee (lesson 4)": "at least once", "source": "measured"},
@@ -302,30 +374,38 @@ def call_choices_table(records: list[CallKilled], crash_point: str = "chunk#5", 
                                 "is deterministic)",
          "guarantee (lesson 4)": "at least once (the first call stays billed)",
          "source": "computed from the measured prefix"},
-    ]).set_index("choice")
+    ]
+    return summary_table(rows, "the choices for the call in flight",
+                         Invariants(counts=("calls billed", "tokens billed")), index="choice")
 
 
-def lesson2_contrast():
+@results.memoized
+def lesson2_runs() -> dict[str, int]:
     """Lesson 2's finest store beside this lesson's points: a worker with a snapshot after every
     operation, killed right after its model call returned (the in-process model), and the points
-    inside the call (measured here)."""
-    import pandas as pd
-
+    inside the call (measured here): the calls each resume redid."""
     from ...config import RunConfig
     from ...experiment import crash_and_resume, crash_point
 
     config = RunConfig(store="snapshot", granularity="op", intent=False)
-    rows = []
+    redone = {}
     with tempfile.TemporaryDirectory(prefix="bughunt-call-l2-") as tmp:
         for name in (f"p{PAGE}.after_model_call", f"p{PAGE}.after_visit"):
             r = crash_and_resume(config, crash_point(config, name), Path(tmp) / name)
-            rows.append({"crash point": name, "where": "lesson 2 worker, per-operation "
-                         "snapshots", "redone model calls": r.redone_model_calls})
+            redone[name] = r.redone_model_calls
     for point in ("sent", "chunk#5", "last_chunk"):
-        r = kill_page_call(point, "redo")
-        rows.append({"crash point": point, "where": "inside the call (this lesson), resume "
-                     "redoes it", "redone model calls": r.redone_model_calls})
-    return pd.DataFrame(rows).set_index("crash point")
+        redone[point] = cached_kill(point, "redo", True).redone_model_calls
+    return redone
+
+
+def lesson2_contrast() -> Table:
+    """`lesson2_runs` as a table: where each point is, and the calls its resume redid."""
+    rows = [{"crash point": name,
+             "where": ("lesson 2 worker, per-operation snapshots" if name.startswith("p")
+                       else "inside the call (this lesson), resume redoes it"),
+             "redone model calls": n} for name, n in lesson2_runs().items()]
+    return summary_table(rows, "lesson 2's finest store beside the call in flight",
+                         Invariants(counts=("redone model calls",)), index="crash point")
 
 
 # --- the real worker, killed inside its call ------------------------------------------------------
@@ -345,6 +425,7 @@ class WorkerSweep:
     in_process_s: float
 
 
+@results.memoized
 def worker_sweep(page: int = PAGE, config: RunConfig = WORKER_CONFIG) -> WorkerSweep:
     """The real worker (`python -m bughunt.worker`, the agent of lessons 1 to 8) killed by SIGKILL
     at every crash point of page `page` and resumed, twice: asking this lesson's model server over
@@ -361,11 +442,9 @@ def worker_sweep(page: int = PAGE, config: RunConfig = WORKER_CONFIG) -> WorkerS
     return WorkerSweep(page, http, mock, t1 - t0, time.perf_counter() - t1)
 
 
-def worker_table(sweep: WorkerSweep):
+def worker_table(sweep: WorkerSweep) -> Table:
     """Per crash point of the page, in the order the worker reaches them: the calls redone on each
     model's bill, what the killed worker held of the call (over HTTP), and the witnesses' verdict."""
-    import pandas as pd
-
     mock = {r.crash_point: r for r in sweep.in_process}
     whole = len(answer_of(sweep.page))
     none = "(no such point)"
@@ -379,18 +458,19 @@ def worker_table(sweep: WorkerSweep):
             "over HTTP: answer words held": f"{_words(r.prefix_held)} of {whole}",
             "in-process: verdict": m.verdict if m else none,
             "over HTTP: verdict": r.verdict})
-    return pd.DataFrame(rows).set_index("crash point")
+    return summary_table(rows, "the real worker killed inside its call",
+                         Invariants(counts=("over HTTP: redone calls (server's bill)",)),
+                         index="crash point")
 
 
-def worker_timing(sweep: WorkerSweep):
+def worker_timing(sweep: WorkerSweep) -> Table:
     """Wall time per crash+resume pair of each sweep (varies between runs and machines)."""
-    import pandas as pd
-
     rows = [("over HTTP (openai SDK, local server)", len(sweep.over_http), sweep.over_http_s),
             ("in-process model", len(sweep.in_process), sweep.in_process_s)]
-    df = pd.DataFrame([{"model": m, "pairs": n, "seconds": round(t, 2),
-                        "ms per pair": round(1000 * t / n)} for m, n, t in rows])
-    return df.set_index("model")
+    return summary_table([{"model": m, "pairs": n, "seconds": round(t, 2),
+                           "ms per pair": round(1000 * t / n)} for m, n, t in rows],
+                         "time per crash+resume pair", Invariants(counts=("pairs",)),
+                         index="model")
 
 
 # --- a real local model ---------------------------------------------------------------------------
@@ -403,10 +483,8 @@ REAL_SERVERS = {
 }
 
 
-def real_servers_table():
+def real_servers_table() -> Table:
     """What changes and what the lesson loses when the same code talks to a real local model."""
-    import pandas as pd
-
     rows = [{"server": name, "base_url": url, "model": model,
              "deterministic answers": "no", "a bill to judge by": "no (count from your journal)",
              "X-Bughunt-Fault header": "ignored"} for name, (url, model) in REAL_SERVERS.items()]
@@ -414,7 +492,7 @@ def real_servers_table():
                     "model": DEFAULT_MODEL, "deterministic answers": "yes",
                     "a bill to judge by": "yes (billed at arrival)",
                     "X-Bughunt-Fault header": "obeyed"})
-    return pd.DataFrame(rows).set_index("server")
+    return summary_table(rows, "real local servers", index="server")
 
 
 # --- the panel ------------------------------------------------------------------------------------
@@ -633,60 +711,99 @@ def panel() -> CallPanel:
 
 # --- exercises ------------------------------------------------------------------------------------
 
-@exercise("11.1", "Page 3's streamed call is killed at chunk#5, and the resume redoes it "
-          "(--pending redo). How many calls does the server bill for page 3, both processes "
-          "together? Predict a number.",
-          "2. The server billed the killed call when it arrived, before the first chunk left: "
-          "the answer was decided and paid for, and only a prefix of it reached the client. The "
-          "resume cannot get the rest (the other half is on the server, and the connection is "
-          "gone), so it sends the call again and pays again.")
+@results.memoized
+def kill_twice(first: str, second: str, last: str = "redo", page: int = PAGE) -> dict:
+    """Page `page`'s call killed at `first`; the resume (a redo) killed in its own call at
+    `second`; a third process resumes with `last`. What the server billed for the page, and what
+    the last process ended with."""
+    lab_ = shared_lab()
+    journal = lab_.run_dir() / "call-journal.jsonl"
+    start = len(read_server_bill(lab_.bill))
+    for crash_at in (first, second):
+        died = lab_.forks.run(inflight.call_args(lab_.base_url, journal, page=page,
+                                                 crash_at=crash_at, pending="redo"))
+        if died.returncode != -9:
+            raise RuntimeError(f"the call process killed at {crash_at} ended with "
+                               f"{died.returncode}: {died.stderr.strip()}")
+    done = lab_.forks.run(inflight.call_args(lab_.base_url, journal, page=page, pending=last))
+    if done.returncode != 0:
+        raise RuntimeError(f"the last resume failed ({done.returncode}): {done.stderr.strip()}")
+    key = prompt_hash(DEFAULT_MODEL, page_messages(Site.load(), page))
+    billed = [b for b in read_server_bill(lab_.bill)[start:] if b["prompt_hash"] == key]
+    return {"billed_calls": len(billed), "outcome": json.loads(done.stdout)["outcome"]}
+
+
+@results.memoized
+def sdk_case(case: str, fault: str, stream: bool, timeout: float, max_retries: int
+             ) -> SdkBehaviour:
+    """One SDK call against `fault` with these settings (run once per kernel)."""
+    lab_ = shared_lab()
+    return inflight.sdk_call(case, base_url=lab_.base_url, bill=lab_.bill, fault=fault,
+                             stream=stream, timeout=timeout, max_retries=max_retries)
+
+
+#: The exercises' configurations, none of which the lesson runs above them.
+EX_TWICE = ("chunk#5", "chunk#3", "redo")
+EX_RATE = ("exercise 11.2", "rate_limit=3,retry_after=0.05", True, 10.0, 2)
+EX_CUT_BODY = ("exercise 11.3", "cut=3", False, 10.0, 1)
+EX_MALFORMED_BODY = ("exercise 11.4", "malformed=1", False, 10.0, 2)
+
+
+@exercise("11.1", "Page 3's streamed call is killed at chunk#5; the resume redoes the call and is "
+          "itself killed at chunk#3 of its own call; a third process resumes with --pending "
+          "redo. How many calls does the server bill for page 3, the three processes together? "
+          "Predict a number.",
+          "3. The server bills each request when it arrives. The first process's call is billed "
+          "and killed; the resume finds a call in flight and sends it again (billed), and dies; "
+          "the third finds a call in flight again (the second one) and sends it a third time "
+          "(billed). Each kill inside the call costs one whole call, however little of it the "
+          "client held.")
 def _ex_11_1(answer):
-    r = kill_page_call("chunk#5", "redo")
-    said = f" The killed process held {r.chunks_held} chunks (“{r.prefix_held}”)."
-    return assess(answer, r.billed_calls, what="calls billed for page 3").reply(
-        said, hint=" When does this server bill: at arrival, or at the last chunk?")
+    r = kill_twice(*EX_TWICE)
+    return assess(answer, r["billed_calls"], what="calls billed for page 3").reply(
+        f" The last process ended {r['outcome']}.",
+        hint=" Count the requests that reached the server: one per process that called.")
 
 
-@exercise("11.2", "The server takes 0.6 s to its first byte; the SDK's timeout is 0.2 s and "
-          "max_retries is 2 (its default). How many attempts does the server bill for this one "
+@exercise("11.2", "The server answers the first three tries of a call with 429 (Retry-After 0.05 "
+          "s); max_retries is 2 (the default). How many attempts does the server bill for this "
           "call? Predict a number.",
-          "3. The SDK's retry loop covers sending the request and waiting for the response's "
-          "headers, so a timeout there is retried: 1 try + 2 retries. The server billed each "
-          "attempt when it arrived, and no idempotency key tells it that the three are one call.")
+          "0. The SDK tries 1 + 2 times, and all three are refused: a 429 is not billed, and "
+          "the SDK gives up before the fourth try that would have been answered. The caller gets "
+          "openai.RateLimitError and no answer; the money is safe, the work is not done.")
 def _ex_11_2(answer):
-    lab_ = shared_lab()
-    r = inflight.sdk_on_timeout(base_url=lab_.base_url, bill=lab_.bill)
-    said = f" {r.requests_sent} attempts were sent, and the call ended {r.raised}."
+    r = sdk_case(*EX_RATE)
+    said = f" {r.requests_sent} attempts were sent ({' '.join(map(str, r.statuses))}), and " \
+           f"the call ended {r.raised or 'with an answer'}."
     return assess(answer, r.billed, what="attempts billed").reply(
-        said, hint=" A timeout is one of the errors the SDK retries by itself.")
+        said, hint=" How many tries does max_retries=2 allow, and is a refused try billed?")
 
 
-@exercise("11.3", "A streamed call's connection is cut after 4 chunks; max_retries is 2. How "
-          "many requests does the SDK send for this call? Predict a number.",
-          "1. The retry loop ends when the response's headers arrive; the stream's body is read "
-          "after it, in your loop over the chunks. A connection lost there is raised to you "
-          "(openai.APIConnectionError) and never retried: the partial answer exists only in "
-          "what your code collected.")
+@exercise("11.3", "A call that is not streamed has its connection cut halfway through the "
+          "response's body; max_retries is 1. How many attempts does the server bill? Predict a "
+          "number.",
+          "2. Not streamed, the SDK reads the body inside its retry loop, so a connection lost "
+          "there is retried like one lost before the headers: 1 try + 1 retry, each billed when "
+          "it arrived, and both cut. The caller gets openai.APIConnectionError.")
 def _ex_11_3(answer):
-    lab_ = shared_lab()
-    r = inflight.sdk_on_cut_stream(base_url=lab_.base_url, bill=lab_.bill, cut=4)
-    said = f" {r.billed} billed, {r.chunks} chunks received, then {r.raised}."
-    return assess(answer, r.requests_sent, what="requests sent").reply(
-        said, hint=" Where does the SDK's retry loop end for a streamed call?")
+    r = sdk_case(*EX_CUT_BODY)
+    said = f" {r.requests_sent} sent, then {r.raised or 'an answer'}."
+    return assess(answer, r.billed, what="attempts billed").reply(
+        said, hint=" Where is a body that is not streamed read: inside the retry loop or after it?")
 
 
-@exercise("11.4", "The third chunk of a streamed answer is not valid JSON. Does `except "
-          "openai.APIError:` catch what the SDK raises? Predict True or False.",
-          "False. The SDK parses each event with json.loads and does not wrap the error: a "
-          "json.JSONDecodeError reaches your code, past `except openai.APIError`. Catch it too "
-          "(or catch Exception around the stream) if a broken proxy or server may garble a "
-          "chunk.")
+@exercise("11.4", "A call that is not streamed gets a response whose body is not valid JSON. "
+          "Does `except openai.APIError:` catch what the SDK raises? Predict True or False.",
+          "False. Not streamed, the SDK reads the whole body (a 200) and parses it as JSON; the "
+          "json.JSONDecodeError reaches your code unwrapped, is not an openai.APIError, and is "
+          "not retried (one attempt, billed). The "
+          "stream's malformed chunk above escaped the same way: catch it too, or catch Exception "
+          "around the call, if a broken proxy or server may garble a response.")
 def _ex_11_4(answer):
-    lab_ = shared_lab()
-    r = inflight.sdk_on_malformed_chunk(base_url=lab_.base_url, bill=lab_.bill, at=3)
-    return assess(answer, r.caught_by_api_error, what=f"except openai.APIError catches {r.raised}"
-                  ).reply(hint=" Which exception does json.loads raise?")
-
+    r = sdk_case(*EX_MALFORMED_BODY)
+    return assess(answer, r.caught_by_api_error, what=f"except openai.APIError catches "
+                  f"{r.raised}").reply(hint=" Which exception does the SDK raise when it cannot "
+                                            "parse a body it read inside its retry loop?")
 
 
 # --- common wrong statements ----------------------------------------------------------------------
@@ -727,6 +844,318 @@ def _q11_3():
                     f"resume redid the call; the server billed {r.billed_calls} calls.")
 
 
+# --- what the lesson says its run found (each sentence checked against that run) -------------
+
+CLAIMS = Claims(11)
+
+
+def _whole_answer(page: int = PAGE) -> str:
+    return " ".join(answer_of(page))
+
+
+@CLAIMS.claim("The killed process held {chunks} chunks: the role, then {words} words "
+              "(“{prefix}”). The server had billed its call already (the killed call is on the "
+              "bill: {billed}): it decided the whole answer at arrival and charged it. Those "
+              "words are all the client will ever have of it: the rest was on the server, and the "
+              "connection is gone. The resume paid for the same answer again: **{calls} calls "
+              "billed** for one page, and its answer is word for word a clean call's ({same}), "
+              "because this server is deterministic.")
+def redo_pays_twice():
+    r = cached_kill("chunk#5", "redo", True)
+    words = _words(r.prefix_held)
+    return (r.killed_call_billed and r.billed_calls == 2 and r.reply_matches_clean
+            and words == r.chunks_held - 1,
+            {"chunks": r.chunks_held, "words": words, "prefix": r.prefix_held,
+             "billed": r.killed_call_billed, "calls": r.billed_calls,
+             "same": r.reply_matches_clean})
+
+
+@CLAIMS.claim("With `abort`, {calls} call billed and no answer: the agent keeps {words} words and "
+              "a record that says {outcome}.")
+def abort_pays_once():
+    r = cached_kill("chunk#5", "abort", True)
+    return (r.billed_calls == 1 and r.outcome == "aborted" and r.reply is None,
+            {"calls": r.billed_calls, "words": _words(r.prefix_held), "outcome": r.outcome})
+
+
+def _billed_by_rule() -> dict[str, set[int]]:
+    by: dict[str, set[int]] = {}
+    for r in call_sweep():
+        by.setdefault(r.pending, set()).add(r.billed_calls)
+    return by
+
+
+@CLAIMS.claim("Every one of the {points} crash points costs the same: redo is billed {redo} calls "
+              "for the page, abort {abort}. Where the kill falls only changes how much of the "
+              "answer the client held (the green bars); the server charged the whole answer "
+              "either way.")
+def every_point_costs_the_same():
+    by = _billed_by_rule()
+    return (by.get("redo") == {2} and by.get("abort") == {1},
+            {"points": len({r.crash_point for r in call_sweep()}),
+             "redo": sorted(by.get("redo", ())), "abort": sorted(by.get("abort", ()))})
+
+
+@CLAIMS.claim("At {points} the journal already held the **whole** answer, yet the redo paid "
+              "again ({calls} calls billed at each), because the resume treats only a recorded "
+              "`answer` as done. That is lesson 4's danger window in small: the effect (the "
+              "answer) happened, its record did not.")
+def whole_answer_held_still_paid():
+    held = [r for r in call_sweep() if r.pending == "redo" and r.prefix_held == _whole_answer()]
+    return (bool(held) and all(r.billed_calls == 2 for r in held),
+            {"points": [f"`{r.crash_point}`" for r in held],
+             "calls": sorted({r.billed_calls for r in held})})
+
+
+def _sdk(case: str) -> SdkBehaviour:
+    return next(r for r in sdk_measurements() if r.case == case)
+
+
+@CLAIMS.claim("**timeout** (the server is slower to its first byte than the timeout): {sent} "
+              "attempts, **all {billed} billed**. Each retry is a new request to the server, and "
+              "it pays for each.")
+def sdk_timeout_retries_are_billed():
+    r = _sdk("timeout")
+    return (r.requests_sent == r.billed == r.max_retries + 1,
+            {"sent": r.requests_sent, "billed": r.billed})
+
+
+@CLAIMS.claim("**rate_limit** (429 twice, with `Retry-After`): {sent} sent, {billed} billed. A "
+              "refusal costs nothing; the SDK waited as the server asked (`retry-after-ms`, else "
+              "`Retry-After`, when 0 to 120 s).")
+def sdk_refusals_are_not_billed():
+    r = _sdk("rate_limit")
+    return (r.billed == 1 and r.requests_sent == 3 and r.complete,
+            {"sent": r.requests_sent, "billed": r.billed})
+
+
+@CLAIMS.claim("**cut_stream**: {sent} sent, no retry. The SDK's retry loop ends when the "
+              "response's headers arrive; the stream's body is read later, in your `for chunk in "
+              "stream`, so a connection lost there reaches you as `{raised}`. The partial answer "
+              "({words} words) exists only in what your loop collected.")
+def sdk_cut_stream_is_not_retried():
+    r = _sdk("cut_stream")
+    return (r.requests_sent == 1 and r.raised == "openai.APIConnectionError",
+            {"sent": r.requests_sent, "raised": r.raised, "words": _words(r.prefix)})
+
+
+@CLAIMS.claim("**cut_body** (the same cut, not streamed): the body is read *inside* the retry "
+              "loop, so it is retried, and billed, {billed} times.")
+def sdk_cut_body_is_retried():
+    r = _sdk("cut_body")
+    return r.billed == r.requests_sent == r.max_retries + 1, {"billed": r.billed}
+
+
+@CLAIMS.claim("**malformed_chunk**: `{raised}`, which is **not** an `openai.APIError`: an `except "
+              "openai.APIError:` around the stream lets it through.")
+def sdk_malformed_chunk_escapes():
+    r = _sdk("malformed_chunk")
+    return r.caught_by_api_error is False, {"raised": r.raised}
+
+
+@CLAIMS.claim("The same body {n} times, each billed ({billed} of {n}), and **no idempotency "
+              "key** ({headers}).")
+def retries_carry_no_key():
+    attempts = timed_out_attempts()
+    headers = sorted({a.idempotency_header or "no such header" for a in attempts})
+    return (all(a.same_body_as_first and a.billed and not a.idempotency_header
+                for a in attempts) and len(attempts) > 1,
+            {"n": len(attempts), "billed": sum(a.billed for a in attempts), "headers": headers})
+
+
+@CLAIMS.claim("Resuming from the prefix bills {resume} tokens against redo's {redo}: it re-sends "
+              "the prompt plus the prefix as input, so on this bill (every token costs the same) "
+              "it is dearer than a redo.")
+def resume_from_prefix_is_dearer():
+    df = call_choices_table(call_sweep()).df
+    redo, resume = (int(df.iloc[i]["tokens billed"]) for i in (0, 2))
+    return resume > redo, {"resume": resume, "redo": redo}
+
+
+@CLAIMS.claim("Lesson 2's finest store redoes {after} call when killed at `p3.after_model_call` "
+              "(the answer returned, not yet saved) and {visit} at `p3.after_visit`; inside the "
+              "call, every point redoes {inside}: no store can help there at all.")
+def finest_store_cannot_cover_the_call():
+    r = lesson2_runs()
+    inside = sorted({r[p] for p in ("sent", "chunk#5", "last_chunk")})
+    return (r[f"p{PAGE}.after_model_call"] == 1 and r[f"p{PAGE}.after_visit"] == 0
+            and inside == [1],
+            {"after": r[f"p{PAGE}.after_model_call"], "visit": r[f"p{PAGE}.after_visit"],
+             "inside": inside})
+
+
+def _inside_call(sweep: WorkerSweep) -> list[CallCrashRun]:
+    return [r for r in sweep.over_http if ".call_" in r.crash_point]
+
+
+@CLAIMS.claim("Over HTTP, the {n} points inside the call cost what `after_model_call` costs: "
+              "**{redone} call redone**, on the server's bill, whatever the worker held. At "
+              "`call_last_chunk` it held {held} of {whole} words, and still paid again: the "
+              "answer was in memory, not in a checkpoint.")
+def worker_pays_the_call_in_flight_once():
+    sweep = worker_sweep()
+    inside = _inside_call(sweep)
+    after = next(r for r in sweep.over_http if r.crash_point.endswith(".after_model_call"))
+    last = next(r for r in inside if r.crash_point.endswith("call_last_chunk"))
+    redone = sorted({r.redone_model_calls for r in inside})
+    return (redone == [after.redone_model_calls] and last.redone_model_calls >= 1,
+            {"n": len(inside), "redone": redone, "held": _words(last.prefix_held),
+             "whole": len(answer_of(sweep.page))})
+
+
+@CLAIMS.claim("The store does not see inside the call, so it treats the whole call as one step: "
+              "at the {n} points both models share, the in-process model's redone calls are the "
+              "HTTP ones ({differ} differ).")
+def in_process_figures_are_the_same():
+    sweep = worker_sweep()
+    mock = {r.crash_point: r.redone_model_calls for r in sweep.in_process}
+    shared = [r for r in sweep.over_http if r.crash_point in mock]
+    differ = [r.crash_point for r in shared if r.redone_model_calls != mock[r.crash_point]]
+    return not differ and bool(shared), {"n": len(shared), "differ": len(differ)}
+
+
+@CLAIMS.claim("The witnesses agree everywhere (the verdict is {verdicts} at all {n} points over "
+              "HTTP): a call in flight costs money, not correctness, as long as the report it "
+              "leads to carries its key.")
+def witnesses_agree_over_http():
+    verdicts = sorted({r.verdict for r in worker_sweep().over_http})
+    return verdicts == ["correct"], {"verdicts": verdicts, "n": len(worker_sweep().over_http)}
+
+
+# Timing claims: their values vary from run to run, so the notebook shows them in cells whose
+# output is not compared; their predicates hold however loaded the machine is.
+
+@CLAIMS.claim("On this run the slow stream (a chunk every {delay} s) took {elapsed} s, "
+              "{ratio} times its {timeout} s timeout, and ended with the whole answer; the "
+              "stalled one raised `{raised}` after {stalled} s, with {chunks} chunks.")
+def slow_stream_outlives_its_timeout():
+    slow, stalled = sdk_timelines(sdk_measurements())
+    return (slow.raised is None and slow.ended_s > slow.timeout_s and _sdk("slow_stream").complete
+            and stalled.raised == "openai.APITimeoutError",
+            {"delay": slow.delay_s, "elapsed": slow.ended_s, "timeout": slow.timeout_s,
+             "ratio": f"{slow.ended_s / slow.timeout_s:.1f}", "raised": stalled.raised,
+             "stalled": stalled.ended_s, "chunks": len(stalled.arrivals)})
+
+
+@CLAIMS.claim("On this run a crash+resume pair took {http} ms over HTTP against {mock} ms with "
+              "the in-process model ({ratio} times as long).")
+def http_costs_time():
+    t = worker_timing(worker_sweep()).df
+    http, mock = (int(t.iloc[i]["ms per pair"]) for i in (0, 1))
+    return http > mock, {"http": http, "mock": mock, "ratio": f"{http / max(mock, 1):.0f}"}
+
+
+# --- practice: a call, a crash point or a fault the lesson did not run ---------------------------
+
+#: The SDK configurations the lesson runs, (fault, stream, max_retries): its seven cases, the
+#: attempts of a timed-out call, the exercises and the statements. Practice draws none of these.
+LESSON_SDK_RUNS = frozenset({
+    ("ttfb=0.6", False, 2), ("rate_limit=2,retry_after=0.05", True, 2), ("cut=3", True, 2),
+    ("cut=3", False, 2), ("malformed=3", True, 2), ("delay=0.1", True, 2), ("delay=0.6", True, 2),
+    ("ttfb=0.6", True, 2),
+    *((spec, stream, retries) for _, spec, stream, _, retries in (EX_RATE, EX_CUT_BODY,
+                                                                  EX_MALFORMED_BODY))})
+#: The page whose call the lesson kills (at every point, with both rules): practice kills others.
+LESSON_KILL_PAGES = frozenset({PAGE})
+PRACTICE_PAGES = tuple(p for p in range(1, 13) if p not in LESSON_KILL_PAGES)
+
+
+def _kill_problem(seed: int, rng) -> Problem:
+    page = rng.choice(PRACTICE_PAGES)
+    points = points_of(page)
+    words = len(answer_of(page))
+    kind = rng.choice(["held", "billed"])
+    if kind == "held":
+        point, pending = rng.choice(points), rng.choice(PENDING)
+        setting = (f"Page {page}'s streamed call (its answer has {words} words, one per chunk after "
+                   f"the role chunk) is killed at `{point}`; the resume runs with --pending "
+                   f"{pending}.")
+
+        def measure() -> Answer:
+            r = kill_page_call(point, pending, page=page)
+            return Answer(_words(r.prefix_held), f"killed at {point}, the process held "
+                          f"{r.chunks_held} chunks: “{r.prefix_held}” ({_words(r.prefix_held)} "
+                          f"words); the server billed {r.billed_calls} call(s) for the page.")
+        return Problem(11, seed, setting, "How many words of the answer does the killed process "
+                       "hold in its journal?", NUMBER, measure,
+                       "The first chunk carries only the role; then one word per chunk; then a "
+                       "finish chunk and a usage chunk. `sent` is before any chunk.",
+                       unit="words", drawn={"kind": kind, "page": page, "point": point,
+                                            "pending": pending})
+    first = rng.choice(points)
+    second = rng.choice(points)
+    last = rng.choice(PENDING)
+    setting = (f"Page {page}'s streamed call is killed at `{first}`; the resume redoes it and is "
+               f"killed at `{second}` of its own call; a third process resumes with --pending "
+               f"{last}.")
+
+    def measure() -> Answer:
+        r = kill_twice(first, second, last, page)
+        return Answer(r["billed_calls"], f"the server billed {r['billed_calls']} calls for page "
+                      f"{page}; the last process ended {r['outcome']}.")
+    return Problem(11, seed, setting, f"How many calls does the server bill for page {page}, the "
+                   "three processes together?", NUMBER, measure,
+                   "The server bills a request when it arrives. Which processes sent one?",
+                   unit="calls", drawn={"kind": kind, "page": page, "points": (first, second),
+                                        "pending": last})
+
+
+def _sdk_problem(seed: int, rng) -> Problem:
+    fault = rng.choice(["rate_limit", "cut_body", "timeout", "cut_stream"])
+    while True:
+        retries = rng.randrange(0, 4)
+        if fault == "rate_limit":
+            refusals = rng.randrange(1, 5)
+            spec, stream = f"rate_limit={refusals},retry_after=0.05", True
+            said = (f"The server answers the first {refusals} tries of a streamed call with 429 "
+                    "(Retry-After 0.05 s)")
+        elif fault == "cut_body":
+            spec, stream = "cut=3", False
+            said = "A call that is not streamed has its connection cut halfway through the body"
+        elif fault == "timeout":
+            spec, stream = "ttfb=0.6", False
+            said = ("The server takes 0.6 s to its first byte; the call is not streamed and its "
+                    "timeout is 0.2 s")
+        else:
+            cut = rng.choice([1, 2, 4, 5])
+            spec, stream = f"cut={cut}", True
+            said = f"A streamed call's connection is cut after {cut} chunks"
+        if (spec, stream, retries) not in LESSON_SDK_RUNS:
+            break
+    timeout = 0.2 if fault == "timeout" else 10.0
+    ask = rng.choice(["billed", "sent"])
+    setting = f"{said}; max_retries is {retries}."
+
+    def measure() -> Answer:
+        lab_ = shared_lab()
+        r = inflight.sdk_call(f"practice {seed}", base_url=lab_.base_url, bill=lab_.bill,
+                              fault=spec, stream=stream, timeout=timeout, max_retries=retries)
+        value = r.billed if ask == "billed" else r.requests_sent
+        return Answer(value, f"the SDK sent {r.requests_sent} attempts (statuses "
+                      f"{' '.join(map(str, r.statuses)) or 'none'}), the server billed "
+                      f"{r.billed}; the call ended {r.raised or 'with the whole answer'}.")
+    question = ("How many attempts does the server bill for this call?" if ask == "billed"
+                else "How many requests does the SDK send for this call?")
+    return Problem(11, seed, setting, question, NUMBER, measure,
+                   "Which errors does the SDK retry by itself, how many tries does max_retries "
+                   "allow, and which tries does the server bill?", unit="attempts",
+                   drawn={"kind": "sdk", "fault": spec, "stream": stream,
+                          "max_retries": retries, "ask": ask})
+
+
+def practice_problem(seed: int) -> Problem:
+    """A call killed on a page the lesson did not kill (words held, or calls billed after two
+    kills), or an SDK call against a fault with retries the lesson did not run (attempts billed
+    or sent)."""
+    rng = drawn(seed, 11)
+    return (_kill_problem if rng.random() < 0.5 else _sdk_problem)(seed, rng)
+
+
+#: The transfer question: a configuration the lesson did not run (`practice_problem`).
+TRANSFER_SEED = 9
+TRANSFER = as_exercise("11.5", practice_problem(TRANSFER_SEED), __name__)
+
+
 LESSON = Lesson(
     number=11,
     notebook="11_call_in_flight",
@@ -749,7 +1178,10 @@ LESSON = Lesson(
     prerequisites="Lessons 2, 4 and 7 (granularity, the danger window, the durable runtime's "
                   "model request); Python exceptions; what an HTTP request and a streamed "
                   "response are.",
+    runs="the notebook runs in one to two minutes",
     panel=panel,
     exercises=defined_in(__name__),
+    claims=CLAIMS,
+    practice=practice_problem,
 )
 

@@ -9,7 +9,7 @@
 # **Recap.** Lessons 1 to 6 reproduced the source text's experiment and its table; lesson 7 took the
 # second text's durable runtime; lesson 8 ran what the first text left untested; lesson 9 had you
 # write a store and grade it; lessons 10 and 11 put the same kill -9 on frameworks and on a real
-# model call.
+# model call; lesson 12 explored the stores you would reach for first, and your own agent's code.
 
 # %% [markdown]
 # <!-- lesson: about -->
@@ -20,7 +20,7 @@
 # [2 In one breath](#2.-In-one-breath) ·
 # [3 Follow-up questions](#3.-Follow-up-questions) ·
 # [4 Your own agent](#4.-What-to-do-in-your-own-agent) ·
-# [What to remember](#What-to-remember) · [Exercises](#Exercises) ·
+# [Exercises](#Exercises) · [What to remember](#What-to-remember) ·
 # [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
@@ -28,7 +28,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from bughunt.lab.judges import check, solution
-from bughunt.lab.lessons import l12_closing as closing
+from bughunt.lab.lessons import l13_closing as closing
 
 pd.options.display.width = 140
 pd.options.display.max_colwidth = 60
@@ -67,7 +67,8 @@ closing.the_table(result)
 # The numbers behind each layer, measured in section 1:
 
 # %%
-Markdown(closing.behind_the_answer(result))
+closing.CLAIMS.say("state_is_kept", "side_effects_once", "damaged_checkpoint",
+                   "testing_every_point", bullets=True)
 
 # %% [markdown]
 # ## 3. Follow-up questions
@@ -90,10 +91,10 @@ Markdown(closing.behind_the_answer(result))
 
 # %% [markdown]
 # 4. *What did the experiment not cover?* A crash during recovery, two resumers at once, a full
-#    disk, a real power cut. All four are run in [lesson 8](08_beyond.ipynb): the log design
-#    survives a second crash at every pair of points, the run lock lets exactly one resumer
-#    proceed, a full disk stops the run without losing what was acknowledged, and power cuts are
-#    simulated from the journal of every disk operation.
+#    disk, a real power cut. All four are run in [lesson 8](08_beyond.ipynb): a second crash at
+#    every pair of points, two resumers with and without the run lock, a full disk, and power cuts
+#    simulated from the journal of every disk operation. [Lesson 12](12_first_stores.ipynb) builds
+#    the same crash states for any program, from its system calls.
 # 5. *And the model call that was streaming when the process died?* No checkpoint covers it: its
 #    answer is on the server, billed, and the client held a prefix. Redo it (at least once, billed
 #    twice) or record it aborted (at most once). [Lesson 7](07_durable_tasks.ipynb)'s runtime
@@ -107,8 +108,9 @@ Markdown(closing.behind_the_answer(result))
 # ## 4. What to do in your own agent
 #
 # Each item, the measurement behind it (taken in this kernel, from real processes killed by
-# SIGKILL, or from the conformance suite's crash states), and the lesson where it is measured and
-# explained:
+# SIGKILL, from the conformance suite's crash states, or from lesson 8's power-loss sweep; each
+# checked on this run, and the cell says so where it does not hold), and the lesson where it is
+# measured and explained:
 
 # %%
 Markdown(closing.checklist(result))
@@ -126,6 +128,29 @@ print(f"append + fsync is {durability.fsync_ratio(lat):.0f} times slower than a 
       f"here. {durability.what_was_measured(lat)}")
 
 # %% [markdown]
+# ## Exercises
+#
+# **13.1** The interviewer asks: with a snapshot after every page, on a 3-page site (the bug on
+# page 3, which gives that page an extra `after_submit` crash point), how many model calls does a
+# crash cost on average over all its crash points? Work it out, then check: the check runs the
+# sweep.
+
+# %%
+prediction_13_1 = None        # a number of calls, to 2 decimals
+
+# %%
+check("13.1", prediction_13_1)
+
+# %% [markdown]
+# **13.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
+# sends each payment with no idempotency key. Is every payment made exactly once, whatever the
+# crash? (True or False)
+
+# %%
+answer_13_2 = None
+check("13.2", answer_13_2)
+
+# %% [markdown]
 # ## What to remember
 #
 # - Three layers: how state is kept (log, snapshot, both), what the side effect does across a
@@ -137,27 +162,9 @@ print(f"append + fsync is {durability.fsync_ratio(lat):.0f} times slower than a 
 #   that deduplicates.
 # - Every item above has a number measured on this machine: when you change your agent, measure
 #   again.
-#
-# ## Exercises
-#
-# **12.1** The interviewer asks: with a snapshot after every page, how many model calls does a
-# crash cost, on average over the 51 crash points? Answer with this machine's figure.
-
-# %%
-answer_12_1 = None
-check("12.1", answer_12_1)
 
 # %% [markdown]
-# **12.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
-# sends each payment with no idempotency key. Is every payment made exactly once, whatever the
-# crash? (True or False)
-
-# %%
-answer_12_2 = None
-check("12.2", answer_12_2)
-
-# %% [markdown]
-# Stuck? `solution("12.1")` prints a worked answer.
+# Stuck? `solution("13.1")` prints a worked answer.
 #
 # ## Further reading
 #
