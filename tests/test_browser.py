@@ -378,10 +378,11 @@ def test_voila_app_has_a_full_tab_per_lesson_one_heading_and_grades_a_step_of_le
         panel = page.locator(".widget-vbox").filter(has=grade_button).last
         panel.locator(".bughunt-listing").wait_for(timeout=TIMEOUT_MS)
         panel.locator("select").select_option(label=step.label)
-        listing = panel.locator(".bughunt-listing")
-        page.wait_for_function("([el, want]) => el.textContent === want",
-                               arg=[listing.element_handle(), step.source.rstrip()],
-                               timeout=60_000)
+        # The widget redraws its HTML when the step changes: ask the panel for its listing anew.
+        page.wait_for_function(
+            "([el, want]) => { const pre = el.querySelector('.bughunt-listing');"
+            " return pre !== null && pre.textContent === want; }",
+            arg=[panel.element_handle(), step.source.rstrip()], timeout=TIMEOUT_MS)
         panel.locator("button", has_text=re.compile(r"^\s*Grade\s*$")).click()
         page.wait_for_function(
             "([el, want]) => [...el.querySelectorAll('.widget-output pre')]"
