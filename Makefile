@@ -55,9 +55,12 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 # it prints both go there (LabApp.default_url), not to the Launcher. notebook_shim, the classic
 # Notebook's config bridge that JupyterLab 4 does not use, is off: its scan of the server's
 # settings reads the deprecated ServerApp.token and puts a DeprecationWarning in the log.
+# The lab's stylesheet (bughunt/lab/static/custom.css: listings keep their lines and scroll
+# sideways, never cut inside a word) is JupyterLab's custom CSS, served by bughunt.lab.labstyle.
 START  := notebooks/00_start_here.ipynb
 LAB_OPTS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/$(START) \
-            --ServerApp.jpserver_extensions=notebook_shim=False
+            --ServerApp.jpserver_extensions=notebook_shim=False \
+            --ServerApp.jpserver_extensions=bughunt.lab.labstyle=True --LabApp.custom_css=True
 
 lab: setup
 	$(VENV)/bin/jupyter lab $(ROOT_ARGS) $(LAB_OPTS) $(LAB_ARGS)

@@ -32,12 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .interrupts import Interrupted, deferred, interruptible
+from .lab.labstyle import STYLESHEET
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 GLOSSARY = "glossary.md"
 BUILD = ROOT / "build" / "book"
 BINDER = "https://mybinder.org"
+STYLESHEET_NAME = "bughunt.css"           # the lab's stylesheet, in the book's _static/
 # The book's icon, written into the build: without one the browser asks for /favicon.ico, which a
 # static host answers with a 404 in every page's console.
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
@@ -181,6 +183,9 @@ def sphinx_config(pages: list[BookPage], repository: str | None, branch: str) ->
         "html_theme": "sphinx_book_theme",
         "html_title": "BugHunt Recovery Lab",
         "html_favicon": "favicon.svg",
+        # The lab's stylesheet: a listing keeps its lines (a panel's stored notes included).
+        "html_static_path": ["_static"],
+        "html_css_files": [STYLESHEET_NAME],
         "html_theme_options": theme,
         # Stated, so the theme's script does not log "invalid theme mode" on a first visit.
         "html_context": {"default_mode": "light"},
@@ -294,6 +299,8 @@ def prepare(out: Path, repository: str | None, branch: str,
         shutil.copy2(Path(notebooks) / p.notebook, src / p.notebook)
     shutil.copy2(glossary, src / GLOSSARY)
     (src / "favicon.svg").write_text(FAVICON, encoding="utf-8")
+    (src / "_static").mkdir()
+    shutil.copy2(STYLESHEET, src / "_static" / STYLESHEET_NAME)
     write_conf(src / "conf.py", sphinx_config(pages, repository, branch))
     (src / "index.md").write_text(index_page(pages, repository, branch), encoding="utf-8")
     return src

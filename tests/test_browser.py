@@ -61,10 +61,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(argv: list[str], url: str, log: Path) -> subprocess.Popen:
+def _serve(argv: list[str], url: str, log: Path, env: dict | None = None) -> subprocess.Popen:
     """Start a server in its own session; wait until `url` answers."""
     proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=log.parent)
+                            start_new_session=True, cwd=log.parent, env=env)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -331,12 +331,68 @@ def test_voila_app_serves_the_panels_without_code_or_console_errors(browser, voi
         status = panel.run_and_wait(before)
         direct = summarize(sweep_records(config))
         assert status == status_text(direct)
-        page.get_by_role("tab", name=re.compile("torn writes")).click()
+        page.get_by_role("button", name=re.compile("torn writes")).click()
         page.wait_for_function("() => document.body.innerText.includes('Torn writes')",
                                timeout=TIMEOUT_MS)
         assert "Error displaying widget" not in page.locator("body").inner_text()
         # Loaded, ran a panel, opened another: nothing failed to load, nothing asked the internet
         # (Voila's CDN stylesheets, jupytext's lab extension: see notebooks/app/jupyter).
+        assert console.problems == []
+    finally:
+        page.close()
+
+
+def test_voila_app_has_a_full_tab_per_lesson_one_heading_and_grades_a_step_of_lesson_9(
+        browser, voila):
+    """At 1024 px: a tab for every lesson the registry gives one, labelled in full (never cut,
+    the lesson's heading on hover), one heading; lesson 9's tab grades the step picked, shows its
+    file as a listing that keeps its lines, and says what the grader says of it run here."""
+    from layout import LISTINGS_JS
+
+    from bughunt.lab import registry
+    from bughunt.lab.capstone_steps import grade_step, steps_of
+
+    lessons = [x for x in registry.lessons() if x.app_tab is not None]
+    capstone = next(x for x in lessons if x.app_panel is not None)
+    assert capstone.number == 9
+    steps = steps_of(capstone.notebook)
+    step = steps[-1]
+    page = browser.new_page(viewport={"width": 1024, "height": 900})
+    console = Console(page, voila)
+    try:
+        page.goto(voila)
+        tabs = page.locator(".bughunt-lesson-tabs button")
+        tabs.first.wait_for(timeout=TIMEOUT_MS)
+        shown = tabs.evaluate_all("""bs => bs.map(b => ({text: b.textContent.trim(),
+            title: b.title, cut: b.scrollWidth > b.clientWidth + 1,
+            right: b.getBoundingClientRect().right}))""")
+        assert [t["text"] for t in shown] == [x.tab_title for x in lessons]
+        assert [t["title"] for t in shown] == [x.heading for x in lessons]
+        assert [t for t in shown if t["cut"] or t["right"] > 1024] == []
+        headings = page.evaluate("() => [...document.querySelectorAll('h1, h2')]"
+                                 ".map(h => h.textContent.trim())")
+        assert headings == ["BugHunt Recovery Lab"]
+
+        page.get_by_role("button", name=capstone.tab_title, exact=True).click()
+        grade_button = page.locator("button", has_text=re.compile(r"^\s*Grade\s*$"))
+        panel = page.locator(".widget-vbox").filter(has=grade_button).last
+        panel.locator(".bughunt-listing").wait_for(timeout=TIMEOUT_MS)
+        panel.locator("select").select_option(label=step.label)
+        # The widget redraws its HTML when the step changes: ask the panel for its listing anew.
+        page.wait_for_function(
+            "([el, want]) => { const pre = el.querySelector('.bughunt-listing');"
+            " return pre !== null && pre.textContent === want; }",
+            arg=[panel.element_handle(), step.source.rstrip()], timeout=TIMEOUT_MS)
+        panel.locator("button", has_text=re.compile(r"^\s*Grade\s*$")).click()
+        page.wait_for_function(
+            "([el, want]) => [...el.querySelectorAll('.widget-output pre')]"
+            ".some(p => p.textContent.includes(want))",
+            arg=[panel.element_handle(), f"({step.store})"], timeout=TIMEOUT_MS)
+        note = panel.locator(".widget-output pre").filter(has_text=f"({step.store})").first
+        direct = grade_step(step, steps)          # the same step, graded here
+        assert " ".join(direct.verdict.split()) in " ".join(note.text_content().split())
+        drawn = page.evaluate(LISTINGS_JS, [panel.element_handle(), ".widget-vbox"])
+        assert drawn["listings"] >= 2 and drawn["problems"] == []
         assert console.problems == []
     finally:
         page.close()

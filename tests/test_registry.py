@@ -53,12 +53,16 @@ def test_an_unknown_exercise_is_refused_by_name():
         find_exercise("lesson five")
 
 
-def test_the_apps_tabs_are_the_lessons_with_a_panel_titled_by_their_records():
+def test_the_apps_tabs_are_the_lessons_with_a_tab_titled_by_their_records():
     app = App()
-    titles = [app.tabs.get_title(i) for i in range(len(app.lessons))]
-    want = [x.tab_title for x in LESSONS if x.panel is not None and x.in_app]
-    assert titles == want and "9 · your own store" not in titles
-    assert titles[0] == "1 · killed at page 7" and "5 · torn writes" in titles
+    want = [x for x in LESSONS if x.panel is not None and (x.in_app or x.app_panel)]
+    assert app.titles() == [x.tab_title for x in want]
+    assert list(app.tabs.tooltips) == [x.heading for x in want]       # the full title on hover
+    assert app.titles()[0] == "1 · killed at page 7" and "5 · torn writes" in app.titles()
+    # Lesson 9's tab grades one of its notebook's steps, not the file its notebook's panel names.
+    nine = app.lessons.index(registry.by_number(9))
+    assert app.titles()[nine] == "9 · your own store"
+    assert app.lessons[nine].app_tab is not app.lessons[nine].panel
 
 
 def test_the_closings_checklist_links_each_item_to_its_lessons_notebook():

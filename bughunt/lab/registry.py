@@ -51,6 +51,9 @@ class Lesson:
     kind: str = "lesson"         # start | lesson | closing | appendix
     panel: Callable[[], object] | None = None   # its interactive panel, built on demand
     in_app: bool = True          # a tab of the app (`make app`) when it has a panel
+    #: Its tab in the app when the notebook's panel needs the notebook (lesson 9 grades a file
+    #: the learner wrote; its tab grades one of the notebook's steps instead).
+    app_panel: Callable[[], object] | None = None
     exercises: tuple = ()        # its exercises and quiz items (`judges.defined_in(__name__)`)
     #: Findings of the lesson's own runs, each a sentence with a check over the run's results,
     #: rendered in the notebook (issue 21). Room for them; none are declared yet.
@@ -100,6 +103,13 @@ class Lesson:
         if self.kind == "appendix":
             return f"Appendix: {self.short_title}"
         return f"Lesson {self.number}: {self.short_title}"
+
+    @property
+    def app_tab(self) -> Callable[[], object] | None:
+        """What builds its tab in the app (`make app`), or None: it has no tab."""
+        if self.app_panel is not None:
+            return self.app_panel
+        return self.panel if self.in_app else None
 
     @property
     def tab_title(self) -> str:

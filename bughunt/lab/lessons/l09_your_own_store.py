@@ -598,13 +598,17 @@ class GradePanel(Panel):
                 "pending": toggle(["redo", "abort"], "redo")}
 
     def execute(self, settings: dict) -> Result:
-        g = grade(settings["store"].strip(), idempotency_key=settings["key"],
-                  intent=settings["intent"], pending=settings["pending"])
+        g = self.graded(settings)
         self.last = g
         return Result(g.verdict.split(". ")[0].rstrip(".") + ".",
                       notes=[f"<pre style='white-space: pre-wrap'>{html.escape(explain(g))}</pre>"],
                       figures=[plot_grades({g.name: g})] if g.records else [],
                       tables=[g.rules_table()] if g.rules else [], data=g)
+
+    def graded(self, settings: dict) -> Grade:
+        """The grade the settings ask for: the store file named, with the run's settings."""
+        return grade(settings["store"].strip(), idempotency_key=settings["key"],
+                     intent=settings["intent"], pending=settings["pending"])
 
     def reset(self) -> None:
         super().reset()
@@ -621,6 +625,14 @@ class GradePanel(Panel):
 
 def panel(store: str = "my_store.py:MyStore") -> GradePanel:
     return GradePanel(store)
+
+
+def app_panel():
+    """The lesson's tab in the app, which has no cells to write a store in: pick one of this
+    notebook's steps and grade it (`bughunt.lab.capstone_steps`)."""
+    from ..capstone_steps import StepPanel
+
+    return StepPanel(LESSON.notebook)
 
 
 # --- exercises -------------------------------------------------------------------------------
@@ -1083,7 +1095,8 @@ LESSON = Lesson(
                   "-9 vs power loss); Python classes; `os.open`, `os.fsync` and `os.replace` "
                   "by name.",
     panel=panel,
-    in_app=False,          # the store is written in the notebook, so no tab in the app
+    in_app=False,          # the store is written in the notebook: the app grades its steps
+    app_panel=app_panel,
     exercises=defined_in(__name__),
     claims=CLAIMS,
     practice=practice_problem,
