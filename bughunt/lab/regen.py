@@ -198,11 +198,20 @@ def static_panel(outputs: list, state: dict) -> list:
 
 
 def build(src: Path, timeout: int = 600) -> Path:
+    """Execute `src` in notebooks/ (the kernel's folder, as for a learner) and store it built.
+    Files the run writes there (lesson 9's `%%writefile` stores) are removed afterwards, so the
+    next build starts from the folder a fresh clone has; files that were there stay."""
     out = NOTEBOOKS / f"{src.stem}.ipynb"
     nb = read_source(src)
     os.environ["PYTHONHASHSEED"] = "0"
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    before = {p.name for p in NOTEBOOKS.iterdir()}
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    finally:
+        for p in NOTEBOOKS.iterdir():
+            if p.name not in before and p.is_file() and p.suffix == ".py":
+                p.unlink()
     nbformat.write(normalize(nb), out)
     return out
 

@@ -331,4 +331,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as a script this file is a second module: list the lessons with the registry the
+    # lesson modules import (its Lesson class is the one their records are made of).
+    from bughunt.lab import registry as _registry
+
+    sys.exit(_registry.main())

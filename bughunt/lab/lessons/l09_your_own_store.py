@@ -545,17 +545,19 @@ def plot_grades(grades: dict[str, Grade], *, lab: bool = True):
 def explain(g: Grade) -> str:
     """The grade in words: the verdict, the hint, the first violation (crash state, file, what
     was on disk), and what one commit did on disk."""
-    lines = [f"{g.name} ({g.store})", "", textwrap.fill(g.verdict, 100)]
+    lines = [f"{g.name} ({g.store})", "", textwrap.fill(g.verdict, 100, break_on_hyphens=False)]
     if g.printed:                     # captured behind the boundary, shown under the verdict
         lines += ["", *g.printed.lines()]
     if g.hint:
-        lines += ["", textwrap.fill(str(g.hint), 100)]
+        lines += ["", textwrap.fill(str(g.hint), 100, break_on_hyphens=False)]
     broken = g.broken()
     if broken:
         r = g.first(broken[0])
         lines += ["", f"The first violation of {r.rule} ({r.violations} in all):",
-                  textwrap.fill(f"crash state: {r.state}", 100, subsequent_indent="  "),
-                  textwrap.fill(f"what load() said: {r.detail}", 100, subsequent_indent="  "),
+                  textwrap.fill(f"crash state: {r.state}", 100, subsequent_indent="  ",
+                                break_on_hyphens=False),
+                  textwrap.fill(f"what load() said: {r.detail}", 100, subsequent_indent="  ",
+                                break_on_hyphens=False),
                   "on disk at that moment (the last bytes of each file):"]
         lines += [f"  {name}: {preview}" for name, preview in r.disk.items()] or [
             "  (no file at all)"]
