@@ -510,29 +510,32 @@ def interrupt_latency(tries: int = 10) -> None:
     moments = [whole * (i + 0.5) / tries for i in range(tries)]
     times, codes, finished, left, said = [], set(), 0, 0, set()
     for at in moments:
-        with folders() as (tmp, runs):
-            proc = start(tmp, runs)
-            time.sleep(at)                        # a moment of the run: a time, by design
-            if proc.poll() is not None:           # this run was faster than the first
-                finished += 1
-                proc.communicate()
-                continue
-            t0 = time.perf_counter()
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-            times.append(time.perf_counter() - t0)
-            codes.add(proc.returncode)
-            left += len(os.listdir(tmp)) + len(os.listdir(runs))
-            said.add("a traceback" if "Traceback" in err else
-                     "one line" if len(err.strip().splitlines()) == 1 else "more lines")
+        for _attempt in range(4):                 # every try an interrupt, not a finished run
+            with folders() as (tmp, runs):
+                proc = start(tmp, runs)
+                time.sleep(at)                    # a moment of the run: a time, by design
+                if proc.poll() is not None:       # this run was faster than the first: again,
+                    finished += 1                 # a little earlier
+                    proc.communicate()
+                    at *= 0.6
+                    continue
+                t0 = time.perf_counter()
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=60)
+                times.append(time.perf_counter() - t0)
+                codes.add(proc.returncode)
+                left += len(os.listdir(tmp)) + len(os.listdir(runs))
+                said.add("a traceback" if "Traceback" in err else
+                         "one line" if len(err.strip().splitlines()) == 1 else "more lines")
+                break
     worst = max(times, default=0.0)
     clean = codes <= {130} and not left and said <= {"one line"}
     row("interrupt", f"Ctrl-C to exit, a running lesson (worst of {len(times)})", worst, "s",
-        target="<= 1 s", met=bool(times) and worst <= 1 and clean,
+        target="<= 1 s", met=len(times) >= tries and worst <= 1 and clean,
         note=f"at {', '.join(f'{t:.1f}' for t in moments)} s of a {whole:.1f} s run; median "
              f"{statistics.median(times) if times else 0:.2f} s; run dirs in {ram or 'TMPDIR'}; "
              f"exits {sorted(codes)}; stderr {', '.join(sorted(said))}; temp dirs left {left}; "
-             f"finished before the signal {finished}")
+             f"runs that finished before their signal (tried again earlier) {finished}")
 
 
 def grade_cost(runs: int = 3) -> None:
