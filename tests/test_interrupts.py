@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -141,3 +142,37 @@ def test_an_interrupted_worker_says_so_and_its_run_resumes(tmp_path):
                               "--json"], capture_output=True, text=True, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["findings"] == [3, 7, 10]
+
+
+def test_a_notebooks_interrupt_during_a_slow_forked_worker_is_raised_and_kills_it(tmp_path):
+    """A notebook's Ctrl-C (KeyboardInterrupt, in the main thread) while a forked worker waits 60 s
+    for its model: the interrupt is what is raised, and the worker and its fork server are gone.
+    Closing the server instead waited for the worker, then raised TimeoutExpired 10 s later."""
+    tag = uuid.uuid4().hex
+    script = textwrap.dedent(f"""
+        import os, signal, threading, time
+        from pathlib import Path
+        from bughunt import experiment
+        from bughunt.config import RunConfig
+        run = Path({str(tmp_path / "run")!r})
+
+        def interrupt_once_billed():          # the worker is inside page 1's model call
+            while not (run / "bill.jsonl").exists():
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=interrupt_once_billed, daemon=True).start()
+        try:
+            experiment.run_worker(run, RunConfig(), extra=("--latency-ms", "60000"))
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt")
+        except BaseException as e:
+            print(type(e).__name__)
+    """)
+    env = {**os.environ, "TMPDIR": str(tmp_path), "BUGHUNT_TEST_TAG": tag}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert proc.stdout.strip() == "KeyboardInterrupt", proc.stdout + proc.stderr
+    if LINUX:
+        assert processes_tagged(tag) == [], "the worker or its fork server is still running"
+    assert [p.name for p in tmp_path.iterdir()] == ["run"], "the fork server left its folder"
