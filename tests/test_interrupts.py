@@ -176,3 +176,41 @@ def test_a_notebooks_interrupt_during_a_slow_forked_worker_is_raised_and_kills_i
     if LINUX:
         assert processes_tagged(tag) == [], "the worker or its fork server is still running"
     assert [p.name for p in tmp_path.iterdir()] == ["run"], "the fork server left its folder"
+
+
+def test_an_interrupt_as_the_boundary_starts_its_supervisor_leaves_nothing(tmp_path):
+    """SIGINT arriving the moment the boundary's supervisor exists (delivered from inside Popen's
+    return): the boundary stops with Interrupted, no traceback of its own or of the supervisor's,
+    no process, no folder. It used to be acted on before the supervisor had its orders: an
+    AttributeError in close, the supervisor's JSONDecodeError, the folder left in TMPDIR."""
+    tag = uuid.uuid4().hex
+    script = textwrap.dedent(f"""
+        import os, signal, subprocess, sys
+        from unittest import mock
+        from bughunt.boundary import Boundary
+        from bughunt.interrupts import Interrupted, interruptible
+
+        real = subprocess.Popen
+
+        def popen_then_interrupt(*args, **kwargs):
+            proc = real(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGINT)
+            return proc
+
+        try:
+            with interruptible():
+                with Boundary(paths=[{str(ROOT / "tests")!r}]) as b:
+                    with mock.patch.object(subprocess, "Popen", popen_then_interrupt):
+                        b.call("boundary_jobs:sleeps", {{"seconds": 60}}, timeout=120)
+        except Interrupted:
+            print("Interrupted")
+    """)
+    env = {**os.environ, "TMPDIR": str(tmp_path), "BUGHUNT_RAM_DIR": str(tmp_path),
+           "BUGHUNT_TEST_TAG": tag}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert proc.stdout.strip() == "Interrupted", proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if LINUX:
+        assert processes_tagged(tag) == [], "the supervisor or its child is still running"
+    assert list(tmp_path.iterdir()) == [], "the boundary's folder was left behind"
