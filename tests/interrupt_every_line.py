@@ -25,9 +25,9 @@ lines_run = [0]          # the main thread's line events so far, in this run
 
 def job(i: int) -> int:
     """Run until the signal comes (to finish right after it, while the main thread handles it),
-    or until the main thread has run no line for 10 ms: it is waiting for the jobs."""
+    or until the main thread has run no line for 5 ms: it is waiting for the jobs."""
     seen = -1
-    while not release.wait(0.01) and lines_run[0] != seen:
+    while not release.wait(0.005) and lines_run[0] != seen:
         seen = lines_run[0]
     return i
 
@@ -36,15 +36,35 @@ def in_parallel() -> None:
     assert experiment.in_parallel([functools.partial(job, i) for i in range(3)], workers=2) == [0, 1, 2]
 
 
+class _Settings:
+    def resolved(self):
+        return self
+
+
+class _Children:
+    cancelled = threading.Event()
+
+    def kill_all(self):
+        pass
+
+
+class _Point:
+    def __init__(self, order: int):
+        self.order = order
+
+
+#: `sweep_many`'s processes replaced by the same short jobs (its children need a framework):
+#: discovery and the crash runs are threads that each run a `job`. Put in place once, by `main`.
+SWEEP_FAKES = {"preload_for": lambda s: (), "shared_children": lambda preload: _Children(),
+               "discover": lambda s, children, base, timeout: job(0),
+               "select_for_all": lambda cleans, points: [[_Point(i) for i in range(3)]],
+               "crash_run": lambda s, clean, p, run_dir, children, r, timeout: job(p.order)}
+
+
 def frameworks_wait() -> None:
-    """The frameworks sweep's wait, as `sweep_many` runs it (its children need a framework)."""
-    with deferred() as held:
-        pool = ThreadPoolExecutor(max_workers=2)
-        try:
-            assert sweep._wait_all([pool.submit(job, i) for i in range(3)], held) == [0, 1, 2]
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            del pool
+    """`sweep_many` itself, on `SWEEP_FAKES`."""
+    [result] = sweep.sweep_many([_Settings()], workers=2)
+    assert result.records == [0, 1, 2]
 
 
 TARGETS = {"in_parallel": in_parallel, "frameworks_wait": frameworks_wait}
@@ -96,6 +116,8 @@ def main(name: str, keep_going: bool = False) -> int:
     """`keep_going`: count the runs that went wrong instead of stopping at the first (to see how
     an old version fails: a hang still ends the process, by faulthandler, naming the run)."""
     target = TARGETS[name]
+    for attribute, fake in SWEEP_FAKES.items():
+        setattr(sweep, attribute, fake)
     faulthandler.dump_traceback_later(60, exit=True)
     _, events, _ = trial(target, 0)
     seen = {"interrupted": 0, "finished": 0, "wrong": 0}
