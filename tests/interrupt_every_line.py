@@ -33,7 +33,8 @@ def job(i: int) -> int:
 
 
 def in_parallel() -> None:
-    assert experiment.in_parallel([functools.partial(job, i) for i in range(3)], workers=2) == [0, 1, 2]
+    calls = [functools.partial(job, i) for i in range(3)]
+    assert experiment.in_parallel(calls, workers=2) == [0, 1, 2]
 
 
 class _Settings:

@@ -113,17 +113,20 @@ def test_an_interrupted_command_stops_and_leaves_nothing(tmp_path, command, sign
 
 
 @pytest.mark.parametrize("target", ["in_parallel", "frameworks_wait"])
-def test_a_signal_at_any_line_of_a_sweeps_wait_stops_it_and_leaves_no_thread(target):
+def test_a_signal_at_any_line_of_a_sweeps_wait_stops_it_and_leaves_no_thread(tmp_path, target):
     """The lost-signal hang, made deterministic: the sweep's wait for its threads is run once for
     every line its main thread runs, with SIGINT's handler called at that line (as a signal
     arriving there calls it). Each run must end interrupted, with no thread left and SIGINT still
     acted on afterwards. Raising in the middle of concurrent.futures' waits instead left locks
     held that the threads needed, a RuntimeError, or threads never joined."""
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "interrupt_every_line.py"),
-                           target], capture_output=True, text=True, cwd=ROOT, timeout=600)
+                           target], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**os.environ, "TMPDIR": str(tmp_path),
+                               "BUGHUNT_RAM_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
     assert seen["interrupted"] > 100 and seen["wrong"] == 0, seen
+    assert list(tmp_path.iterdir()) == [], "an interrupted run left its temp dir"
 
 
 def test_an_interrupted_worker_says_so_and_its_run_resumes(tmp_path):

@@ -529,11 +529,12 @@ def sweep_many(all_settings: list[SweepSettings], *, points=None, repeat: int = 
     all_settings = [s.resolved() for s in all_settings]
     preload = tuple(dict.fromkeys(m for s in all_settings for m in preload_for(s)))
     children = shared_children(preload)
-    base = Path(tempfile.mkdtemp(prefix="bughunt-fw-", dir=base_dir))
-    # Ctrl-C and SIGTERM are held back while this thread submits and waits (`deferred`): they
-    # wake the wait, and are acted on once the children are killed and the threads have ended,
-    # never in the middle of the pool's own locking (see bughunt.interrupts.as_finished).
+    # Ctrl-C and SIGTERM are held back while this thread makes its temp dir, submits and waits
+    # (`deferred`): they wake the wait, and are acted on once the children are killed, the
+    # threads have ended and the temp dir is removed, never in the middle of the pool's own
+    # locking (see bughunt.interrupts.as_finished).
     with deferred() as held:
+        base = Path(tempfile.mkdtemp(prefix="bughunt-fw-", dir=base_dir))
         pool = ThreadPoolExecutor(max_workers=workers or default_workers())
         t0 = time.perf_counter()
         try:
