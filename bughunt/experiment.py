@@ -548,11 +548,17 @@ def work_dir(base: Path | None = None, *, in_memory: bool = False):
     is why the lessons that time writes (6, the appendix) run on the real disk.
     """
     if base is None:
-        tmp = tempfile.mkdtemp(prefix="bughunt-", dir=ram_dir() if in_memory else None)
-        try:
-            yield Path(tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        # Ctrl-C and SIGTERM are held back while the temp dir is made and while it is removed
+        # (an rmtree cut short raises EBADF and leaves files), and act as usual in the block.
+        # `holding` is switched by one attribute store, where no signal handler can run.
+        with deferred() as held:
+            tmp = tempfile.mkdtemp(prefix="bughunt-", dir=ram_dir() if in_memory else None)
+            try:
+                held.holding = False
+                yield Path(tmp)
+            finally:
+                held.holding = True
+                shutil.rmtree(tmp, ignore_errors=True)
         return
     base = Path(base)
     if base.exists() and not base.is_dir():
