@@ -61,8 +61,8 @@ def kill_tagged(tag: str) -> None:
 
 
 def run_dirs(tmp: Path) -> list[Path]:
-    return [r for d in tmp.glob("bughunt-*") if d.is_dir() and not d.name.startswith("bughunt-fork-")
-            for r in d.iterdir()]
+    return [r for d in tmp.glob("bughunt-*")
+            if d.is_dir() and not d.name.startswith("bughunt-fork-") for r in d.iterdir()]
 
 
 # The moments a test interrupts at, each a state of the command's temp dir the test sees happen
