@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -51,7 +51,7 @@ from .crashpoints import (LABELS, PAUSE_BANNER, CrashPoint, NoSuchPoint, find, p
                           scheme)
 from .events import apply_event, initial_state
 from .instruments import mutants
-from .interrupts import deferred
+from .interrupts import as_finished, deferred
 from .stores import LOG_FILE, StoreDamage, rebuild_from_disk
 from .world import Site, read_bill, read_reports
 from .worker import READY_BANNER
@@ -548,11 +548,17 @@ def work_dir(base: Path | None = None, *, in_memory: bool = False):
     is why the lessons that time writes (6, the appendix) run on the real disk.
     """
     if base is None:
-        tmp = tempfile.mkdtemp(prefix="bughunt-", dir=ram_dir() if in_memory else None)
-        try:
-            yield Path(tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        # Ctrl-C and SIGTERM are held back while the temp dir is made and while it is removed
+        # (an rmtree cut short raises EBADF and leaves files), and act as usual in the block.
+        # `holding` is switched by one attribute store, where no signal handler can run.
+        with deferred() as held:
+            tmp = tempfile.mkdtemp(prefix="bughunt-", dir=ram_dir() if in_memory else None)
+            try:
+                held.holding = False
+                yield Path(tmp)
+            finally:
+                held.holding = True
+                shutil.rmtree(tmp, ignore_errors=True)
         return
     base = Path(base)
     if base.exists() and not base.is_dir():
@@ -616,27 +622,33 @@ def in_parallel(calls: list[Callable[[], object]], workers: int | None = None,
 
     Interrupted (Ctrl-C, SIGTERM, a notebook's interrupt) or failing, it cancels the calls not
     started, kills the workers running, waits for the threads, then raises: the caller's
-    `work_dir` then removes the run directories, and nothing is left running.
+    `work_dir` then removes the run directories, and nothing is left running. The signal is
+    held back while this thread submits, waits and stops (`deferred`): it wakes the wait and is
+    acted on once every thread has ended, never in the middle of the pool's own locking.
     """
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     results: list = [None] * len(calls)
-    pool = ThreadPoolExecutor(max_workers=workers or default_workers())
-    try:
-        futures = {pool.submit(call): i for i, call in enumerate(calls)}
-        for done, future in enumerate(as_completed(futures), 1):
-            results[futures[future]] = future.result()
-            if progress:
-                progress(done, len(calls))
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+    with deferred() as held:
+        pool = ThreadPoolExecutor(max_workers=workers or default_workers())
         try:
-            stop_all_workers()
-            pool.shutdown(wait=True)
-        finally:
-            _STOPPING.clear()
-        raise
-    pool.shutdown(wait=True)
+            futures = {pool.submit(call): i for i, call in enumerate(calls)}
+            for done, future in enumerate(as_finished(futures, held), 1):
+                results[futures[future]] = future.result()
+                if progress:
+                    progress(done, len(calls))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                stop_all_workers()
+                pool.shutdown(wait=True)
+            finally:
+                _STOPPING.clear()
+            raise
+        pool.shutdown(wait=True)
+        # Dropped here, while signals are held: the weakref callbacks that its threads' end
+        # runs would swallow an interrupt raised inside them ("Exception ignored in ...").
+        del pool, futures
     return results
 
 

@@ -282,7 +282,10 @@ class ForkServerPool:
         try:
             result = server.run(argv, timeout, entry)
         except BaseException:
-            server.close()                 # a server in an unknown state is not reused
+            # A server in an unknown state is not reused, and is killed with its worker, not
+            # closed: closing waits for the worker to end, which an interrupted caller (a
+            # notebook's Ctrl-C during a slow worker) must not.
+            server.kill()
             raise
         self._idle.put(server)
         return result

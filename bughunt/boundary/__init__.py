@@ -391,29 +391,35 @@ class Boundary:
     def __enter__(self) -> "Boundary":
         from ..interrupts import deferred
 
-        with deferred():
-            self.root = Path(tempfile.mkdtemp(prefix="bughunt-boundary-", dir=_ram_dir()))
-        self.real_root = os.path.realpath(self.root)
-        for d in ("tmp", "out", "cwd", "hook"):
-            (self.root / d).mkdir()
-        (self.root / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        self.log = self.root / "out" / "fence.jsonl"
-        self.log.touch()
-        self._log_offset = 0
-        paths = [str(self.root / "hook"), PACKAGE_PARENT, *self.paths]
-        if self.store_dir:
-            paths.append(self.store_dir)
-        if os.environ.get("PYTHONPATH"):
-            paths.append(os.environ["PYTHONPATH"])
-        limits = {"memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,
-                  "cpu_s": self.limits.cpu_s}
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
-                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                    "TMPDIR": str(self.root / "tmp"), "BUGHUNT_RAM_DIR": "",
-                    _fence.ENV: _fence.settings(
-                        roots=[self.root, *self.writable], default_dir=self.root / "tmp",
-                        learner_dirs=[self.store_dir] if self.store_dir else [],
-                        log=self.log, limits=limits)}
+        # An interrupt (or an error) before `with` holds the boundary would leave its folder:
+        # `__exit__` runs only once `__enter__` has returned.
+        try:
+            with deferred():
+                self.root = Path(tempfile.mkdtemp(prefix="bughunt-boundary-", dir=_ram_dir()))
+            self.real_root = os.path.realpath(self.root)
+            for d in ("tmp", "out", "cwd", "hook"):
+                (self.root / d).mkdir()
+            (self.root / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+            self.log = self.root / "out" / "fence.jsonl"
+            self.log.touch()
+            self._log_offset = 0
+            paths = [str(self.root / "hook"), PACKAGE_PARENT, *self.paths]
+            if self.store_dir:
+                paths.append(self.store_dir)
+            if os.environ.get("PYTHONPATH"):
+                paths.append(os.environ["PYTHONPATH"])
+            limits = {"memory_bytes": self.limits.memory_bytes,
+                      "file_bytes": self.limits.file_bytes, "cpu_s": self.limits.cpu_s}
+            self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
+                        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                        "TMPDIR": str(self.root / "tmp"), "BUGHUNT_RAM_DIR": "",
+                        _fence.ENV: _fence.settings(
+                            roots=[self.root, *self.writable], default_dir=self.root / "tmp",
+                            learner_dirs=[self.store_dir] if self.store_dir else [],
+                            log=self.log, limits=limits)}
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -454,31 +460,35 @@ class Boundary:
                   "remove": str(self.root),
                   "fds": {"stdout": out_w, "stderr": err_w, "pass": [theirs.fileno()],
                           "stdin": self.stdin}}
-        with deferred():       # no interrupt between "it exists" and "we hold it"
+        # No interrupt between "it exists" and "we hold it", nor before the state that `close`
+        # needs is complete and the supervisor has its orders (which name the folder it
+        # removes): an interrupt acted on right after the start left a supervisor without
+        # orders (its traceback on stderr) and the folder behind.
+        with deferred():
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", SUPERVISOR], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=None, pass_fds=passed, bufsize=0,
                 start_new_session=True, cwd=str(self.root / "cwd"))
-        for fd in (out_w, err_w):
-            os.close(fd)
-        theirs.close()
-        self._proc.stdin.write((json.dumps(config) + "\n").encode())
-        self._channel = Channel(ours)
-        self._pipes = {out_r: "stdout", err_r: "stderr"}
-        self._sup_buffer = b""
-        self._child_pid = None
-        self._child_alive = True
-        self._gone = False
-        self._stopped_signal = None
-        self._exit_code = None
-        for fd in (out_r, err_r):
-            os.set_blocking(fd, False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._channel.sock, selectors.EVENT_READ, "channel")
-        self._channel_open = True
-        for fd in self._pipes:
-            self._selector.register(fd, selectors.EVENT_READ, "pipe")
-        self._selector.register(self._proc.stdout, selectors.EVENT_READ, "supervisor")
+            for fd in (out_w, err_w):
+                os.close(fd)
+            theirs.close()
+            self._proc.stdin.write((json.dumps(config) + "\n").encode())
+            self._channel = Channel(ours)
+            self._pipes = {out_r: "stdout", err_r: "stderr"}
+            self._sup_buffer = b""
+            self._child_pid = None
+            self._child_alive = True
+            self._gone = False
+            self._stopped_signal = None
+            self._exit_code = None
+            for fd in (out_r, err_r):
+                os.set_blocking(fd, False)
+            self._selector = selectors.DefaultSelector()
+            self._selector.register(self._channel.sock, selectors.EVENT_READ, "channel")
+            self._channel_open = True
+            for fd in self._pipes:
+                self._selector.register(fd, selectors.EVENT_READ, "pipe")
+            self._selector.register(self._proc.stdout, selectors.EVENT_READ, "supervisor")
 
     def _supervisor_said(self) -> None:
         chunk = os.read(self._proc.stdout.fileno(), 4096)

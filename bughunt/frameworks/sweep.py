@@ -34,13 +34,14 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 from .. import forkserver
 from ..experiment import Outcome, default_workers, frame, witnesses_agree
+from ..interrupts import Held, as_finished, deferred
 from ..world import TRACKER_FILE, Site, Tracker, read_bill, read_reports
 from .contract import AdapterError, WorldSettings, adapter_class
 
@@ -528,43 +529,48 @@ def sweep_many(all_settings: list[SweepSettings], *, points=None, repeat: int = 
     all_settings = [s.resolved() for s in all_settings]
     preload = tuple(dict.fromkeys(m for s in all_settings for m in preload_for(s)))
     children = shared_children(preload)
-    base = Path(tempfile.mkdtemp(prefix="bughunt-fw-", dir=base_dir))
-    pool = ThreadPoolExecutor(max_workers=workers or default_workers())
-    t0 = time.perf_counter()
-    try:
-        cleans = list(_wait_all(pool, [pool.submit(discover, s, children, base / f"s{i}", timeout)
-                                       for i, s in enumerate(all_settings)]))
-        chosen = select_for_all(cleans, points)
-        jobs = [(i, r, p) for r in range(repeat) for i in range(len(all_settings))
-                for p in chosen[i]]
-        if progress:
-            progress(0, len(jobs))
-        futures = [pool.submit(crash_run, all_settings[i], cleans[i], p,
-                               base / f"s{i}" / f"r{r}-{p.order:04d}", children, r, timeout)
-                   for i, r, p in jobs]
-        records = list(_wait_all(pool, futures, progress))
-        seconds = time.perf_counter() - t0
-        return [SweepResult(s, cleans[i], [rec for (j, _, _), rec in zip(jobs, records) if j == i],
-                            seconds) for i, s in enumerate(all_settings)]
-    except BaseException:
-        children.kill_all()          # the shared pool is replaced at the next sweep
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if children.cancelled.is_set():
-            children.close()
-        shutil.rmtree(base, ignore_errors=True)
+    # Ctrl-C and SIGTERM are held back while this thread makes its temp dir, submits and waits
+    # (`deferred`): they wake the wait, and are acted on once the children are killed, the
+    # threads have ended and the temp dir is removed, never in the middle of the pool's own
+    # locking (see bughunt.interrupts.as_finished).
+    with deferred() as held:
+        base = Path(tempfile.mkdtemp(prefix="bughunt-fw-", dir=base_dir))
+        pool = ThreadPoolExecutor(max_workers=workers or default_workers())
+        t0 = time.perf_counter()
+        try:
+            cleans = list(_wait_all([pool.submit(discover, s, children, base / f"s{i}", timeout)
+                                     for i, s in enumerate(all_settings)], held))
+            chosen = select_for_all(cleans, points)
+            jobs = [(i, r, p) for r in range(repeat) for i in range(len(all_settings))
+                    for p in chosen[i]]
+            if progress:
+                progress(0, len(jobs))
+            futures = [pool.submit(crash_run, all_settings[i], cleans[i], p,
+                                   base / f"s{i}" / f"r{r}-{p.order:04d}", children, r, timeout)
+                       for i, r, p in jobs]
+            records = list(_wait_all(futures, held, progress))
+            seconds = time.perf_counter() - t0
+            return [SweepResult(s, cleans[i],
+                                [rec for (j, _, _), rec in zip(jobs, records) if j == i],
+                                seconds) for i, s in enumerate(all_settings)]
+        except BaseException:
+            children.kill_all()          # the shared pool is replaced at the next sweep
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            del pool                     # its threads' weakref callbacks run while held
+            if children.cancelled.is_set():
+                children.close()
+            shutil.rmtree(base, ignore_errors=True)
 
 
-def _wait_all(pool, futures, progress: Progress | None = None):
-    """The futures' results in order; waits in short slices so Ctrl-C is seen at once."""
-    pending = set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-        for f in done:
-            f.result()                       # raise the first failure now
+def _wait_all(futures, held: Held, progress: Progress | None = None):
+    """The futures' results in order, the first failure raised as soon as it happens; raises
+    `HeldBack` as soon as `held` (the caller's `deferred()`) caught a signal."""
+    for done, f in enumerate(as_finished(futures, held), 1):
+        f.result()                           # raise the first failure now
         if progress:
-            progress(len(futures) - len(pending), len(futures))
+            progress(done, len(futures))
     return [f.result() for f in futures]
 
 
