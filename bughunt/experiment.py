@@ -919,7 +919,8 @@ LESSON_ROWS = [   # (key, figure, configuration)
     ("replay_log_max", "max replayed events", "pure event log, 54 points"),
     ("replay_snap4_avg", "avg replayed events", "log + snapshot every 4 pages, 54 points"),
     ("replay_snap4_max", "max replayed events", "log + snapshot every 4 pages, 54 points"),
-    ("duplicate_points_no_key", "points that duplicate a report", "no idempotency key, 51 points"),
+    ("duplicate_points_no_key", "points that duplicate a report",
+     "snapshot after every page, no idempotency key, 51 points"),
     ("log_runs_correct", "log runs that recover correctly", "log + intents + key, 54 points"),
 ]
 

@@ -196,9 +196,10 @@ check("Q0.2", answer_q0_2)
 # %% [markdown]
 # ## What the lab reproduces
 #
-# The source text behind this lab reports a table of figures from its own experiment. Here is that
-# table beside the same experiment on this machine: five sweeps, every crash point killed with
-# SIGKILL and resumed: 528 real processes.
+# The source text behind this lab (two Chinese lessons on resuming an agent after a crash, whose
+# terms the [glossary](glossary.md) gives) reports a table of figures from its own experiment.
+# Here is that table beside the same experiment on this machine: five sweeps, every crash point
+# killed with SIGKILL and resumed: 528 real processes.
 
 # %%
 result, table = tour.lesson_overview()

@@ -151,9 +151,8 @@ show_source(NoStore)
 # Resuming from where the process died (断点续跑) means answering four questions, one lesson each:
 #
 # 1. **How fine is progress saved?** A checkpoint (检查点) here is a durable recovery point written to
-#    disk (not the place where a worker checks for a cancel request, as the word was used in the
-#    course's earlier lecture on the task state machine). Finer checkpoints lose less and write
-#    more.
+#    disk (not a place where a worker checks for a cancel request, another common use of the
+#    word). Finer checkpoints lose less and write more.
 #    → [Lesson 2](02_granularity.ipynb)
 # 2. **How is the state put back together?** Replay an event log, load a snapshot, or both.
 #    → [Lesson 3](03_replay_vs_snapshot.ipynb)

@@ -29,6 +29,31 @@ pd.options.display.width = 120
 pd.options.display.max_columns = 20
 
 # %% [markdown]
+# Three statements to decide before you read on, true or false (the lesson answers them as it goes;
+# each check measures and explains):
+
+# %%
+quiz("Q2.1")
+
+# %%
+answer_q2_1 = None
+check("Q2.1", answer_q2_1)
+
+# %%
+quiz("Q2.2")
+
+# %%
+answer_q2_2 = None
+check("Q2.2", answer_q2_2)
+
+# %%
+quiz("Q2.3")
+
+# %%
+answer_q2_3 = None
+check("Q2.3", answer_q2_3)
+
+# %% [markdown]
 # ## Natural boundaries, and the call in flight
 #
 # An agent has natural checkpoint boundaries (天然的检查点边界): a complete model reply, a complete
@@ -188,28 +213,8 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; each check then measures and explains.
-
-# %%
-quiz("Q2.1")
-
-# %%
-answer_q2_1 = None
-check("Q2.1", answer_q2_1)
-
-# %%
-quiz("Q2.2")
-
-# %%
-answer_q2_2 = None
-check("Q2.2", answer_q2_2)
-
-# %%
-quiz("Q2.3")
-
-# %%
-answer_q2_3 = None
-check("Q2.3", answer_q2_3)
+# The three statements at the top of this lesson (Q2.1 to Q2.3) are the common wrong ones: if you
+# decided them before reading, run their checks again now and compare.
 
 # %% [markdown]
 # Stuck? `solution("2.2")` or `solution("Q2.1")` prints a worked answer.

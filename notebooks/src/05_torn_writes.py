@@ -179,6 +179,16 @@ show_source(replay_log, lines=("try:", "raise StoreDamage(path, line_no, f\"expe
 prediction_5_2 = None        # a pair (refused, short)
 
 # %% [markdown]
+# And one statement to decide before the sweep runs, true or false:
+
+# %%
+quiz("Q5.3")
+
+# %%
+answer_q5_3 = None
+check("Q5.3", answer_q5_3)
+
+# %% [markdown]
 # Columns: *correct*, *rebuild fails* and *another verdict* split the crash points (the
 # three-way check: tracker, the resumed worker's memory and a rebuild from disk agree, or not);
 # *resume right* means the tracker and the resumed worker agree and nothing is duplicated or lost;
@@ -202,16 +212,6 @@ torn.CLAIMS.say("atomic_and_torn_recover", "the_no_newline_trap")
 # %% [markdown]
 # ## The no-newline trap: right now, wrong at the next recovery
 #
-# Decide first, true or false:
-
-# %%
-quiz("Q5.3")
-
-# %%
-answer_q5_3 = None
-check("Q5.3", answer_q5_3)
-
-# %% [markdown]
 # Take `p2.mid_commit` again, in `no-newline` mode, and let the resumed worker finish. Its first new
 # record goes straight after the fragment:
 
@@ -286,10 +286,22 @@ check("5.3", prediction_5_3)
 # %% [markdown]
 # ## The snapshot: the old file or the new one, never half
 #
+# Decide first, true or false:
+
+# %%
+quiz("Q5.2")
+
+# %%
+answer_q5_2 = None
+check("Q5.2", answer_q5_2)
+
+# %% [markdown]
 # A snapshot store rewrites one file at every commit. Written atomically, it goes to a temp file
 # and is renamed over the old one with `os.replace`. The Python documentation: "If successful, the
 # renaming will be an atomic operation (this is a POSIX requirement)". A reader sees the old
-# snapshot or the new one, never half (原子性, atomicity). Lesson 3 shows
+# snapshot or the new one, never half (原子性, atomicity), after a kill -9: a power cut is another
+# matter (a rename not followed by a directory fsync may be lost, and a temp file not fsynced
+# before it may be found empty; lesson 3's power-cut rows, lesson 8). Lesson 3 shows
 # [the source text's `atomic_write` beside the lab's `Door.write_atomic`](03_replay_vs_snapshot.ipynb#Writing-the-snapshot:-temp-file,-fsync,-rename,-fsync)
 # and their differences; here what matters is `mid()`, where `mid_commit` fires: the temp file is
 # complete, the rename not yet done. (The source text tears inside the write instead,
@@ -345,7 +357,8 @@ p.show()
 # - A checkpoint is a write and can be torn (撕裂写). `kill -9` can cut one `write()` only between
 #   two memory pages of the file, so rarely; records split across several writes, power cuts and
 #   full disks tear far more often. Design the reader for a torn tail either way.
-# - Snapshot: write a temp file, then `os.replace` it: the old file or the new one, never half. A
+# - Snapshot: write a temp file, then `os.replace` it: after a kill, the old file or the new one,
+#   never half (against a power cut, only with the fsyncs of lesson 3). A
 #   torn snapshot must be detected (parse, checksum) and recovery must say what it fell back to.
 # - Log: on reopen, make sure the file ends in a newline (idempotent: twice is once); on read, skip
 #   and *count* torn lines, and refuse a gap in the sequence numbers instead of skipping silently.
@@ -356,14 +369,9 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# True or false? Decide first; the check then measures and explains.
-
-# %%
-quiz("Q5.2")
-
-# %%
-answer_q5_2 = None
-check("Q5.2", answer_q5_2)
+# The three true-or-false statements of this lesson are asked where the lesson reaches them, before
+# the passage that answers them: Q5.1 in *Half a record on disk*, Q5.3 before the sweep of *Three
+# write modes*, Q5.2 at the start of *The snapshot*.
 
 # %% [markdown]
 # Stuck? `solution("5.1")`, `solution("5.2")` or `solution("Q5.1")` prints a worked answer.

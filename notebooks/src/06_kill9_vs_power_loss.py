@@ -37,6 +37,31 @@ pd.options.display.max_columns = 20
 pd.options.display.max_colwidth = 70
 
 # %% [markdown]
+# Three statements to decide before you read on, true or false (the lesson answers them as it goes;
+# each check measures and explains):
+
+# %%
+quiz("Q6.1")
+
+# %%
+answer_q6_1 = None
+check("Q6.1", answer_q6_1)
+
+# %%
+quiz("Q6.2")
+
+# %%
+answer_q6_2 = None
+check("Q6.2", answer_q6_2)
+
+# %%
+quiz("Q6.3")
+
+# %%
+answer_q6_3 = None
+check("Q6.3", answer_q6_3)
+
+# %% [markdown]
 # ## Three places a byte can be
 #
 # A line the worker writes passes through three places on its way to the disk:
@@ -302,14 +327,6 @@ durability.plot_latencies(lat)
 # ## 5. What kill -9 cannot show
 #
 # A process kill leaves the page cache alone, so no kill in this lesson can show a power cut.
-# Decide first, true or false:
-
-# %%
-quiz("Q6.3")
-
-# %%
-answer_q6_3 = None
-check("Q6.3", answer_q6_3)
 
 # %% [markdown]
 # Lesson 8's simulation (a disk that drops what was not fsynced, built from a journal of the lab's
@@ -388,22 +405,8 @@ p.show()
 # %% [markdown]
 # ## Common wrong statements
 #
-# A review of what the page showed: true or false? Decide first; each check then measures
-# afresh and explains.
-
-# %%
-quiz("Q6.1")
-
-# %%
-answer_q6_1 = None
-check("Q6.1", answer_q6_1)
-
-# %%
-quiz("Q6.2")
-
-# %%
-answer_q6_2 = None
-check("Q6.2", answer_q6_2)
+# The three statements at the top of this lesson (Q6.1 to Q6.3) are the common wrong ones: if you
+# decided them before reading, run their checks again now and compare.
 
 # %% [markdown]
 # Stuck? `solution("6.1")`, `solution("6.3")` or `solution("Q6.3")` prints a worked answer.
