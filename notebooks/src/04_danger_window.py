@@ -343,9 +343,9 @@ danger.plot_random_vs_exhaustive(random_kills, share, df)
 danger.CLAIMS.say("random_kills_against_the_sweep", "random_kills_bound_the_rate_loosely")
 
 # %% [markdown]
-# A kill has to fall in one of the windows on pages 3, 7 or 10 (the timeline above shows how
-# narrow they are) to duplicate a report, and a zero says nothing about which points were never
-# tried. The exhaustive sweep tries
+# A kill has to fall in one of the windows on pages 3, 7 or 10 to duplicate a report (the timeline
+# above shows them on the event log; the random kills run the snapshot store, whose share the
+# prediction above uses), and a zero says nothing about which points were never tried. The exhaustive sweep tries
 # each point once, finds every duplicate, and gives the same answer on every machine. Test by
 # enumerating crash points, and judge each run with the three-way check.
 #

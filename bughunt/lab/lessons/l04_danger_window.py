@@ -901,7 +901,8 @@ def windows_are_slivers():
 
 
 @CLAIMS.claim("Of {n} real kills, {hits} filed a report twice ({rate}), from {distinct} distinct "
-              "crash points; the windows' share of a run's life predicts {low} to {high} hits. "
+              "crash points; the windows' share of a run's life predicts {low} to {high} hits (a count "
+              "this small swings widely from one run of random kills to the next). "
               "The exhaustive sweep found all {found} duplicate points with {points} kills, one "
               "per point, and finds the same on every run.")
 def random_kills_against_the_sweep():
