@@ -56,8 +56,9 @@ MIXES_PER_CUT = 3
 @results.memoized
 def without_dir_fsync() -> dict:
     """Lesson 8's power-loss sweep (the same function, settings and seed: 6 pages; at every cut
-    the two extremes plus 3 seeded random mixes) on the snapshot store with fsync always, with and without its directory
-    fsync (the planted bug `no-dir-fsync`, a patched copy of the real source)."""
+    the two extremes plus 3 seeded random mixes) on the snapshot store with fsync always, with
+    and without its directory fsync (the planted bug `no-dir-fsync`, a patched copy of the real
+    source)."""
     from ... import beyond as B
 
     out = {}
