@@ -214,8 +214,8 @@ check("7.1", prediction_7_1)
 dt.CLAIMS.say("print_first_prints_twice")
 
 # %% [markdown]
-# With the memo first, a kill between the two loses that print instead (at most once, the
-# "Q7.1" check above measured it at tick 2). Which order is right depends on the effect.
+# With the memo first, a kill between the two loses that print instead. Which order is right
+# depends on the effect.
 #
 # ## 4. A clean close is not a crash
 #
