@@ -255,9 +255,10 @@ dt.CLAIMS.say("read_only_changes_nothing")
 #
 # Some steps crash every time: a poison input, a bug, memory that never suffices. Restarting them
 # forever burns the machine and hides the failure. The runtime counts restarts **in a row without
-# progress**; at the limit (5 by default, configurable, or unlimited) the task ends as `faulted`
-# with reason `restart_limit` and the report `task_faulted`, instead of running again. A step that
-# SIGKILLs itself, started again and again:
+# progress**; at the limit (5 by default, configurable, or unlimited) the task ends instead of
+# running again: its status becomes `terminal`, with the outcome `faulted` and the reason
+# `restart_limit` (the table's outcome column shows that reason), and the runtime reports
+# `task_faulted`. A step that SIGKILLs itself, started again and again:
 
 # %%
 loop5 = dt.restart_limit_story(5)
@@ -551,7 +552,8 @@ p.show()
 # prediction, then the check: it compares.
 #
 # **7.4 Transfer.** With `--restart-limit 3`, a flaky task has 2 steps, and each step dies 3 times
-# before it gets through (`flaky --dies 3 --steps 2`). Does it end `"completed"` or `"faulted"`?
+# before it gets through (`flaky --dies 3 --steps 2`). Its status ends `terminal` either way: is
+# its outcome `"completed"` or `"faulted"`?
 
 # %%
 prediction_7_4 = None        # "completed" or "faulted"
