@@ -72,7 +72,9 @@ check("Q7.2", answer_q7_2)
 # %% [markdown]
 # The text's smallest example (示例 12) is a task that counts from 1 to 5. Each tick is one step:
 #
-# 1. look up the memo `printed-n`; if it is not set, set it, then print `tick n`;
+# 1. look up the memo `printed-n` (a memo: a small named value stored with the task, where only
+#    the first write counts; [section 3](#3.-Memo:-first-write-wins) shows it); if it is not set,
+#    set it, then print `tick n`;
 # 2. if n is 5, finish with "counted to 5"; otherwise commit the next checkpoint `{phase: tick,
 #    n: n+1}` together with a wake time 10 ms later (`sleep_until`).
 #
