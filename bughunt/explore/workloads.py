@@ -18,7 +18,7 @@ standard library and the store are imported under strace):
   every commit: https://www.sqlite.org/pragma.html#pragma_synchronous); beside it
   `sqlite-wal-normal`, which the SQLite docs say "might roll back" after a power loss.
 
-`SKELETON` is a ten-line checkpointing script with the ACK lines in place, for a learner's own code.
+`SKELETON` is a short checkpointing script with the ACK lines in place, for a learner's own code.
 
     python -m bughunt explore --dir D --check "python workloads.py check json-dump {state}" \\
         -- python workloads.py run json-dump D

@@ -72,7 +72,9 @@ check("Q7.2", answer_q7_2)
 # %% [markdown]
 # The text's smallest example (示例 12) is a task that counts from 1 to 5. Each tick is one step:
 #
-# 1. look up the memo `printed-n`; if it is not set, set it, then print `tick n`;
+# 1. look up the memo `printed-n` (a memo: a small named value stored with the task, where only
+#    the first write counts; [section 3](#3.-Memo:-first-write-wins) shows it); if it is not set,
+#    set it, then print `tick n`;
 # 2. if n is 5, finish with "counted to 5"; otherwise commit the next checkpoint `{phase: tick,
 #    n: n+1}` together with a wake time 10 ms later (`sleep_until`).
 #
@@ -214,8 +216,8 @@ check("7.1", prediction_7_1)
 dt.CLAIMS.say("print_first_prints_twice")
 
 # %% [markdown]
-# With the memo first, a kill between the two loses that print instead (at most once, the
-# "Q7.1" check above measured it at tick 2). Which order is right depends on the effect.
+# With the memo first, a kill between the two loses that print instead. Which order is right
+# depends on the effect.
 #
 # ## 4. A clean close is not a crash
 #
@@ -255,9 +257,10 @@ dt.CLAIMS.say("read_only_changes_nothing")
 #
 # Some steps crash every time: a poison input, a bug, memory that never suffices. Restarting them
 # forever burns the machine and hides the failure. The runtime counts restarts **in a row without
-# progress**; at the limit (5 by default, configurable, or unlimited) the task ends as `faulted`
-# with reason `restart_limit` and the report `task_faulted`, instead of running again. A step that
-# SIGKILLs itself, started again and again:
+# progress**; at the limit (5 by default, configurable, or unlimited) the task ends instead of
+# running again: its status becomes `terminal`, with the outcome `faulted` and the reason
+# `restart_limit` (the table's outcome column shows that reason), and the runtime reports
+# `task_faulted`. A step that SIGKILLs itself, started again and again:
 
 # %%
 loop5 = dt.restart_limit_story(5)
@@ -551,7 +554,8 @@ p.show()
 # prediction, then the check: it compares.
 #
 # **7.4 Transfer.** With `--restart-limit 3`, a flaky task has 2 steps, and each step dies 3 times
-# before it gets through (`flaky --dies 3 --steps 2`). Does it end `"completed"` or `"faulted"`?
+# before it gets through (`flaky --dies 3 --steps 2`). Its status ends `terminal` either way: is
+# its outcome `"completed"` or `"faulted"`?
 
 # %%
 prediction_7_4 = None        # "completed" or "faulted"

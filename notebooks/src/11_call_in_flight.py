@@ -24,8 +24,8 @@
 # [4 The choices](#4.-The-choices-for-the-call-in-flight) ·
 # [5 The real worker](#5.-The-real-worker,-killed-inside-its-call) ·
 # [6 A real local model](#6.-A-real-local-model) ·
-# [Try it](#Try-it) · [What to remember](#What-to-remember) ·
-# [Exercises](#Exercises) · [Common wrong statements](#Common-wrong-statements) ·
+# [Try it](#Try-it) · [Exercises](#Exercises) · [What to remember](#What-to-remember) ·
+# [Common wrong statements](#Common-wrong-statements) ·
 # [Further reading](#Further-reading) · [Glossary](glossary.md)
 
 # %%
@@ -376,25 +376,10 @@ p = cif.panel()
 p.show()
 
 # %% [markdown]
-# ## What to remember
-#
-# - The call in flight is the one boundary no checkpoint covers: a kill inside it leaves the
-#   answer on the server (billed) and a prefix in the client. Redo pays again (at least once);
-#   abort keeps the prefix and pays nothing more (at most once); resuming from the prefix needs an
-#   API that continues an answer, and still pays for both calls.
-# - The `openai` SDK retries by itself: a timeout before the headers (each retry billed), a 429
-#   (refusals not billed), a body cut when not streaming. It never retries a stream that broke
-#   after its headers: that partial answer is only in what your loop collected.
-# - `except openai.APIError` does not catch a malformed chunk (`json.JSONDecodeError`).
-# - The timeout limits each read, not the call: bound a whole call yourself.
-# - The SDK sends no idempotency key: the server cannot tell a retry from a new call.
-# - A real local model takes the same code with another `base_url`, but gives up deterministic
-#   answers and the bill that judges the run.
-
-# %% [markdown]
 # ## Exercises
 #
-# None of these configurations ran above. Predict first, then run the cell below your
+# Each configuration differs from the ones run above (another crash point, retry count or
+# fault); what the lesson showed lets you predict it. Predict first, then run the cell below your
 # prediction: it runs the experiment and compares.
 #
 # **11.1** Page 3's streamed call is killed at `chunk#5`; the resume redoes the call and is itself
@@ -453,7 +438,24 @@ check("11.5", prediction_11_5)
 
 # %% [markdown]
 # Stuck? `solution("11.1")` prints a worked answer.
+
+# %% [markdown]
+# ## What to remember
 #
+# - The call in flight is the one boundary no checkpoint covers: a kill inside it leaves the
+#   answer on the server (billed) and a prefix in the client. Redo pays again (at least once);
+#   abort keeps the prefix and pays nothing more (at most once); resuming from the prefix needs an
+#   API that continues an answer, and still pays for both calls.
+# - The `openai` SDK retries by itself: a timeout before the headers (each retry billed), a 429
+#   (refusals not billed), a body cut when not streaming. It never retries a stream that broke
+#   after its headers: that partial answer is only in what your loop collected.
+# - `except openai.APIError` does not catch a malformed chunk (`json.JSONDecodeError`).
+# - The timeout limits each read, not the call: bound a whole call yourself.
+# - The SDK sends no idempotency key: the server cannot tell a retry from a new call.
+# - A real local model takes the same code with another `base_url`, but gives up deterministic
+#   answers and the bill that judges the run.
+
+# %% [markdown]
 # ## Common wrong statements
 #
 # This lesson asked its three true-or-false statements where they come up, before the part that

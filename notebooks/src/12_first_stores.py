@@ -288,11 +288,12 @@ first_stores.CLAIMS.say("every_fix_holds")
 # %% [markdown]
 # ## 6. Your own agent
 #
-# Here is a thirteen-line skeleton of an agent's checkpoint code, with the `BEGIN`/`ACK` lines
-# in place and its reader as the `check` branch. Its save is the plain `json.dump` of section 4.1:
+# Here is a skeleton of an agent's checkpoint code, short enough to read whole (its title counts
+# its lines), with the `BEGIN`/`ACK` lines in place and its reader as the `check` branch. Its save
+# is the plain `json.dump` of section 4.1:
 
 # %%
-show_code(first_stores.SKELETON, "my_agent.py: the skeleton")
+show_code(first_stores.SKELETON, f"my_agent.py: the skeleton, {first_stores.SKELETON_LINES} lines")
 
 # %% [markdown]
 # In a terminal on Linux, with the skeleton saved as `my_agent.py`:

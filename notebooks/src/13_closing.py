@@ -16,6 +16,7 @@
 
 # %% [markdown]
 # **Contents.**
+# [Before you start: 13.2](#Before-you-start) ·
 # [1 The table, live](#1.-The-lesson's-table,-measured-just-now) ·
 # [2 In one breath](#2.-In-one-breath) ·
 # [3 Follow-up questions](#3.-Follow-up-questions) ·
@@ -32,6 +33,19 @@ from bughunt.lab.lessons import l13_closing as closing
 
 pd.options.display.width = 140
 pd.options.display.max_colwidth = 60
+
+# %% [markdown]
+# ## Before you start
+#
+# Answer this one before the page does (the sections below answer it).
+#
+# **13.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
+# sends each payment with no idempotency key. Is every payment made exactly once, whatever the
+# crash? (True or False)
+
+# %%
+answer_13_2 = None
+check("13.2", answer_13_2)
 
 # %% [markdown]
 # ## 1. The lesson's table, measured just now
@@ -130,6 +144,8 @@ print(f"append + fsync is {durability.fsync_ratio(lat):.0f} times slower than a 
 # %% [markdown]
 # ## Exercises
 #
+# (13.2 was asked [before section 1](#Before-you-start), before the page answers it.)
+#
 # **13.1** The interviewer asks: with a snapshot after every page, on a 3-page site (the bug on
 # page 3, which gives that page an extra `after_submit` crash point), how many model calls does a
 # crash cost on average over all its crash points? Work it out, then check: the check runs the
@@ -140,15 +156,6 @@ prediction_13_1 = None        # a number of calls, to 2 decimals
 
 # %%
 check("13.1", prediction_13_1)
-
-# %% [markdown]
-# **13.2** An agent pays invoices. It checkpoints after every step, atomically and with fsync, but
-# sends each payment with no idempotency key. Is every payment made exactly once, whatever the
-# crash? (True or False)
-
-# %%
-answer_13_2 = None
-check("13.2", answer_13_2)
 
 # %% [markdown]
 # ## What to remember

@@ -136,6 +136,8 @@ def explored(name: str) -> dict:
 # --- the skeleton of your own agent, and its variants -------------------------------------------------
 
 SKELETON = W.SKELETON
+#: Its length as `show_code` shows it (dedented, blank edges stripped): the title counts it.
+SKELETON_LINES = len(SKELETON.strip("\n").splitlines())
 #: The skeleton with its save made atomic: temp file, fsync, rename, fsync of the directory.
 SKELETON_FIXED = SKELETON.replace(
     '''def save(d, step):                        # your checkpoint code: here, the plain json.dump
