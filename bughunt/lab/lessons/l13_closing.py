@@ -331,8 +331,8 @@ CHECKLIST = (
     ("Count restarts, and stop a task that crashes at the same step every time.",
      "item_crash_loop", 7),
     ("Decide what a killed model call becomes: redone (at least once) or aborted (at most "
-     "once); the whole call is billed either way by this server (a real provider bills at "
-     "least the prompt and what it generated).", "item_call_in_flight", 11),
+     "once); the whole call is billed either way by this server (a real provider may bill "
+     "only the prompt and what it had generated: lesson 11).", "item_call_in_flight", 11),
     ("Hold your own store to a contract, at every crash state and every crash point.",
      "item_reference_store", 9),
     ("Using a framework's checkpointer? Sweep it the same way: the side effect's key is still "
