@@ -284,7 +284,8 @@ check("Q3.3", answer_q3_3)
 # %% [markdown]
 # ## Codex: the rollout is the log, compaction is the snapshot
 #
-# Codex keeps each conversation as a rollout (`rollout-….jsonl`): an append-only JSONL event log.
+# Codex, OpenAI's open-source coding agent, keeps each conversation as a rollout
+# (`rollout-….jsonl`): an append-only JSONL event log.
 # When the context is compacted (压缩), it writes a `compacted` entry whose `replacement_history`
 # holds the whole new history: that entry is a snapshot inside the log. `codex resume` starts from
 # the newest such checkpoint and replays only the entries after it.

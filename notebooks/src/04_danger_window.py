@@ -133,7 +133,7 @@ danger.plot_window_timeline(ops, windows)
 
 # %% [markdown]
 # Times differ from run to run, so the sentence below is checked on this run but not compared by
-# CI (its numbers change):
+# the lab's tests of the stored notebooks (its numbers change):
 
 # %% tags=["nbval-ignore-output"]
 danger.CLAIMS.say("windows_are_slivers")

@@ -172,7 +172,7 @@ durability.plot_kill9(df)
 # Nor do these sweeps say what fsync costs. Sweeps keep their run directories in RAM where the
 # machine has one (`/dev/shm` on Linux), because a kill -9 leaves the same bytes on any file
 # system; there fsync has nothing to wait for. The wall time of the two sweeps and where they ran
-# (this output changes from run to run and machine to machine, so CI does not compare it):
+# (this output changes from run to run and machine to machine, so the lab's tests do not compare it):
 
 # %% tags=["nbval-ignore-output"]
 durability.sweep_times(df)
@@ -267,8 +267,9 @@ print(f"snapshot: {len(recs['snapshot'])} bytes")
 lat = durability.lesson_latencies()
 
 # %% [markdown]
-# Medians and 99th percentiles (timings change from run to run, so CI does not check this table;
-# "x append" is how many plain appends one such write is worth), and what the writes went to:
+# Medians and 99th percentiles (timings change from run to run, so the lab's tests do not check
+# this table; "x append" is how many plain appends one such write is worth), and what the writes
+# went to:
 
 # %% tags=["nbval-ignore-output"]
 print(durability.what_was_measured(lat))

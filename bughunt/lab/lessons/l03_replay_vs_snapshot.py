@@ -867,7 +867,7 @@ LESSON = Lesson(
         "N pages;",
         "say what each step of an atomic snapshot write (temp file, fsync, rename, directory "
         "fsync) protects against;",
-        "explain Codex's compaction as a snapshot inside its log, and why only the newest may "
+        "explain Codex's (OpenAI's open-source coding agent) compaction as a snapshot inside its log, and why only the newest may "
         "bound the replay.",
     ),
     prerequisites="Lessons 0 to 2; reading Python.",
