@@ -643,15 +643,16 @@ def sweep_summary(res: SweepResult):
         if recs:
             rows.append({"kind": kind, **summarize(recs), **sweep_timing(recs, res.clean)})
     df = pd.DataFrame(rows).set_index("kind")
-    # A framework's runs replay no event log of the lab's: those columns are not measured here,
-    # so they are left out rather than shown as a column of "-".
-    df = df.drop(columns=[c for c in ("avg_replayed_events", "max_replayed_events")
-                          if c in df.columns and df[c].isna().all()])
+    # What a sweep did not measure is left out rather than shown as a column of "-": a
+    # framework's runs replay no event log of the lab's, and a framework with no timed write
+    # (the fake one) has no write time.
+    optional = ("avg_replayed_events", "max_replayed_events", "avg_redone_model_calls",
+                "write_us", "pair_ms")
+    df = df.drop(columns=[c for c in optional if c in df.columns and df[c].isna().all()])
     df = df.rename(columns={"write_us": "write µs", "pair_ms": "pair ms"})
     df["varying points"] = len(varying_points(res.records))
     return Table(df, "the panel's sweep", Invariants(
-        total="crash_points", within=("duplicate_points", "lost_points", "correct_runs"),
-        may_be_empty=("avg_redone_model_calls",)))
+        total="crash_points", within=("duplicate_points", "lost_points", "correct_runs")))
 
 
 class FrameworkPanel(Panel):
