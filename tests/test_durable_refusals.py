@@ -408,3 +408,82 @@ def test_the_store_contract_is_written_down():
                     "Nothing invalid is written", "Recovery is explicit",
                     "A read-only open changes nothing"):
         assert promise in store.__doc__
+
+
+# --- a signal at every line of the tick ----------------------------------------------------------
+
+def _count_interrupted_at(db: Path, n: int, handler) -> tuple[int, int, str, str]:
+    """`count --to 2` in this process, with `handler` (SIGINT's or SIGTERM's) called at the `n`th
+    line the runtime runs (any frame, from `Runtime.run`'s start to its end), as a signal arriving
+    there would call it. Returns (exit code, line events seen, where it fired, what it printed)."""
+    import contextlib
+    import io
+
+    from bughunt.durable import examples
+    count, where = 0, ""
+
+    def tracer(frame, event, arg):
+        nonlocal count, where
+        if event == "line":
+            count += 1
+            if count == n:
+                where = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+                handler(signal.SIGINT, frame)
+        return tracer
+
+    run = Runtime.run
+
+    def traced_run(self):
+        sys.settrace(tracer)                 # only the runtime's loop, not the CLI's set-up
+        try:
+            return run(self)
+        finally:
+            sys.settrace(None)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()), \
+            pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Runtime, "run", traced_run)
+        code = examples.main(["count", "--db", str(db), "--to", "2", "--sleep-ms", "0",
+                              "--synchronous", "NORMAL"])
+    return code, count, where, out.getvalue()
+
+
+def _sigterm(signum, frame):
+    from bughunt.durable.examples import Terminated
+    raise Terminated()
+
+
+@pytest.mark.slow          # about 2,000 interrupted runs, each resumed: 20 s or more per signal
+@pytest.mark.parametrize("handler, code", [(signal.default_int_handler, 130), (_sigterm, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_at_any_line_of_the_tick_leaves_no_task_running(tmp_path, handler, code):
+    """Wherever in the runtime's loop the signal lands (inside a step, between a commit's UPDATE
+    and its COMMIT, in the loop's own lines), the clean stop leaves the task pending, sleeping or
+    done, never `running` (which the next run would count as a crash), and the task resumes
+    without printing a tick twice. Fails on a store that forgets, on a rolled-back commit, which
+    tasks it set running."""
+    import tempfile
+    ram = Path("/dev/shm") if Path("/dev/shm").is_dir() else None     # a thousand small stores
+    with tempfile.TemporaryDirectory(prefix="bughunt-test-", dir=ram) as folder:
+        _every_line(Path(folder), handler, code)
+
+
+def _every_line(tmp_path: Path, handler, code: int) -> None:
+    _, events, _, _ = _count_interrupted_at(tmp_path / "clean.db", 0, handler)
+    assert events > 50                       # the tracer saw the tick's lines
+    wrong = []
+    for n in range(1, events + 2):
+        db = tmp_path / f"c{n}.db"
+        got, _, where, printed = _count_interrupted_at(db, n, handler)
+        [row] = read_tasks(db)
+        if got != (code if n <= events else 0) or row["status"] == "running" \
+                or row["restarts"] is not None:
+            wrong.append((n, where, got, row["status"], row["restarts"]))
+            continue
+        if n <= events:
+            resumed, _, _, again = _count_interrupted_at(db, -1, handler)
+            if resumed != 0 or set(ticks(printed)) & set(ticks(again)) \
+                    or "counted to 2" not in again:
+                wrong.append((n, where, "resume", resumed, again))
+    assert not wrong, wrong[:5]

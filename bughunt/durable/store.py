@@ -481,14 +481,16 @@ class Transaction:
     def put(self, rec: Record) -> None:
         """Replace the task's whole record (checked first; InvalidValue writes nothing)."""
         kind, status, text, crc = encode_row(rec)
+        if status == "running":
+            # Noted before the UPDATE and never forgotten: a signal can land between this
+            # UPDATE and the COMMIT, and the rollback cannot undo a change to a Python set. A
+            # task noted here that is no longer running is left alone by `close()`, which reads
+            # the status from the database; a task running and not noted would be left running.
+            self._store._running_here.add(rec["id"])
         cur = self._db.execute("UPDATE tasks SET kind=?, status=?, record=?, crc=? WHERE id=?",
                                (kind, status, text, crc, rec["id"]))
         if cur.rowcount != 1:
             raise InvalidValue(f"task {rec['id']}: no such task in {self._store.path}")
-        if status == "running":
-            self._store._running_here.add(rec["id"])
-        else:
-            self._store._running_here.discard(rec["id"])
 
     def create(self, kind: str, input: Any, checkpoint: dict) -> int:
         """Add a pending task at `checkpoint`; its id."""
@@ -522,7 +524,7 @@ class DurableStore:
                                f"got {synchronous!r}")
         self.synchronous = synchronous.upper()
         self.recovered: list[int] = []
-        self._running_here: set[int] = set()      # tasks this process set running (for close)
+        self._running_here: set[int] = set()      # tasks this process ever set running (close)
         self._lock: _Lock | None = None
         self._reader: sqlite3.Connection | None = None
         self.db: sqlite3.Connection | None = None
@@ -583,7 +585,8 @@ class DurableStore:
         try:
             yield Transaction(self)
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db is not None and self.db.in_transaction:   # (close() may have rolled back)
+                self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
 
