@@ -4,6 +4,8 @@
 #   make book   the workbook as a static site, from the stored notebooks, offline (build/book/html)
 #   make test   set up .venv (the book's tools too), then every test (pytest, the book, and the
 #               notebooks under strict nbval), then every lesson's claims (python -m bughunt claims)
+#   make test-fast  the tier for a change: unit, stores, conformance, small-site lessons, static
+#               notebook checks (pytest -m "not slow"); LESSON=N adds that lesson's claims
 #   make regen  re-execute the notebooks from notebooks/src/ (NB=02 for one)
 #   make bench  what the lab costs, as ratios measured in one run (bench-results/bench.csv)
 
@@ -12,12 +14,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BOOK_STAMP := $(VENV)/.installed-book
-NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
-          --nbval-cell-timeout=300 --nbval-kernel-startup-timeout=120
-
-.PHONY: setup setup-book test lab app book lesson regen bench clean
+.PHONY: setup setup-book test test-fast lab app book lesson regen bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed, found " + sys.version.split()[0]'
@@ -36,12 +34,15 @@ $(BOOK_STAMP): requirements-book.txt $(STAMP)
 
 setup-book: $(BOOK_STAMP)
 
-# PYTHONHASHSEED reaches the notebook kernels, so nothing printed depends on hash order.
-# --durations=15: the 15 slowest tests, printed at the end (CI's record of where the time goes).
-# Then every sentence in which a lesson states what its run found, checked on a run made now.
+# The tiers are in tests/tiers.py (its doc says what each runs); each prints where its time went
+# and the 15 slowest tests (CI's record). PYTHONHASHSEED=0 reaches the notebook kernels, so nothing
+# printed depends on hash order. `make test` ends with every sentence in which a lesson states what
+# its run found, checked on this run's results (the notebooks' kernels keep them for the run).
 test: setup setup-book
-	PYTHONHASHSEED=0 $(PY) -m pytest --durations=15 tests $(if $(NOTEBOOKS),$(NBVAL) $(NOTEBOOKS))
-	PYTHONHASHSEED=0 $(PY) -m bughunt claims
+	$(PY) tests/tiers.py full
+
+test-fast: setup
+	$(PY) tests/tiers.py fast $(if $(LESSON),--lesson $(LESSON))
 
 # Re-execute the notebooks from notebooks/src/*.py and normalize their stored outputs.
 regen: setup

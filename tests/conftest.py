@@ -127,3 +127,32 @@ def pytest_sessionstart(session) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     if _NOTEBOOKS_BEFORE:
         put_back(NOTEBOOK_FOLDER, _NOTEBOOKS_BEFORE)
+
+
+# --- the tiers (tests/tiers.py) --------------------------------------------------------------------
+#
+# A test is in the fast tier unless it is marked `slow` (by its own decorator, or here by where it
+# is): the notebooks under nbval, the browser tests and the tests of the built book are slow.
+
+def pytest_configure(config) -> None:
+    # This process's tests patch the experiment layer on purpose: none of what they measure may
+    # reach the claims through the run's folder of results (bughunt/lab/results.py); they read
+    # what the notebooks' kernels measured there.
+    from bughunt.lab import results
+    results.use_disk(write=False)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        kinds = []
+        if path.suffix == ".ipynb":
+            kinds.append("notebooks")
+        elif path.name == "test_browser.py":
+            kinds.append("browser")
+        elif "book" in getattr(item, "fixturenames", ()) or item.get_closest_marker("book"):
+            kinds.append("book")
+        for kind in kinds:
+            item.add_marker(kind)
+        if kinds:
+            item.add_marker("slow")

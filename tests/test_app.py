@@ -9,6 +9,8 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from bughunt.lab import registry
 from bughunt.lab.app import App
 from bughunt.lab.capstone_steps import StepPanel, grade_step, steps_of
@@ -29,6 +31,7 @@ def test_the_steps_are_the_notebooks_writefile_cells_that_say_step_n():
         assert s.class_name in {n.name for n in module.body if isinstance(n, ast.ClassDef)}
 
 
+@pytest.mark.slow
 def test_a_step_that_imports_an_earlier_one_is_graded_and_its_folder_removed(monkeypatch,
                                                                              tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -42,6 +45,7 @@ def test_a_step_that_imports_an_earlier_one_is_graded_and_its_folder_removed(mon
     assert list(tmp_path.iterdir()) == []                      # the step files' folder is gone
 
 
+@pytest.mark.slow
 def test_the_capstone_tab_grades_the_step_picked_and_shows_its_file():
     panel = StepPanel(CAPSTONE.notebook)
     steps = panel.steps

@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from bughunt import bench
 from bughunt.config import RunConfig
 from bughunt.stores import rebuild_from_disk
@@ -27,6 +29,7 @@ def test_a_synthetic_run_is_what_a_worker_would_have_written(tmp_path):
     assert missing_reports(tmp_path / "run", rec.state["findings"]) == []   # a resume accepts it
 
 
+@pytest.mark.slow
 def test_bench_measures_the_model_server_start_and_an_http_call_against_the_mock(tmp_path):
     out = tmp_path / "bench.csv"
     assert bench.main(["--quick", "--only", "model", "--csv", str(out)]) == 0
@@ -44,6 +47,7 @@ def test_bench_grades_lesson_9s_reference_solution_behind_the_boundary(tmp_path)
     assert float(rows[0]["value"]) > 0 and "passed: True" in rows[0]["note"]
 
 
+@pytest.mark.slow
 def test_bench_reports_the_explorers_trace_overhead_as_a_ratio_and_states_checked_per_second(tmp_path):
     import shutil
     import sys
@@ -61,6 +65,7 @@ def test_bench_reports_the_explorers_trace_overhead_as_a_ratio_and_states_checke
     assert any(r["case"].endswith("checked per second") and float(r["value"]) > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_bench_times_the_book_build(tmp_path):
     out = tmp_path / "bench.csv"
     assert bench.main(["--only", "book", "--csv", str(out)]) == 0

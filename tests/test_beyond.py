@@ -14,6 +14,7 @@ from bughunt.powerloss import crash_states
 SMALL = B.SAFE.replace(pages=3)            # one bug page, 14 crash points
 
 
+@pytest.mark.slow
 def test_a_crash_during_recovery_loses_and_duplicates_nothing():
     points = crash_points(SMALL)
     page3 = [p for p in points if p.page == 3]
@@ -33,6 +34,7 @@ def test_resuming_twice_ends_where_resuming_once_does_with_abort_too():
         assert r["final_state"]["aborted"] == [3]          # aborted once, not twice
 
 
+@pytest.mark.slow
 def test_two_resumers_with_the_lock_exactly_one_proceeds_every_time():
     records = B.two_resumers(SMALL, trials=6, seed=3)
     assert all(r["exactly_one"] and r["three_way_check"] for r in records)
@@ -113,6 +115,7 @@ def test_weaker_variants_lose_committed_pages_on_power_loss(variant):
         "states losing committed pages"] > 0
 
 
+@pytest.mark.slow
 def test_every_planted_bug_is_caught_by_its_sweep_and_the_correct_worker_passes():
     records = B.planted_bugs(pages=3)
     assert [r["bug"] for r in records] == list(B.CHECKS)

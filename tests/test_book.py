@@ -110,6 +110,7 @@ def test_the_labs_toc_is_the_registrys_and_refuses_a_missing_or_stale_notebook(t
 
 # --- the whole book -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_book_has_a_page_per_lesson_and_the_glossary_in_the_tocs_order(book):
     pages = bk.toc()
     order = ["index.html"] + [f"{p.docname}.html" for p in pages] + ["glossary.html"]
@@ -178,6 +179,7 @@ def test_book_links_the_notebooks_jupyterlab_style_section_anchors(book):
 
 # --- small books: what the builder does with bad and odd input ----------------------------------
 
+@pytest.mark.slow
 def test_book_shows_the_stored_outputs_and_never_runs_a_cell(tmp_path):
     code = {"cell_type": "code", "execution_count": 1, "source": "print('ran ' + 'now')",
             "outputs": [{"output_type": "stream", "name": "stdout",
@@ -202,6 +204,7 @@ def test_book_shows_the_stored_outputs_and_never_runs_a_cell(tmp_path):
     assert [u for u in Page(text).loads if re.match(r"(https?:)?//", u)] == []
 
 
+@pytest.mark.slow
 def test_book_build_fails_on_a_broken_link_with_one_sentence(tmp_path):
     notebook(tmp_path / "nb", [md("# A lesson\n\nSee [the end](#Nowhere-at-all).")])
     proc = build_book(tmp_path / "out", "--notebooks", str(tmp_path / "nb"))
@@ -211,6 +214,7 @@ def test_book_build_fails_on_a_broken_link_with_one_sentence(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_book_refuses_a_bad_repository_or_branch_and_a_folder_that_is_not_its_own(tmp_path):
     proc = build_book(tmp_path / "out", "--repository", "not a repo")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

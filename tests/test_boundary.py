@@ -251,6 +251,7 @@ def tagged(marker: str) -> list[str]:
 SMALL = {"pages": 1, "conform_timeout": 60, "sweep_timeout": 90}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ROWS) + list(FILES))
 def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name):
     if name in ROWS:
@@ -326,6 +327,7 @@ def test_bytes_written_to_the_channel_by_accident_are_named_not_read(sealed):
     assert ended.how == "channel" and said.kind == "channel", ended
 
 
+@pytest.mark.slow
 def test_a_job_past_its_time_is_stopped_and_named(sealed):
     with Boundary(paths=[TESTS]) as b:
         ended = b.call("boundary_jobs:sleeps", {"seconds": 600}, timeout=1.0)
@@ -430,6 +432,7 @@ def test_a_sweep_whose_store_cannot_start_is_refused_once_and_never_summarised(s
         lines[0] and "bad.py:RaisesInInit" in lines[0], proc.stderr
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_store_hangs_is_stopped_at_the_runs_timeout_with_its_crash_point(
         stores, sealed):
     from bughunt.boundary import commands
@@ -518,6 +521,7 @@ SUITE, SWEEP = "bughunt-conformance-*/s1", "sweep-*"
     (["-m", "bughunt", "conformance", "--all"], SUITE, signal.SIGTERM, 143),
 ], ids=["grader-ctrl-c", "grader-sigterm", "grader-sigterm-in-its-sweep", "conformance-ctrl-c",
         "conformance-sigterm", "conformance-all-ctrl-c", "conformance-all-sigterm"])
+@pytest.mark.slow
 def test_an_interrupt_stops_the_grade_at_once_and_is_never_a_broken_rule(stores, sealed, command,
                                                                          when, signum, code):
     proc = subprocess.Popen([sys.executable, *command], cwd=stores, stdout=subprocess.PIPE,

@@ -62,6 +62,7 @@ def test_a_call_process_forked_from_the_parent_dies_by_a_real_sigkill(lab, tmp_p
     assert held["chunks"] == 2 and held["prefix"] == cif.answer_of(5)[0]
 
 
+@pytest.mark.slow
 def test_a_call_process_that_outlives_its_timeout_is_killed_and_the_parent_goes_on(lab, tmp_path):
     args = inflight.call_args(lab.base_url, tmp_path / "j.jsonl", page=6, fault="ttfb=30")
     with pytest.raises(subprocess.TimeoutExpired):
@@ -94,6 +95,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow
 def test_a_process_killed_by_sigkill_leaves_no_server_and_no_folder_behind(tmp_path):
     """nbval ends a notebook's kernel this way: no atexit, no finally runs in it."""
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdin=subprocess.PIPE,
@@ -107,6 +109,7 @@ def test_a_process_killed_by_sigkill_leaves_no_server_and_no_folder_behind(tmp_p
                       and not any(tmp_path.iterdir())), list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_the_watcher_ends_what_is_still_registered_and_spares_what_was_released(tmp_path):
     kept, left = tmp_path / "released", tmp_path / "left"
     kept.mkdir(), left.mkdir()

@@ -144,6 +144,7 @@ def test_every_lesson_states_at_least_five_claims_of_what_its_run_found():
     assert few == {}, f"lessons with fewer than five claims: {few}"
 
 
+@pytest.mark.slow
 def test_the_claims_command_says_one_line_per_lesson_and_the_total_last(capsys):
     from bughunt.lab import claims
 
@@ -155,6 +156,7 @@ def test_the_claims_command_says_one_line_per_lesson_and_the_total_last(capsys):
     assert n >= 5 and lines[-1] == f"claims: {n} checked, 0 false"
 
 
+@pytest.mark.slow
 def test_a_claim_that_does_not_hold_fails_the_command_and_is_marked_in_the_notebook(
         capsys, monkeypatch):
     import json

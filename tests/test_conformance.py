@@ -35,6 +35,7 @@ def lab_reports():
     return {name: conform(cfg) for name, cfg in lab_designs().items()}
 
 
+@pytest.mark.slow
 def test_every_lab_design_breaks_exactly_the_rules_its_lesson_says(lab_reports):
     for name, r in lab_reports.items():
         expected = list(EXPECTED[(r.config.store, r.config.write_mode)])
@@ -49,6 +50,7 @@ def test_every_lab_design_breaks_exactly_the_rules_its_lesson_says(lab_reports):
             assert r.checked["fsync-keeps-acknowledged"]
 
 
+@pytest.mark.slow
 def test_a_violation_names_the_rule_the_crash_state_and_the_disk(lab_reports):
     r = lab_reports["log, no-newline, fsync never"]
     v = r.first("resume-appends-cleanly")

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from bughunt import doctor
 from conftest import ROOT
 
@@ -50,6 +52,7 @@ def test_the_installed_lesson_10_and_11_parts_import_at_their_pins():
         assert found[name].detail.endswith("imported")
 
 
+@pytest.mark.slow
 def test_doctor_reports_a_missing_chromium_with_what_it_disables_and_still_passes(tmp_path):
     proc = run_doctor(tmp_path, BUGHUNT_CHROMIUM=str(tmp_path / "no-chromium"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

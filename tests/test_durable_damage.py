@@ -171,6 +171,7 @@ SETTINGS = settings(max_examples=120, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 @pytest.mark.parametrize("target", ["c.db", "c.db-wal", "c.db-shm", "c.db.lock"])
 @SETTINGS
@@ -226,6 +227,7 @@ def _record_span(db: Path) -> tuple[int, int]:
     return start, data.index(b"}}", start) + 2
 
 
+@pytest.mark.slow
 def test_a_flipped_bit_or_a_stray_byte_inside_a_record_is_refused_never_believed(
         scenarios, tmp_path_factory):
     """SQLite pages carry no checksum: a flip that keeps the JSON valid ("n":4 -> "n":5) would be

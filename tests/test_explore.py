@@ -192,6 +192,7 @@ def test_rewriting_a_file_in_place_without_fsync_loses_acknowledged_data_at_a_ki
     assert fig.axes[0].get_xlabel().startswith("operation")
 
 
+@pytest.mark.slow
 @needs_strace
 def test_sqlite_in_wal_mode_with_synchronous_full_loses_nothing(tmp_path):
     r = explore_workload("sqlite-wal-full", tmp_path / "d", max_states=60)
@@ -325,6 +326,7 @@ def test_the_skeleton_runs_under_the_explorer_and_loses_at_the_truncation(tmp_pa
 
 # --- the cross-check ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("fsync", ["never", "always"])
 @pytest.mark.parametrize("write_mode", ["atomic", "torn", "no-newline"])
@@ -340,6 +342,7 @@ def test_on_the_lab_log_store_the_explorer_sees_the_door_op_for_op_and_agrees_wi
     assert bool(r["explorer: kill classes"]) == (write_mode == "no-newline")
 
 
+@pytest.mark.slow
 @needs_strace
 def test_a_checker_that_hangs_is_stopped_at_the_timeout_and_counted_as_a_hang(tmp_path):
     program = _script(tmp_path, "one.py", """
@@ -355,6 +358,7 @@ def test_a_checker_that_hangs_is_stopped_at_the_timeout_and_counted_as_a_hang(tm
     assert {v.cls for v in r.violations} == {"hang"}
 
 
+@pytest.mark.slow
 @needs_strace
 def test_a_program_that_never_ends_is_stopped_with_everything_it_started(tmp_path):
     marker = f"bughunt-explore-test-{os.getpid()}"

@@ -35,6 +35,7 @@ def test_a_forked_worker_is_a_separate_process_killed_by_a_real_sigkill(tmp_path
     assert server.proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_fork_server_and_fresh_interpreters_measure_the_same(monkeypatch):
     keys = ["index", "redone_model_calls", "replayed_events", "duplicate_reports",
             "lost_reports", "three_way_check", "tracker_pages"]
@@ -71,6 +72,7 @@ def test_a_server_keeps_its_temp_files_where_its_kill_removes_them(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]       # nothing but the run
 
 
+@pytest.mark.slow
 def test_a_fork_server_removes_its_folder_when_its_caller_is_killed(tmp_path):
     """A notebook kernel is stopped with SIGKILL (nbval, a forced restart): its own cleanup never
     runs. The lifeline ends its fork server and takes its output folder with it."""

@@ -35,6 +35,7 @@ def run_points(settings: SweepSettings, tmp_path: Path, choose) -> tuple:
 
 # --- the contract, with the fake framework -------------------------------------------------------
 
+@pytest.mark.slow
 def test_points_are_discovered_from_a_traced_clean_run_by_name_and_occurrence(tmp_path):
     clean, _ = run_points(SweepSettings("fake", "page"), tmp_path, lambda pts: [])
     names = Counter(p.name for p in clean.points)
@@ -85,6 +86,7 @@ def test_the_three_witnesses_see_a_redone_call_and_a_duplicate_report(tmp_path):
         assert saved.redone_model_calls == 0 and saved.verdict == "correct"
 
 
+@pytest.mark.slow
 def test_repeat_reports_the_points_whose_verdict_varies_between_sweeps():
     flaky = sweep(SweepSettings("fake", "flaky", idempotency_key=False),
                   points="ask_model.after#*", repeat=3)
@@ -99,6 +101,7 @@ def test_repeat_reports_the_points_whose_verdict_varies_between_sweeps():
     assert len(df) == 36 and set(df["repeat"]) == {0, 1, 2} and "verdict" in df
 
 
+@pytest.mark.slow
 def test_a_hung_resume_is_killed_at_its_timeout_and_named_in_the_record():
     hanging = "bughunt.frameworks.fake:HangingFramework"
     res = sweep(SweepSettings(hanging, "page"), points="ask_model.after#2", timeout=1.5)
@@ -108,6 +111,7 @@ def test_a_hung_resume_is_killed_at_its_timeout_and_named_in_the_record():
                          "within 1.5 s; the child was killed")
 
 
+@pytest.mark.slow
 def test_the_lab_worker_fits_the_contract_and_reproduces_the_lesson():
     res = sweep(SweepSettings("lab", "snapshot", idempotency_key=False))
     s = summarize(res.records)
@@ -118,6 +122,7 @@ def test_the_lab_worker_fits_the_contract_and_reproduces_the_lesson():
 
 # --- LangGraph -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_langgraph_sync_redoes_only_the_node_whose_writes_were_not_saved(tmp_path):
     # Named per node, a point is the same moment whichever background thread commits first.
     points = ["ask_model.after#2", "framework.put_writes.ask_model.committed#2",
@@ -139,6 +144,7 @@ def test_langgraph_sync_redoes_only_the_node_whose_writes_were_not_saved(tmp_pat
     assert all(r.killed and r.memory_ok and r.disk_ok for r in recs.values())
 
 
+@pytest.mark.slow
 def test_langgraph_resume_mistakes_lose_reports_or_double_count(tmp_path):
     # Between a node's saved results and the step's checkpoint, .next is empty mid-run. Both are
     # written by background threads, so each point is swept twice and one "lost" is enough.
@@ -160,6 +166,7 @@ def test_langgraph_resume_mistakes_lose_reports_or_double_count(tmp_path):
 
 # --- DBOS ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dbos_steps_are_at_least_once_and_recorded_steps_never_rerun(tmp_path):
     window = ["submit.after#1", "framework.step_output.submit.uncommitted#1",
               "framework.step_output.submit.committed#1"]
@@ -201,6 +208,7 @@ def test_the_fork_server_runs_an_entry_function_after_preloading(tmp_path):
     (["--timeout", "0"], "--timeout"),
     (["--framework", "fake", "--points", "nothing#1"], "--points"),
 ])
+@pytest.mark.slow
 def test_bad_flags_are_refused_in_one_sentence_naming_the_flag(argv, flag, capsys, tmp_path,
                                                                monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -223,6 +231,7 @@ def test_an_adapter_that_cannot_be_loaded_is_one_sentence_naming_the_flag(spec, 
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--timeout", "1e-9", "--framework", "fake"],
                                   ["--timeout", "0.05", "--framework", "langgraph",
                                    "--mode", "sync", "--points", "user@p1"]])
@@ -239,6 +248,7 @@ def test_a_timeout_shorter_than_the_clean_run_fails_the_sweep_in_one_sentence(ar
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_json_output_holds_typed_records_and_summaries(capsys):
     assert cli.main(["--framework", "fake", "--mode", "page", "--key", "off",
                      "--points", "submit.after#*", "--json"]) == 0
@@ -248,6 +258,7 @@ def test_json_output_holds_typed_records_and_summaries(capsys):
     assert {r["verdict"] for r in s["records"]} == {"duplicate"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
 def test_ctrl_c_stops_at_once_leaving_no_process_and_no_temp_dir(tmp_path):
     # A framework whose resume hangs: Ctrl-C comes while a child is stuck, and only killing it
@@ -292,6 +303,7 @@ def test_select_points_by_kind_and_pattern():
         select_points(pts, "user@page3")
 
 
+@pytest.mark.slow
 def test_the_panel_sweeps_the_chosen_settings_and_shows_each_witness():
     from bughunt.lab.lessons import l10_frameworks as fw
 

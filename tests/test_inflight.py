@@ -28,6 +28,7 @@ def killed_and_resumed(tmp_path_factory):
     return {(r.crash_point, r.pending): r for r in records}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["sent", "chunk#3", "last_chunk"])
 def test_a_call_killed_in_flight_was_billed_and_the_redo_pays_it_again(killed_and_resumed, point):
     r = killed_and_resumed[(point, "redo")]
@@ -37,6 +38,7 @@ def test_a_call_killed_in_flight_was_billed_and_the_redo_pays_it_again(killed_an
     assert r.reply.startswith(r.prefix_held)
 
 
+@pytest.mark.slow
 def test_the_journal_holds_exactly_the_prefix_received_before_the_kill(killed_and_resumed):
     sent, mid, last = (killed_and_resumed[(p, "redo")] for p in ("sent", "chunk#3", "last_chunk"))
     assert (sent.chunks_held, sent.prefix_held) == (0, "")
@@ -130,6 +132,7 @@ def served(tmp_path):
         yield {"base_url": server.base_url, "bill": tmp_path / "bill.jsonl"}
 
 
+@pytest.mark.slow
 def test_sdk_retries_a_timeout_twice_by_default_and_every_try_is_billed(served):
     r = inflight.sdk_on_timeout(**served)
     assert (r.requests_sent, r.billed) == (3, 3)
@@ -161,6 +164,7 @@ def test_a_malformed_chunk_escapes_except_openai_api_error(served):
     assert (r.requests_sent, r.billed, r.chunks) == (1, 1, 2)
 
 
+@pytest.mark.slow
 def test_the_timeout_limits_each_read_not_the_whole_call(served):
     r = inflight.sdk_on_slow_stream(**served)      # 0.1 s per chunk, 0.4 s timeout
     assert r.complete and r.raised is None and r.elapsed_s > r.timeout_s and r.billed == 1

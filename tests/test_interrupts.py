@@ -112,6 +112,7 @@ def test_an_interrupted_command_stops_and_leaves_nothing(tmp_path, command, sign
         assert processes_tagged(tag) == [], "a worker or fork server is still running"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["in_parallel", "frameworks_wait"])
 def test_a_signal_at_any_line_of_a_sweeps_wait_stops_it_and_leaves_no_thread(tmp_path, target):
     """The lost-signal hang, made deterministic: the sweep's wait for its threads is run once for

@@ -86,6 +86,7 @@ def test_every_lesson_0_to_4_has_quiz_items_registered_as_exercises():
         assert f"*\"{judges.STATEMENTS[id].text}\"*" in judges.quiz(id)._repr_markdown_()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("id", sorted(QUIZ_TRUTH))
 def test_quiz_check_judges_by_a_measurement_and_explains_with_it(id):
     truth = QUIZ_TRUTH[id]

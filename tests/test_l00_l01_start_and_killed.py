@@ -1,5 +1,6 @@
 """Lessons 0 and 1: the tour of a clean run, and the kill at page 7 told from the outside."""
 
+import pytest
 from matplotlib.figure import Figure
 
 from bughunt.config import RunConfig
@@ -94,6 +95,7 @@ def test_the_clean_run_table_refuses_events_that_are_neither_page_done_nor_inten
         checked_table(df, "broken", tour.CLEAN_RUN_INVARIANTS)
 
 
+@pytest.mark.slow
 def test_the_lesson_table_view_refuses_a_match_column_that_lies():
     from bughunt.lab.claims import TableError
     import pytest

@@ -312,6 +312,7 @@ def test_exercise_6_2_accepts_the_measured_ratio_by_order_of_magnitude(monkeypat
     assert not judge("6.2", "fast")
 
 
+@pytest.mark.slow
 def test_exercise_6_3_fsync_changes_no_verdict_in_the_full_sweeps():
     assert D.verdicts_changed_by_fsync() == []
     assert judge("6.3", 0) and not judge("6.3", 54) and not judge("6.3", 12)
@@ -322,6 +323,7 @@ def test_exercise_6_3_is_judged_from_the_sweeps(monkeypatch):
     assert judge("6.3", 1) and not judge("6.3", 0)
 
 
+@pytest.mark.slow
 def test_fsync_does_not_close_the_danger_window():
     twice = D.duplicates_with_fsync()
     assert len(twice) == 6
@@ -356,6 +358,7 @@ def test_practice_buffer_answer_is_measured_live(monkeypatch):
 
 # --- common wrong statements -------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("id", ["Q6.1", "Q6.2", "Q6.3"])
 def test_lesson_6_statements_are_false_by_measurement_and_say_why(id):
     right, feedback = EXERCISES[id].judge(False)

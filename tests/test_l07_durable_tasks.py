@@ -82,6 +82,7 @@ def test_builtin_limit_story_names_the_texts_results_and_report():
     assert "runFailure, reason restart_limit, input unanswered" in gen.iloc[-1]["result"]
 
 
+@pytest.mark.slow
 def test_tool_checkpoints_measure_what_reruns_at_each_kill():
     df = dt.tool_checkpoints("unsafe").df
     assert list(df["beforeTool ran"]) == [2, 1, 1, 1]
@@ -100,6 +101,7 @@ def test_replay_table_is_measured_in_all_four_cells():
     assert isinstance(dt.plot_replay(cells, ("unsafe", "safe")), Figure)
 
 
+@pytest.mark.slow
 def test_panel_replay_grid_always_shows_all_four_cells(monkeypatch):
     drawn, real = [], dt.plot_replay
     monkeypatch.setattr(dt, "plot_replay", lambda cells, highlight=None: drawn.append(
@@ -114,6 +116,7 @@ def test_panel_replay_grid_always_shows_all_four_cells(monkeypatch):
     assert [c["tool ran again"] for c in cells] == [True, False, False, False]
 
 
+@pytest.mark.slow
 def test_restart_limit_title_says_only_what_its_rows_show():
     five = dt.restart_limit_story(5)
     only = dt.plot_restart_limits({"limit 5": five}).axes[0].get_title()
@@ -140,6 +143,7 @@ def test_the_interrupted_tool_result_is_marked_an_error():
 
 # --- claims and practice --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_claim_of_lesson_7_holds_on_its_run():
     found = dt.CLAIMS.check_all()
     assert len(found) >= 5 and all(f.holds for f in found), [f for f in found if not f.holds]
@@ -207,6 +211,7 @@ def test_peers_table_cites_public_sources_only():
     assert "shared" not in df.to_string() and df["source"].str.contains(r"\.", regex=True).all()
 
 
+@pytest.mark.slow
 def test_panel_runs_the_stories_with_the_chosen_settings():
     p = dt.panel()
     p.crash_tick.value, p.stored.value, p.current.value, p.limit.value = 4, "safe", "safe", 1
@@ -221,6 +226,7 @@ def test_panel_runs_the_stories_with_the_chosen_settings():
     assert p.crash_tick.value == 2 and p.section("count to 5") is None
 
 
+@pytest.mark.slow
 def test_exercises_7_accept_the_measured_truth_only():
     assert judge("7.1", [1, 2, 3, 4, 4, 5]) and not judge("7.1", [1, 2, 3, 5])
     assert not judge("7.1", "1, 2, 3, 5")

@@ -74,6 +74,7 @@ def test_damage_demo_refuses_inner_damage_and_skips_a_torn_tail():
     assert df.loc["snapshot: cut in half", "detail"] == "snapshot fallback: log"
 
 
+@pytest.mark.slow
 def test_race_table_and_plot_from_real_races():
     races = beyond.races(B.SAFE.replace(pages=3), trials=3)
     table = beyond.race_table(races).df
@@ -97,6 +98,7 @@ def test_power_and_chain_plots_have_titles_and_labels():
     assert "2 of 2 pairs correct" in fig.axes[0].get_title()
 
 
+@pytest.mark.slow
 def test_panel_runs_the_chosen_experiment():
     p = beyond.panel()
     p.experiment.value, p.knobs["lock"].value = "two resumers", False
@@ -214,6 +216,7 @@ def test_panel_says_why_settings_cannot_run_and_swallows_nothing(monkeypatch):
     assert "Traceback" in p.details.outputs[-1]["text"] and isinstance(p.error, KeyError)
 
 
+@pytest.mark.slow
 def test_exercises_8_accept_the_measured_truth_only():
     assert judge("8.1", 10) and not judge("8.1", 1) and not judge("8.1", "10")
     assert judge("8.2", 6) and not judge("8.2", 5) and not judge("8.2", True)
@@ -250,6 +253,7 @@ def test_planted_bug_cards_show_each_diff_and_both_verdicts():
 QUIZ_8 = {"Q8.1": False, "Q8.2": False, "Q8.3": False}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("id", sorted(QUIZ_8))
 def test_quiz_8_is_judged_by_a_run_made_just_now_and_explained_with_it(id):
     truth = QUIZ_8[id]
@@ -266,6 +270,7 @@ def test_q8_1_counts_the_duplicate_report_the_lock_lets_through():
     assert "1 went on, 1 refused as busy" in feedback and "1 duplicate report(s)" in feedback
 
 
+@pytest.mark.slow
 def test_q8_3_names_the_bugs_no_power_cut_shows():
     seen = beyond.power_exposure()
     assert {b for b, (wrong, _) in seen.items() if not wrong} == {
@@ -313,6 +318,7 @@ def test_the_old_pandas_3_counting_breaks_the_power_tables_invariant():
         beyond.power_table(records, refused=lambda r: r["refused"] is not None)
 
 
+@pytest.mark.slow
 def test_every_claim_of_lesson_8_holds_and_a_broken_run_is_said(monkeypatch):
     found = beyond.CLAIMS.check_all()
     assert len(found) >= 5 and all(f.holds for f in found), [f for f in found if not f.holds]

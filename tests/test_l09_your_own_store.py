@@ -125,6 +125,7 @@ def test_the_notebook_states_the_boundarys_limits_as_the_grader_sets_them():
     assert says in text
 
 
+@pytest.mark.slow
 def test_the_two_stores_behind_the_boundary_print_and_are_refused():
     graded = cap.behind_the_boundary()
     chatty, backup = graded["ChattyStore"], graded["BackupStore"]
@@ -133,6 +134,7 @@ def test_the_two_stores_behind_the_boundary_print_and_are_refused():
     assert "(subprocess.Popen: cp events.jsonl events.jsonl.bak)" in backup.verdict
 
 
+@pytest.mark.slow
 def test_the_lab_stores_pass_the_same_grade():
     for store in ("log", "snapshot"):
         assert grader.grade(store).passed
@@ -236,6 +238,7 @@ def test_the_skeleton_carries_every_promise_and_is_graded_as_not_written_yet():
     assert "(my_store.py, line" in g.problems[0].message
 
 
+@pytest.mark.slow
 def test_the_comparison_puts_the_lab_stores_beside_the_learners_with_the_same_settings(steps):
     g = graded(steps, "log_store.py:LogStore")
     table = cap.compare_table({"5 log": g}).df
@@ -252,6 +255,7 @@ def test_the_comparison_puts_the_lab_stores_beside_the_learners_with_the_same_se
     assert "redone model calls" in fig.axes[1].get_xlabel()
 
 
+@pytest.mark.slow
 def test_the_panel_grades_the_file_named_and_reset_forgets(steps):
     p = cap.panel(f"{steps / 'fsync_store.py'}:FsyncStore")
     p.widget()
@@ -266,6 +270,7 @@ def test_the_panel_grades_the_file_named_and_reset_forgets(steps):
     assert p.status.value == "Reset." and p.key.value is True and not p.out.outputs
 
 
+@pytest.mark.slow
 def test_exercise_9_1_judges_the_store_named_by_grading_it(steps, tmp_path, monkeypatch):
     (tmp_path / "my_store.py").write_text(cap.REFERENCE)
     monkeypatch.chdir(tmp_path)
@@ -281,6 +286,7 @@ def test_exercise_9_2_grades_the_fsynced_in_place_store_just_now():
     assert not judge("9.2", {"no such rule"})
 
 
+@pytest.mark.slow
 def test_the_grader_from_the_command_line(steps, tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "bughunt.grader", *args],

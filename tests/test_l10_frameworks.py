@@ -11,6 +11,7 @@ from bughunt.lab.judges import EXERCISES, judge
 from bughunt.lab.views import show_source
 
 
+@pytest.mark.slow
 def test_exercise_10_1_counts_the_duplicates_right_after_each_report():
     assert judge("10.1", 3) and not judge("10.1", 0) and not judge("10.1", 27)
     assert not judge("10.1", "3")
@@ -19,6 +20,7 @@ def test_exercise_10_1_counts_the_duplicates_right_after_each_report():
     assert "27 points of the agent's code" in feedback
 
 
+@pytest.mark.slow
 def test_exercise_10_2_an_empty_next_taken_for_done_loses_every_report():
     assert judge("10.2", 3) and not judge("10.2", 0) and not judge("10.2", 1)
     right, feedback = EXERCISES["10.2"].judge(3)
@@ -41,6 +43,7 @@ def test_practice_draws_designs_lengths_and_points_the_lesson_never_runs():
     assert len(seen) >= 30
 
 
+@pytest.mark.slow
 def test_transfer_10_3_is_the_practice_problem_measured_live():
     p = fw.TRANSFER
     assert p.seed == fw.TRANSFER_SEED and p.drawn["settings"]["pages"] != fw.PAGES
@@ -48,6 +51,7 @@ def test_transfer_10_3_is_the_practice_problem_measured_live():
     assert judge("10.3", measured.value) and not judge("10.3", measured.value + 1)
 
 
+@pytest.mark.slow
 def test_exercise_10_4_sweeps_the_learners_adapter_as_the_file_is_now(tmp_path, monkeypatch):
     import jupytext
 
@@ -72,6 +76,7 @@ def test_exercise_10_4_sweeps_the_learners_adapter_as_the_file_is_now(tmp_path, 
 QUIZ_10 = {"Q10.1": False, "Q10.2": False, "Q10.3": False}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("id", sorted(QUIZ_10))
 def test_quiz_10_is_judged_by_the_sweeps_and_explained_with_them(id):
     truth = QUIZ_10[id]
@@ -82,6 +87,7 @@ def test_quiz_10_is_judged_by_the_sweeps_and_explained_with_them(id):
     assert not EXERCISES[id].judge(not truth)[0] and not EXERCISES[id].judge("False")[0]
 
 
+@pytest.mark.slow
 def test_q10_1_names_the_duplicates_of_both_frameworks():
     feedback = EXERCISES["Q10.1"].judge(False)[1]
     assert "LangGraph sync filed a report twice at 3 of 27" in feedback
@@ -104,6 +110,7 @@ def test_the_code_shown_in_lesson_10_is_the_packages_own_and_holds_no_test_switc
     assert "invoke(None" in show_source(langgraph_agent.resume_documented).code
 
 
+@pytest.mark.slow
 def test_q10_3_reinvoking_with_the_input_leaves_a_wrong_memory_the_documented_resume_does_not():
     feedback = EXERCISES["Q10.3"].judge(False)[1]
     assert re.search(r"re-invoked with the input, the resumed memory was wrong at [1-9]\d* of",

@@ -90,6 +90,7 @@ def test_the_sweep_summary_partitions_the_points_by_what_was_billed(at_chunk5):
         Table(bad, "the kill sweep", cif.SWEEP_INVARIANTS)
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_each_point_for_each_rule_and_its_figure_is_labelled(lab):
     seen = []
     records = cif.kill_sweep(points=["sent", "chunk#3", "last_chunk"],
@@ -148,6 +149,7 @@ def test_the_sdk_figure_draws_sent_beside_billed_for_every_case():
     assert any("not streamed" in t.get_text() for t in ax.get_yticklabels())
 
 
+@pytest.mark.slow
 def test_every_attempt_of_a_timed_out_call_is_billed_and_none_carries_an_idempotency_key(lab):
     attempts = cif.attempts_of_a_timed_out_call()
     assert [a.retry_count_header for a in attempts] == ["0", "1", "2"]
@@ -158,6 +160,7 @@ def test_every_attempt_of_a_timed_out_call_is_billed_and_none_carries_an_idempot
         "(timed out)"}
 
 
+@pytest.mark.slow
 def test_the_timeout_limits_each_read_a_slow_stream_outlives_it_a_stalled_one_does_not(lab):
     slow, stalled = cif.timelines()
     assert slow.raised is None and slow.ended_s > slow.timeout_s and len(slow.arrivals) >= 8
@@ -166,6 +169,7 @@ def test_the_timeout_limits_each_read_a_slow_stream_outlives_it_a_stalled_one_do
     assert labelled(cif.plot_timelines([slow, stalled]))
 
 
+@pytest.mark.slow
 def test_the_timing_table_and_the_timeline_figure_are_one_measurement(lab):
     lab_ = cif.shared_lab()
     records = [inflight.sdk_on_slow_stream(base_url=lab_.base_url, bill=lab_.bill),
@@ -245,6 +249,7 @@ def test_changing_the_fault_or_the_retries_reruns_the_sdk_call(panel):
     assert "RateLimitError" in panel.status.value
 
 
+@pytest.mark.slow
 def test_stream_off_moves_the_crash_point_to_last_chunk_and_says_so(panel):
     panel.stream.value = False
     assert list(panel.crash_point.options) == ["last_chunk"]
@@ -254,6 +259,7 @@ def test_stream_off_moves_the_crash_point_to_last_chunk_and_says_so(panel):
     assert panel.crash_point.value == "last_chunk" and len(panel.crash_point.options) > 1
 
 
+@pytest.mark.slow
 def test_a_kill_that_fails_is_said_in_the_status_line(panel, monkeypatch):
     def fails(*args, **kwargs):
         raise RuntimeError("the call process failed (1) before chunk#7: boom")
@@ -265,6 +271,7 @@ def test_a_kill_that_fails_is_said_in_the_status_line(panel, monkeypatch):
     assert isinstance(panel.error, RuntimeError) and "boom" in panel.details.outputs[-1]["text"]
 
 
+@pytest.mark.slow
 def test_reset_goes_back_to_the_lessons_settings_and_forgets_results(panel, monkeypatch):
     panel.fault.value = "malformed chunk 3"
     panel.crash_point.value = "sent"

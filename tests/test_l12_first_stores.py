@@ -37,6 +37,7 @@ def with_data(monkeypatch):
     results.reset()
 
 
+@pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("name", ["json-dump", "tinydb", "shelve", "sqlite-wal-full",
                                   "skeleton-fixed"])
@@ -113,6 +114,7 @@ def test_the_variants_of_the_skeleton_change_only_its_save():
     assert "os.replace" in L.SKELETON_FIXED and "os.replace" not in L.SKELETON_FSYNC
 
 
+@pytest.mark.slow
 @needs_strace
 def test_your_own_agent_is_judged_by_exploring_it():
     assert judge("12.4", L.SKELETON_FIXED) is True

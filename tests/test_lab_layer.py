@@ -84,6 +84,7 @@ def is_claim_check(node) -> bool:
 ROLES = {"panel", "panel_plot", "practice_problem", "main", "build_parser", "grade"}
 
 
+@pytest.mark.slow
 def test_every_name_the_lab_defines_means_one_thing_in_the_package():
     clashes = {name: places for name, places in definitions().items()
                if len(places) > 1 and name not in ROLES

@@ -102,6 +102,7 @@ CLOSE_SESSIONS_JS = """async () => {
 }"""
 
 
+@pytest.mark.slow
 def test_listings_in_jupyterlab_keep_their_lines_at_1024_and_1280_px(browser, learner_lab):
     page = browser.new_page(viewport={"width": WIDTHS[0], "height": 900})
     seen: dict[tuple[str, int], dict] = {}
@@ -141,6 +142,7 @@ def _screenshots(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_every_lesson_page_of_the_book_at_1280_px_cuts_no_table_and_wraps_no_listing(
         browser, book_site, tmp_path):
     from bughunt.book import toc

@@ -23,6 +23,7 @@ def by_sweep(lesson, tag):
     return [r for r in lesson["records"] if r.sweep == tag]
 
 
+@pytest.mark.slow
 def test_lesson_table_is_reproduced_exactly(lesson):
     assert lesson["figures"] == {
         "crash_points_no_intent": 51, "crash_points_log": 54, "redo_none": 6.51,
@@ -31,6 +32,7 @@ def test_lesson_table_is_reproduced_exactly(lesson):
         "log_runs_correct": 54}
 
 
+@pytest.mark.slow
 def test_every_crash_run_was_really_killed_and_resumed(lesson):
     assert lesson["pairs"] == 51 + 51 + 54 + 54 + 54
     assert [r for r in lesson["records"] if r.error] == []
@@ -93,6 +95,7 @@ def test_operation_granularity_redoes_only_the_call_in_flight():
     assert {r.label for r in records if r.duplicate_reports} == {"after_submit"}
 
 
+@pytest.mark.slow
 def test_lesson_json_prints_exactly_the_lessons_keys(tmp_path):
     proc = bughunt("lesson", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -122,6 +125,7 @@ def test_work_dir_that_is_not_empty_is_refused(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.slow
 def test_kill_random_counts_agree_with_its_runs_and_bound_the_rate_over_kills_in_the_loop():
     result = ex.kill_random(RunConfig(store="snapshot", intent=False, idempotency_key=False),
                             tries=6, seed=1)
@@ -154,6 +158,7 @@ def test_where_it_landed_names_the_last_point_the_trace_reached():
     assert where_it_landed(trace, bill, killed=False) == "finished first"
 
 
+@pytest.mark.slow
 def test_a_kill_from_outside_halfway_through_the_life_lands_inside_the_page_loop():
     # Each answer takes 300 ms, so halfway through a 3-page run is page 2's wait for the model,
     # whatever the machine's load does to the few milliseconds of set-up around it.

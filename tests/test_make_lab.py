@@ -95,6 +95,7 @@ class MakeLab:
         return "".join(self.lines) + (rest or "")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_lab_roots_the_lab_at_the_repository_and_opens_the_start_notebook(tmp_path):
     lab = MakeLab(tmp_path)

@@ -357,6 +357,7 @@ def test_the_bill_is_exact_under_concurrent_clients(server):
     assert len(bill) == 40 and sorted(b["request_id"] for b in bill) == sorted(ids)
 
 
+@pytest.mark.slow
 def test_the_bill_is_exact_when_clients_are_killed_mid_stream(tmp_path):
     """Every valid request that arrived is on the bill once, whatever happened to its client."""
     points = ["sent", "chunk#1", "chunk#4", "last_chunk"]

@@ -32,6 +32,7 @@ def test_different_seeds_give_different_problems(lesson):
                                                lesson.practice(7).question)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lesson", PRACTISED, ids=lambda x: f"lesson-{x.number}")
 def test_the_solution_is_the_answer_that_the_live_run_judges_right(lesson):
     if lesson.practice is None:
@@ -60,6 +61,7 @@ def _a_wrong_answer(problem, right: str) -> str:
     return next(o for o in problem.form.options if o != right)
 
 
+@pytest.mark.slow
 def test_a_bad_answer_lesson_or_seed_is_one_sentence_and_exit_2():
     for args, said in ((["--lesson", "2", "--seed", "1", "--answer", "many"],
                         "--answer: 'many' is not a number; answer with a number"),

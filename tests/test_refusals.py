@@ -67,6 +67,7 @@ def test_a_damaged_atomic_snapshot_is_refused_with_every_byte_unchanged(crashed_
     assert files(run_dir) == before          # not a model call paid, not a report filed again
 
 
+@pytest.mark.slow
 def test_every_truncation_and_bit_flip_of_an_atomic_snapshot_is_refused_or_harmless(
         crashed_snapshot_run):
     """Exhaustive, in-process: every prefix of the file and every single-bit flip."""
@@ -191,6 +192,7 @@ def test_a_foreign_sqlite_database_as_tracker_is_refused_untouched(tmp_path):
     assert files(run_dir) == before
 
 
+@pytest.mark.slow
 def test_a_locked_tracker_makes_the_worker_busy_not_broken(tmp_path):
     """Another program holds the tracker's write lock: the first report waits for it (5 s), then
     the worker stops, busy, as after a kill before that submit; a later resume finishes it."""

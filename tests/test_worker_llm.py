@@ -89,6 +89,7 @@ def in_call_sweep(model):
     return {r.crash_point: r for r in sweep_records(CONFIG, model=model, points=IN_CALL)}
 
 
+@pytest.mark.slow
 def test_a_kill_inside_the_call_costs_one_redone_call_on_the_servers_bill(in_call_sweep):
     assert sorted(in_call_sweep) == sorted(IN_CALL)
     for name, r in in_call_sweep.items():
@@ -97,6 +98,7 @@ def test_a_kill_inside_the_call_costs_one_redone_call_on_the_servers_bill(in_cal
         assert r.killed_call_billed, name        # billed at arrival, before the first chunk
 
 
+@pytest.mark.slow
 def test_the_call_journal_holds_the_prefix_the_killed_worker_received(in_call_sweep):
     for page in (3, 7):
         words = words_of(page)
@@ -202,6 +204,7 @@ def test_the_workers_model_refuses_a_connection_pool_opened_in_another_process(s
 
 # --- the command line -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sweep_command_starts_a_local_server_and_reports_the_prefix_held(tmp_path):
     proc = bughunt("sweep", "--model", "local-server", "--store", "snapshot", "--intent", "off",
                    "--points", "p7.call_chunk3,p7.after_model_call", "--json", cwd=tmp_path)
@@ -248,6 +251,7 @@ def test_a_model_bill_that_is_not_a_bill_is_refused_in_one_sentence_untouched(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.txt"]
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_be_reached_stops_the_worker_with_exit_69(tmp_path):
     proc = bughunt("run", "--dir", str(tmp_path / "r"), "--model-url", "http://127.0.0.1:9/v1",
                    cwd=tmp_path)

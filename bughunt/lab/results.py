@@ -10,11 +10,26 @@ in it is a real measurement of this kernel's session, never a stored figure.
 - `point(config, "p3.after_submit")`: one crash+resume;
 - `seed(config, records)`: hand over a sweep a cell already ran by other means;
 - `memoized`: the same for any other experiment function of a lesson module.
+
+**One test run, each experiment once.** `make test` runs every lesson three ways: the notebooks
+(each in its own kernel), the tests, and `python -m bughunt claims`. It names a folder in
+`BUGHUNT_RESULTS_DIR` that lives for that run only (made before, removed after); then a result
+computed in one process is kept there too, and a later process of the same run reads it instead of
+killing every point again. A result is filed under its key and a digest of the lab's code and data
+(`code_digest`), so it is never one an older version of the lab produced. Nothing outside such a
+run reads or writes it (a learner's kernel has no such variable), and a `reset()` stops this
+process reading it. The test process only reads it (`use_disk(write=False)`): its tests patch the
+experiment layer on purpose, and a faked sweep must never reach a notebook or the claims. A test
+that patches below the cache and expects a fresh run calls `reset()` first, as it must anyway for
+this process's own cache; one that forgets gets a real result, and fails.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import pickle
 import tempfile
 import threading
 from pathlib import Path
@@ -25,10 +40,77 @@ from ..experiment import (CrashRun, crash_and_resume, crash_point, crash_points,
 
 _STORE: dict = {}
 _LOCK = threading.RLock()
+RUN_DIR_VARIABLE = "BUGHUNT_RESULTS_DIR"
+_DISK = {"read": True, "write": True}
+
+
+def use_disk(*, read: bool = True, write: bool = True) -> None:
+    """Whether this process reads, and writes, the test run's folder of results (when there is
+    one): the test process only reads it (see the module's doc)."""
+    _DISK.update(read=read, write=write)
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of every source and data file of the lab (the package and `data/`): results of
+    another version of the code are never taken for this one's."""
+    package = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for folder in (package, package.parent / "data"):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _disk_path(key) -> Path | None:
+    """Where the test run keeps the result of `key`, or None: no run folder, this process does
+    not use it, or the key does not name the same thing in another process (an object's id)."""
+    folder = os.environ.get(RUN_DIR_VARIABLE)
+    if not folder:
+        return None
+    text = repr(key)
+    if " at 0x" in text:
+        return None
+    name = hashlib.sha256(f"{code_digest()}\0{text}".encode()).hexdigest()
+    return Path(folder) / f"{name}.pickle"
+
+
+def _read_kept(path: Path | None):
+    if path is None or not _DISK["read"]:
+        return _MISSING
+    try:
+        return pickle.loads(path.read_bytes())
+    except FileNotFoundError:
+        return _MISSING
+    except Exception:                    # noqa: BLE001 - a damaged entry: measure again
+        return _MISSING
+
+
+def _keep(path: Path | None, value) -> None:
+    """Written whole or not at all (a temporary file renamed), so a reader never sees half."""
+    if path is None or not _DISK["write"]:
+        return
+    try:
+        data = pickle.dumps(value)
+    except Exception:                    # noqa: BLE001 - not picklable: this process keeps it
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        return                           # the folder went away (the run ended): keep it here
+
+
+_MISSING = object()
 
 
 def reset() -> None:
-    """Forget every result: the next call of anything here runs for real again."""
+    """Forget every result: the next call of anything here runs for real again (and this process
+    no longer reads the test run's folder of results, if there is one)."""
+    _DISK["read"] = False
     with _LOCK:
         for key in list(_STORE):
             if key[0] == "table":
@@ -45,11 +127,16 @@ def table(name: str) -> dict:
 
 
 def remember(key, compute):
-    """The result cached under `key`, computed by `compute()` the first time."""
+    """The result cached under `key`, computed by `compute()` the first time (or read from the
+    test run's folder, when another process of the run computed it)."""
     with _LOCK:
         if key in _STORE:
             return _STORE[key]
-    value = compute()
+    path = _disk_path(key)
+    value = _read_kept(path)
+    if value is _MISSING:
+        value = compute()
+        _keep(path, value)
     with _LOCK:
         return _STORE.setdefault(key, value)
 
@@ -91,6 +178,12 @@ def sweeps_once(configs: dict[str, RunConfig], progress=None, *,
            measure=None) -> dict[str, list[CrashRun]]:
     """Several sweeps by name; those not run yet run together, in one pool."""
     with _LOCK:
+        for cfg in configs.values():
+            key = _cache_key(cfg, measure)
+            if key not in _STORE:
+                found = _read_kept(_disk_path(key))
+                if found is not _MISSING:
+                    _STORE[key] = found
         todo = {name: cfg for name, cfg in configs.items()
                 if _cache_key(cfg, measure) not in _STORE}
     tags = {name: f"s{i}" for i, name in enumerate(todo)}
@@ -100,7 +193,10 @@ def sweeps_once(configs: dict[str, RunConfig], progress=None, *,
             records = run_crash_jobs(jobs, base, progress=progress, measure=measure)
         for name, cfg in todo.items():
             mine = [r for r in records if r.sweep == tags[name]]
-            remember(_cache_key(cfg, measure), lambda mine=mine: mine)
+            key = _cache_key(cfg, measure)
+            if key not in _STORE:
+                _keep(_disk_path(key), mine)
+            remember(key, lambda mine=mine: mine)
     with _LOCK:
         return {name: _STORE[_cache_key(cfg, measure)] for name, cfg in configs.items()}
 

@@ -1,0 +1,158 @@
+"""The test tiers, as `make test-fast` and `make test` run them; prints each tier's wall time and
+the slowest tests, so a regression shows in CI's log.
+
+    python tests/tiers.py fast [--lesson N]   unit, stores, conformance, small-site lessons, the
+                                              static notebook checks (pytest -m "not slow"); with
+                                              --lesson N, that lesson's claims too
+    python tests/tiers.py full                every test: the fast tier, the slow tests, the book
+                                              and the browser, the notebooks under strict nbval,
+                                              then every lesson's claims
+
+`full` makes one folder of results for the whole run (`BUGHUNT_RESULTS_DIR`, see
+`bughunt/lab/results.py`) and removes it at the end, on success, failure and Ctrl-C: the notebooks'
+kernels keep each experiment they run there, and `python -m bughunt claims` reads them instead of
+running every experiment again. The tiers all run, even after one fails, so one log shows every
+failure; the exit code is the first failing tier's (130 on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import NOTEBOOK_FOLDER, folder_state, put_back  # noqa: E402 - tests/ is no package
+from leftovers import MARK, left_behind  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/sanitize.cfg",
+         "--nbval-cell-timeout=300", "--nbval-kernel-startup-timeout=120"]
+#: What each tier is allowed on a 2-core machine (README, "Two commands"); `make bench` measures it.
+TARGET_S = {"fast": 180, "full": 600}
+NOTEBOOKS_TIER = "notebooks (strict nbval)"
+SLOWEST = 15
+
+
+def pytest(*args: str) -> list[str]:
+    return [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+
+
+def tiers(name: str, lesson: int | None) -> list[tuple[str, list[str]]]:
+    fast = [("fast tests", pytest("-m", "not slow", "tests"))]
+    if name == "fast":
+        if lesson is not None:
+            fast.append((f"claims of lesson {lesson}",
+                         [PY, "-m", "bughunt", "claims", "--lesson", str(lesson)]))
+        return fast
+    notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    # The notebooks first: their kernels measure each experiment once, and the tests and the
+    # claims after them read it (bughunt/lab/results.py).
+    return [(NOTEBOOKS_TIER, pytest(*NBVAL, *notebooks)),
+            *fast,
+            ("slow tests", pytest("-m", "slow and not book and not browser", "tests")),
+            ("book and browser", pytest("-m", "book or browser", "tests")),
+            ("claims", [PY, "-m", "bughunt", "claims"])]
+
+
+def slowest(reports: list[Path], n: int = SLOWEST) -> list[tuple[float, str]]:
+    """The `n` slowest test cases over every tier's JUnit report."""
+    cases = []
+    for report in reports:
+        try:
+            root = ET.parse(report).getroot()
+        except (OSError, ET.ParseError):
+            continue
+        for case in root.iter("testcase"):
+            cases.append((float(case.get("time", 0)),
+                          f"{case.get('classname', '')}::{case.get('name', '')}"))
+    return sorted(cases, reverse=True)[:n]
+
+
+def notebooks_leaving_nothing(cmd: list[str], env: dict, work: Path) -> int:
+    """Run the notebooks as a learner's kernels run them, each process of the run marked and
+    given temp folders of its own; then nothing of theirs may still run, and their folders must
+    be empty (the lessons with servers and fork pools, 7, 11, 12 and 13, stop what they start).
+    Exit 1 with what was left, when something was; else the notebooks' own exit code."""
+    token = uuid.uuid4().hex
+    scratch = work / "tmp"
+    scratch.mkdir()
+    shm = Path("/dev/shm")
+    ram = Path(tempfile.mkdtemp(prefix="bughunt-tiers-", dir=shm)) if shm.is_dir() else None
+    env = {**env, MARK: token, "TMPDIR": str(scratch), "BUGHUNT_RAM_DIR": str(ram or "")}
+    # Lesson 9's %%writefile cells write their stores into notebooks/, as for a learner: the
+    # folder is put back as it was (tests/conftest.py does the same around a pytest run).
+    before = folder_state(NOTEBOOK_FOLDER)
+    try:
+        code = subprocess.call(cmd, cwd=ROOT, env=env)
+        left = left_behind(token, [scratch, *([ram] if ram else [])]) if Path("/proc").is_dir() \
+            else [f"left in {scratch}: {p.name}" for p in sorted(scratch.iterdir())]
+    finally:
+        put_back(NOTEBOOK_FOLDER, before)
+        if ram:
+            shutil.rmtree(ram, ignore_errors=True)
+    if left:
+        print("the notebooks left behind:\n  " + "\n  ".join(left), flush=True)
+        return code or 1
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tests/tiers.py", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tier", choices=["fast", "full"])
+    parser.add_argument("--lesson", type=int, metavar="N",
+                        help="(fast) also check this lesson's claims (99: the appendix)")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bughunt-tiers-"))
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if args.tier == "full":
+        (work / "results").mkdir()
+        env["BUGHUNT_RESULTS_DIR"] = str(work / "results")
+    done: list[tuple[str, float, int]] = []
+    reports = []
+    started = time.monotonic()
+    try:
+        for i, (name, cmd) in enumerate(tiers(args.tier, args.lesson)):
+            if cmd[1:3] == ["-m", "pytest"]:
+                reports.append(work / f"tier{i}.xml")
+                cmd = [*cmd, f"--junitxml={reports[-1]}"]
+            print(f"\n=== tier: {name} ===", flush=True)
+            t0 = time.monotonic()
+            if name == NOTEBOOKS_TIER:
+                code = notebooks_leaving_nothing(cmd, env, work)
+            else:
+                code = subprocess.call(cmd, cwd=ROOT, env=env)
+            done.append((name, time.monotonic() - t0, code))
+            if code in (-signal.SIGINT, 130):
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        print("\ntiers: stopped by Ctrl-C", file=sys.stderr)
+        return 130
+    finally:
+        total = time.monotonic() - started
+        print(f"\n=== where the time went ({args.tier} tier) ===")
+        for name, seconds, code in done:
+            print(f"{seconds:8.1f} s  {name}{'' if code == 0 else f'  (FAILED, exit {code})'}")
+        print(f"{total:8.1f} s  in all (target: {TARGET_S[args.tier]} s on 2 cores)")
+        if reports and done:
+            print(f"\nthe {SLOWEST} slowest tests:")
+            for seconds, case in slowest(reports):
+                print(f"{seconds:8.1f} s  {case}")
+        shutil.rmtree(work, ignore_errors=True)
+    # pytest's 5 (nothing collected) is a failure here: a tier that tests nothing is a broken tier
+    failed = [code for _, _, code in done if code != 0]
+    return failed[0] if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
