@@ -22,6 +22,9 @@ the absolute numbers beside it:
    on 2 cores; tests/test_book.py builds it with every network connection refused).
 6. **The explorer.** The CPU a program's run takes under strace against the same run without (the trace
    overhead, a ratio), and crash states checked per second (`python -m bughunt explore`, Linux).
+7. **The tests.** `make test-fast` and `make test` (tests/tiers.py, in a checkout), each tier's
+   wall time. Targets on 2 cores: the fast tier in 3 minutes, everything in 10. Last, and only
+   from a checkout with tests/ (`--only tests` runs just this).
 
 Results go to a CSV (`--csv`, default bench-results/bench.csv) and a printed table. POSIX only.
 """
@@ -693,6 +696,32 @@ def book_build() -> None:
         note="" if proc.returncode == 0 else f"the build failed: {proc.stderr.strip()[-300:]}")
 
 
+def tier_times(tiers: Path | None = None) -> None:
+    """Both test tiers, as `make test-fast` and `make test` run them (tests/tiers.py), timed by
+    the tiers' own report: one row per tier, then each one's total against its target."""
+    tiers = tiers or Path(__file__).resolve().parent.parent / "tests" / "tiers.py"
+    if not tiers.is_file():
+        print("bench: no tests/tiers.py here (an installed package): tests not measured",
+              file=sys.stderr)
+        return
+    for tier, make in (("fast", "make test-fast"), ("full", "make test")):
+        with tempfile.TemporaryDirectory(prefix="bughunt-bench-tiers-") as tmp:
+            report = Path(tmp) / "tiers.json"
+            proc = subprocess.run([sys.executable, str(tiers), tier, "--report", str(report)],
+                                  cwd=tiers.parent.parent, capture_output=True, text=True)
+            if not report.is_file():
+                row("tests", make, 0, "s", note=f"did not report: {proc.stderr.strip()[-300:]}")
+                continue
+            done = json.loads(report.read_text())
+        for t in done["tiers"]:
+            row("tests", f"{make}: {t['name']}", t["seconds"], "s",
+                note="" if t["exit"] == 0 else f"failed (exit {t['exit']})")
+        ok = proc.returncode == 0
+        row("tests", f"{make}, {os.cpu_count()} cores, wall", done["seconds"], "s",
+            target=f"<= {done['target_s']} s", met=ok and done["seconds"] <= done["target_s"],
+            note="" if ok else f"a tier failed (exit {proc.returncode})")
+
+
 def print_table(rows: list[dict]) -> None:
     cols = ["section", "case", "value", "unit", "reference", "ratio", "target", "met"]
     text = [[str("" if r[c] is None else r[c]) for c in cols] for r in rows]
@@ -706,7 +735,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 SECTIONS = ["sweep", "conformance", "grade", "interrupt", "random", "write", "recovery", "model",
-            "explore", "book"]
+            "explore", "book", "tests"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -742,6 +771,10 @@ def main(argv: list[str] | None = None) -> int:
         explore_cost(runs=1, workloads=("json-dump",)) if args.quick else explore_cost()
     if "book" in only:
         book_build()
+    if "tests" in only and args.quick:
+        print("bench: the test tiers are not measured with --quick", file=sys.stderr)
+    elif "tests" in only:
+        tier_times()
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))

@@ -148,7 +148,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         kinds = []
         if path.suffix == ".ipynb":
             kinds.append("notebooks")
-        elif path.name == "test_browser.py":
+        elif path.name in ("test_browser.py", "test_layout.py"):
             kinds.append("browser")
         elif "book" in getattr(item, "fixturenames", ()) or item.get_closest_marker("book"):
             kinds.append("book")

@@ -72,3 +72,32 @@ def test_bench_times_the_book_build(tmp_path):
     rows = [r for r in csv.DictReader(out.open()) if r["section"] == "book"]
     assert len(rows) == 1 and rows[0]["unit"] == "s" and float(rows[0]["value"]) > 0
     assert rows[0]["note"] == "" and rows[0]["met"] in ("yes", "NO")    # built; the time is noted
+
+
+FAKE_TIERS = '''
+import json, sys
+tier, report = sys.argv[1], sys.argv[3]
+tiers = [{"name": "fast tests", "seconds": 100.0, "exit": 0}]
+if tier == "full":
+    tiers.append({"name": "notebooks (strict nbval)", "seconds": 700.0, "exit": 1})
+json.dump({"tier": tier, "seconds": sum(t["seconds"] for t in tiers),
+           "target_s": {"fast": 180, "full": 600}[tier], "tiers": tiers}, open(report, "w"))
+sys.exit(0 if tier == "fast" else 1)
+'''
+
+
+def test_bench_rows_for_the_test_tiers_say_each_tiers_time_and_whether_the_target_was_met(
+        tmp_path):
+    """The rows come from the tiers' own report; a tier over its target, or failing, is NO."""
+    fake = tmp_path / "tests" / "tiers.py"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_TIERS)
+    since = len(bench.ROWS)
+    bench.tier_times(fake)
+    rows = {r["case"]: r for r in bench.take_rows(since)}
+    assert rows["make test-fast: fast tests"]["value"] == 100.0
+    fast = next(r for c, r in rows.items() if c.startswith("make test-fast,"))
+    full = next(r for c, r in rows.items() if c.startswith("make test,"))
+    assert (fast["value"], fast["target"], fast["met"]) == (100.0, "<= 180 s", "yes")
+    assert (full["value"], full["met"]) == (800.0, "NO") and "a tier failed" in full["note"]
+    assert "failed (exit 1)" in rows["make test: notebooks (strict nbval)"]["note"]

@@ -18,6 +18,7 @@ failure; the exit code is the first failing tier's (130 on Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -112,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tier", choices=["fast", "full"])
     parser.add_argument("--lesson", type=int, metavar="N",
                         help="(fast) also check this lesson's claims (99: the appendix)")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="write each tier's wall time and exit code to FILE as JSON "
+                             "(make bench reads it)")
     args = parser.parse_args(argv)
+    if args.report is not None and (args.report.is_dir() or not args.report.parent.is_dir()):
+        parser.error(f"argument --report: {args.report} is a folder, or its folder does not exist")
     work = Path(tempfile.mkdtemp(prefix="bughunt-tiers-"))
     env = dict(os.environ, PYTHONHASHSEED="0")
     if args.tier == "full":
@@ -149,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
             for seconds, case in slowest(reports):
                 print(f"{seconds:8.1f} s  {case}")
         shutil.rmtree(work, ignore_errors=True)
+        if args.report is not None:
+            args.report.write_text(json.dumps({
+                "tier": args.tier, "seconds": round(total, 1), "target_s": TARGET_S[args.tier],
+                "tiers": [{"name": n, "seconds": round(t, 1), "exit": c} for n, t, c in done]},
+                indent=1) + "\n")
     # pytest's 5 (nothing collected) is a failure here: a tier that tests nothing is a broken tier
     failed = [code for _, _, code in done if code != 0]
     return failed[0] if failed else 0
