@@ -71,14 +71,33 @@ def build_book(out: Path, *args: str, offline: Path | None = None,
 
 
 @pytest.fixture(scope="session")
-def book(tmp_path_factory) -> Path:
-    """The whole book, built offline from the committed notebooks; returns its html folder."""
+def book(tmp_path_factory, worker_id) -> Path:
+    """The whole book, built offline from the committed notebooks; returns its html folder.
+    Built once per test run: under pytest-xdist the first worker to need it builds it, holding a
+    lock in the folder all workers share, and the others read what it built."""
+    import fcntl
+
     pytest.importorskip("myst_nb", reason="the book's tools are missing: make setup-book")
-    tmp = tmp_path_factory.mktemp("book")
-    proc = build_book(tmp / "build", "--repository", BOOK_REPOSITORY, "--branch", "main",
-                      offline=tmp / "offline")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent                     # the run's folder, above each worker's own
+    tmp = shared / "book"
+    with open(shared / "book.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (tmp / "built").exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+            proc = build_book(tmp / "build", "--repository", BOOK_REPOSITORY, "--branch",
+                              "main", offline=tmp / "offline")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            (tmp / "built").touch()
     return tmp / "build" / "html"
+
+
+@pytest.fixture(scope="session")
+def worker_id(request) -> str:
+    """pytest-xdist's worker name ("gw0", ...), or "master" without it (xdist's own fixture of
+    this name takes over when xdist is installed)."""
+    return getattr(request.config, "workerinput", {}).get("workerid", "master")
 
 
 # --- a test run leaves the learner's notebook folder as it found it ------------------------------
@@ -121,7 +140,8 @@ _NOTEBOOKS_BEFORE: dict[str, bytes | None] = {}
 
 
 def pytest_sessionstart(session) -> None:
-    _NOTEBOOKS_BEFORE.update(folder_state(NOTEBOOK_FOLDER))
+    if not hasattr(session.config, "workerinput"):   # pytest-xdist: the controller only, once
+        _NOTEBOOKS_BEFORE.update(folder_state(NOTEBOOK_FOLDER))
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -1,8 +1,10 @@
 """Practice that cannot be read off: a lesson's problems drawn from a seed, answered by a live run
 (`python -m bughunt practice`)."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,9 +14,16 @@ from bughunt.lab.registry import lessons
 PRACTISED = [x for x in lessons() if 1 <= x.number <= 11]
 
 
-def practice(*args: str) -> subprocess.CompletedProcess:
+def practice(*args: str, results: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m bughunt practice ARGS`; with `results`, a folder of results the calls share,
+    as one test run's processes do (bughunt/lab/results.py): what the first measured, the
+    next reads."""
+    env = dict(os.environ)
+    env.pop("BUGHUNT_RESULTS_DIR", None)
+    if results is not None:
+        env["BUGHUNT_RESULTS_DIR"] = str(results)
     return subprocess.run([sys.executable, "-m", "bughunt", "practice", *args],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_lessons_1_to_11_each_have_a_practice_generator():
@@ -34,20 +43,24 @@ def test_different_seeds_give_different_problems(lesson):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", PRACTISED, ids=lambda x: f"lesson-{x.number}")
-def test_the_solution_is_the_answer_that_the_live_run_judges_right(lesson):
+def test_the_solution_is_the_answer_that_the_live_run_judges_right(lesson, tmp_path):
+    """The three commands measure once: the solution's run, and the two answers judged on it."""
     if lesson.practice is None:
         pytest.skip("no generator yet (the test above fails for it)")
     seed = str(3 + lesson.number)
     shown = practice("--lesson", str(lesson.number), "--seed", seed)
     assert shown.returncode == 0 and "Question:" in shown.stdout, shown.stderr
-    solved = practice("--lesson", str(lesson.number), "--seed", seed, "--solution")
+    solved = practice("--lesson", str(lesson.number), "--seed", seed, "--solution",
+                      results=tmp_path)
     assert solved.returncode == 0, solved.stderr
     answer = solved.stdout.strip().splitlines()[-1]
-    right = practice("--lesson", str(lesson.number), "--seed", seed, "--answer", answer)
+    right = practice("--lesson", str(lesson.number), "--seed", seed, "--answer", answer,
+                     results=tmp_path)
     assert right.returncode == 0 and right.stdout.startswith("Right."), right.stdout
     p = lesson.practice(int(seed))
     wrong = _a_wrong_answer(p, answer)
-    judged = practice("--lesson", str(lesson.number), "--seed", seed, "--answer", wrong)
+    judged = practice("--lesson", str(lesson.number), "--seed", seed, "--answer", wrong,
+                      results=tmp_path)
     assert judged.returncode == 1 and "Hint:" in judged.stdout, judged.stdout
 
 
