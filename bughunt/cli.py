@@ -299,9 +299,21 @@ def cmd_kill_random(parser, args) -> int:
             landed[where] = landed.get(where, 0) + 1
         print("where the kills landed: " + ", ".join(f"{k} {v}" for k, v in landed.items()))
         if bound is not None:
-            print(f"rule of three: {loop} kills in the page loop without a failure would only "
-                  f"show the failure rate is below about 3/{loop} = {bound:.1%}")
+            print(rule_of_three_sentence(loop, bound, result["exact_95_bound"]))
     return 0
+
+
+def rule_of_three_sentence(loop: int, bound: float, exact: float) -> str:
+    """What `loop` kills in the page loop without a failure show. Below 3 kills the rule's 3/n is
+    100% or more, which bounds nothing (a rate is at most 100%): that is said, with the exact 95%
+    bound, instead of "below about 150%"."""
+    kills = f"{loop} kill{'s' if loop != 1 else ''} in the page loop"
+    if bound >= 1:
+        return (f"rule of three: {kills} are too few for it (3/{loop} is 100% or more, a bound "
+                f"on nothing); without a failure the exact 95% bound is {exact:.1%}; give "
+                "--tries 30 or more for a useful bound")
+    return (f"rule of three: {kills} without a failure would only show the failure rate is "
+            f"below about 3/{loop} = {bound:.1%}")
 
 
 def cmd_lesson(parser, args) -> int:
