@@ -34,16 +34,17 @@ from pathlib import Path
 from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
                      add_config_arguments, config_from_args, dumps, is_store_file, read_config)
 from .crashpoints import CALL_LABELS, CrashPlan, NoSuchPoint, find, scheme
-from .diskio import NOFOLLOW, Door, Files, FsyncError
+from .diskio import NOFOLLOW, Door, Files, FsyncError, not_a_file
 from .instruments import journal
 from .instruments.faults import Faults, FaultyFiles
 from .instruments.journal import JournalingFiles
 from .events import apply_event
 from .interrupts import Interrupted, interruptible
-from .stores import Recovered, Repairs, StoreDamage, StoreSpecError, make_store, store_class
+from .stores import (LOG_FILE, SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, StoreSpecError,
+                     make_store, store_class)
 from .stores.contract import CheckpointStore
-from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
-                    TrackerError, check_tracker, missing_reports, report_key)
+from .world import (BILL_FILE, TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
+                    TrackerError, check_tracker, missing_reports, report_key, side_files)
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -94,7 +95,13 @@ def acquire_run_lock(run_dir: Path) -> int:
     the descriptor (flock(2); lesson 8 shows both). A paused holder still holds it. A second
     worker started while the lock is held is refused at once.
     """
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | NOFOLLOW | os.O_NONBLOCK,
+                     0o644)
+    except IsADirectoryError:        # made a directory since `refuse_special_files` looked
+        raise Refused(f"{run_dir / LOCK_FILE}: is a directory, not a file; the lab opens its "
+                      "run directory's files only as regular files: remove it, or use a new "
+                      "--dir; nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -155,6 +162,7 @@ def check_run_dir(run_dir: Path) -> None:
     if not run_dir.exists():
         return
     refuse_links(run_dir)
+    refuse_special_files(run_dir)
     if (run_dir / CONFIG_FILE).exists():
         return
     # A kill while the config was being written leaves its temp file: ours, replaced later.
@@ -182,6 +190,25 @@ def refuse_links(run_dir: Path) -> None:
         raise Refused(f"{links[0]}: is a symbolic link (to {os.readlink(links[0])}); the lab "
                       "never follows a run directory's files out of it: put the file itself "
                       "there, or use a new --dir; nothing was changed")
+
+
+def lab_file_names() -> list[str]:
+    """The files of a run directory the lab itself opens by name."""
+    return [CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE, JOURNAL_FILE, TRACE_FILE, BILL_FILE,
+            LOG_FILE, SNAPSHOT_FILE, SNAPSHOT_FILE + ".tmp", TRACKER_FILE,
+            *(p.name for p in side_files(Path(TRACKER_FILE)))]
+
+
+def refuse_special_files(run_dir: Path) -> None:
+    """None of the lab's files may be a FIFO, a device, a socket or a directory: opening one
+    would block the worker for ever (a FIFO waits for a writer) or fail halfway through a run.
+    The same check as the tracker's (`diskio.not_a_file`), before anything is opened."""
+    for name in lab_file_names():
+        what = not_a_file(run_dir / name)
+        if what is not None:
+            raise Refused(f"{run_dir / name}: is {what}, not a file; the lab opens its run "
+                          "directory's files only as regular files: remove it, or use a new "
+                          "--dir; nothing was changed")
 
 
 TRACE_FILE = "trace.jsonl"

@@ -54,3 +54,59 @@ def test_kill_random_with_two_kills_in_the_loop_prints_no_rate_above_100_percent
     assert main(["kill-random", "--tries", "2"]) == 0
     out = capsys.readouterr().out
     assert "150.0%" not in out and "rule of three: 2 kills in the page loop are too few" in out
+
+
+# --- no hang: a FIFO (or any file that is not a regular one) among the run directory's files -----
+
+@pytest.fixture(scope="module")
+def finished_log_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("log") / "run"
+    proc = run(run_dir, LOG)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir
+
+
+def contents(run_dir: Path) -> dict:
+    return {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else p.lstat().st_mode)
+            for p in sorted(run_dir.iterdir())}
+
+
+@pytest.mark.parametrize("name, make", [
+    ("events.jsonl", os.mkfifo), ("config.json", os.mkfifo), ("bill.jsonl", os.mkfifo),
+    ("config.json.tmp", os.mkfifo), ("tracker.db-wal", os.mkfifo), ("run.lock", os.mkdir),
+    ("events.jsonl", os.mkdir)])
+def test_a_lab_file_that_is_not_a_regular_file_is_refused_without_blocking(
+        finished_log_run, tmp_path, name, make):
+    """issue 28: a FIFO as events.jsonl, config.json or bill.jsonl blocked the worker for ever
+    (as config.json.tmp did a new run); run.lock made a directory gave 74, not 2. Now each is
+    refused at once, as tracker.db already was, by the same check (`diskio.not_a_file`), with
+    nothing changed."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_log_run, run_dir)
+    if name == "config.json.tmp":          # a new run: the only time config.json.tmp is opened
+        shutil.rmtree(run_dir)
+        run_dir.mkdir()
+    (run_dir / name).unlink(missing_ok=True)
+    make(run_dir / name)
+    before = contents(run_dir)
+    proc = bughunt("run", "--dir", str(run_dir), *LOG.to_args(), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    no_traceback(proc)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bughunt: {run_dir / name}: is a ") and "nothing was changed" in line
+    assert contents(run_dir) == before
+
+
+def test_the_tracker_and_the_run_directory_share_one_check_for_special_files(tmp_path):
+    from bughunt import diskio
+    from bughunt.world import TrackerError, check_tracker
+
+    os.mkfifo(tmp_path / "tracker.db")
+    with pytest.raises(TrackerError, match="tracker.db: is not a file \\(a named pipe"):
+        check_tracker(tmp_path)
+    assert diskio.not_a_file(tmp_path / "tracker.db") == "a named pipe (FIFO)"
+    assert diskio.not_a_file(tmp_path / "nothing") is None
+    (tmp_path / "file").write_text("x")
+    assert diskio.not_a_file(tmp_path / "file") is None
