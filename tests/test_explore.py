@@ -182,7 +182,7 @@ def test_rewriting_a_file_in_place_without_fsync_loses_acknowledged_data_at_a_ki
     reader = _script(tmp_path, "reader.py", READER)
     d = tmp_path / "d"
     r = explore(program + [str(d)], d, check=" ".join(reader) + " {state}")
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     kill = [v for v in r.violations if v.model == "kill"]
     # The kill after the truncation of the second save: step 1 was acknowledged, nothing is left.
     assert any(v.cls == "unreadable" and v.after == "truncate state.json to 0 bytes"
@@ -195,7 +195,7 @@ def test_rewriting_a_file_in_place_without_fsync_loses_acknowledged_data_at_a_ki
 @needs_strace
 def test_sqlite_in_wal_mode_with_synchronous_full_loses_nothing(tmp_path):
     r = explore_workload("sqlite-wal-full", tmp_path / "d", max_states=60)
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     assert r.kill.states > 20 and r.power["strict"].states > 20
     assert r.violations == []
     # ... and the same store with synchronous=NORMAL loses acknowledged commits to a power cut.
@@ -242,7 +242,7 @@ def test_a_program_strace_cannot_see_is_refused_with_one_sentence(tmp_path, name
                            *program, str(d)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["reliable"] is False and any(says in w for w in out["why_not"]), out["why_not"]
+    assert out["trace_complete"] is False and any(says in w for w in out["why_not"]), out["why_not"]
     assert out["violations"] == [] and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
 
@@ -319,7 +319,7 @@ def test_the_skeleton_runs_under_the_explorer_and_loses_at_the_truncation(tmp_pa
     d = tmp_path / "ck"
     r = explore([sys.executable, str(script), "run", str(d)], d,
                 check=f"{sys.executable} {script} check {{state}}")
-    assert r.reliable and r.kill.by_class["unreadable"] > 0
+    assert r.trace_complete and r.kill.by_class["unreadable"] > 0
     assert any(v.unfinished_ops == ["truncate checkpoint.json to 0 bytes"] for v in r.violations)
 
 
@@ -333,7 +333,7 @@ def test_on_the_lab_log_store_the_explorer_sees_the_door_op_for_op_and_agrees_wi
     from bughunt.explore.crosscheck import agrees, align, cross_check
 
     r = cross_check(write_mode, fsync, tmp_path, max_states=20)
-    assert r["reliable"], r["why_not"]
+    assert r["trace_complete"], r["why_not"]
     same, extra = align(r["explorer ops"], r["lab ops"])
     assert same and len(r["lab ops"]) > 8 and extra <= 4, (r["explorer ops"], r["lab ops"])
     assert agrees(r, fsync), r
@@ -351,7 +351,7 @@ def test_a_checker_that_hangs_is_stopped_at_the_timeout_and_counted_as_a_hang(tm
     d = tmp_path / "d"
     r = explore(program + [str(d)], d, check=" ".join(hang) + " {state}", timeout=0.5,
                 max_states=2, samples_per_cut=1)
-    assert r.reliable and r.kill.by_class["hang"] == r.kill.states > 0
+    assert r.trace_complete and r.kill.by_class["hang"] == r.kill.states > 0
     assert {v.cls for v in r.violations} == {"hang"}
 
 
@@ -382,7 +382,7 @@ def test_a_dir_reached_through_a_symlink_is_still_dir(tmp_path):
     """)
     r = explore(program + [str(tmp_path / "link")], tmp_path / "link", ack_lines=None,
                 check=" ".join(_script(tmp_path, "r.py", "print('{\"items\": {}}')\n")) + " {state}")
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     assert [str(op["op"]) for op in r.ops][:2] == ["create", "write"]
 
 
@@ -412,7 +412,7 @@ def test_ack_lines_make_each_fsynced_line_an_acknowledgement_and_the_dir_model_d
     """)
     d = tmp_path / "d"
     r = explore(program + [str(d)], d, ack_lines="log.txt:fsync")
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     assert r.kill.violations == 0
     # The file's name was never made durable by a directory fsync: the strict model loses the
     # file, the ext4-like one (any fsync commits earlier names) keeps every fsynced line.
