@@ -110,3 +110,55 @@ def test_the_tracker_and_the_run_directory_share_one_check_for_special_files(tmp
     assert diskio.not_a_file(tmp_path / "nothing") is None
     (tmp_path / "file").write_text("x")
     assert diskio.not_a_file(tmp_path / "file") is None
+
+
+# --- Ctrl-C or SIGTERM in the first milliseconds: the handlers are in before the imports ---------
+
+START_SIGNAL = Path(__file__).with_name("start_signal.py")
+
+
+@pytest.mark.parametrize("module, importing, args", [
+    ("bughunt.durable", "sqlite3", ["count", "--db", "t.db", "--to", "3"]),
+    ("bughunt.durable", "bughunt.durable.examples", ["count", "--db", "t.db", "--to", "3"]),
+    ("bughunt.modelserver", "http.server", ["--bill", "bill.jsonl"]),
+])
+@pytest.mark.parametrize("sig, code, how", [("SIGINT", 130, "Ctrl-C (SIGINT)"),
+                                            ("SIGTERM", 143, "SIGTERM")])
+def test_a_signal_while_the_command_still_imports_is_one_sentence_and_the_readme_code(
+        tmp_path, module, importing, args, sig, code, how):
+    """issue 28: Ctrl-C in the first 100 ms of `python -m bughunt.durable` or of the model
+    server was a KeyboardInterrupt traceback: the signal here comes at a named import."""
+    proc = subprocess.run([sys.executable, str(START_SIGNAL), module, importing, sig, *args],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    no_traceback(proc)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr == f"python -m {module}: stopped by {how} while starting; nothing was " \
+        + ("opened\n" if module == "bughunt.durable" else "served or billed\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_model_server_exits_with_the_readme_codes_its_docstring_states():
+    """issue 28: the README said 130/143, the server's docstring 0; both say 130/143 now."""
+    from bughunt import modelserver
+
+    assert "exits 143 or 130" in modelserver.__doc__
+    assert "130 after Ctrl-C (SIGINT), 143\n    after SIGTERM" in modelserver.main.__doc__
+
+
+# --- the durable runtime under a file size limit: the disk refused a write (74) -----------------
+
+@pytest.mark.parametrize("kib", [4, 16, 32])
+def test_a_file_size_limit_under_the_durable_runtime_exits_74(tmp_path, kib):
+    """issue 28: under `ulimit -f 16` the runtime said "SQLite cannot use it" with exit 2."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (kib * 1024, kib * 1024))
+
+    proc = subprocess.run([sys.executable, "-m", "bughunt.durable", "count", "--db", "t.db",
+                           "--to", "50"], capture_output=True, text=True, cwd=tmp_path,
+                          preexec_fn=limit, timeout=120)
+    no_traceback(proc)
+    assert proc.returncode == 74, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("python -m bughunt.durable count: t.db: ")
