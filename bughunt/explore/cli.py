@@ -60,7 +60,7 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
     parser = explore_parser(prog)
     for stream in (sys.stdout, sys.stderr):
         # A file name that is not UTF-8 (Python holds its bytes as surrogates) is printed with
-        # those bytes escaped (\xff), never as a UnicodeEncodeError.
+        # those bytes escaped (\udcff for 0xff), never as a UnicodeEncodeError.
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     if "--" in argv:
