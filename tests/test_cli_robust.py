@@ -162,3 +162,55 @@ def test_a_file_size_limit_under_the_durable_runtime_exits_74(tmp_path, kib):
     assert proc.returncode == 74, proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("python -m bughunt.durable count: t.db: ")
+
+
+# --- sweep: a dead model server, a RAM dir that cannot hold the runs -----------------------------
+
+def test_a_sweep_at_a_model_url_where_nothing_listens_is_refused_with_69(tmp_path, capsys):
+    """issue 28: `sweep --model-url` at a dead server exited 0 with every point an error."""
+    import socket
+
+    from bughunt.cli import main
+
+    with socket.socket() as s:                 # a port nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bill = tmp_path / "bill.jsonl"
+    bill.write_text("")
+    url = f"http://127.0.0.1:{port}/v1"
+    assert main(["sweep", "--pages", "2", "--model-url", url, "--model-bill", str(bill)]) == 69
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"python -m bughunt sweep: --model-url {url}: the model "
+                                        "cannot be reached (")
+    assert "nothing was run" in err and len(err.strip().splitlines()) == 1
+    assert bill.read_text() == ""
+
+
+@pytest.mark.parametrize("make", ["missing", "file", "read-only"])
+def test_a_ram_dir_that_cannot_hold_the_runs_is_one_sentence_and_exit_2(
+        tmp_path, monkeypatch, capsys, make):
+    """issue 28: `sweep` with BUGHUNT_RAM_DIR missing or read-only died with a traceback."""
+    import errno
+    import tempfile
+
+    from bughunt.cli import main
+
+    where = tmp_path / "ram"
+    if make == "file":
+        where.write_text("")
+    elif make == "read-only":                 # as a read-only mount answers, even to root
+        where.mkdir()
+        real = tempfile.mkdtemp
+
+        def mkdtemp(*args, dir=None, **kw):
+            if dir == str(where):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), dir)
+            return real(*args, dir=dir, **kw)
+        monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setenv("BUGHUNT_RAM_DIR", str(where))
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--pages", "2"])
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert f"BUGHUNT_RAM_DIR={where}: cannot hold the sweep's run directories (" in line
+    assert "nothing was run" in line

@@ -82,7 +82,8 @@ def _record(name: str, r: Exploration) -> dict:
 
     keep = ("op", "path", "src", "dst", "what", "key", "version")
     ops = [{**{k: op[k] for k in keep if k in op}, "text": describe(op)} for op in r.ops]
-    return {"name": name, "trace_complete": r.trace_complete, "why_not": [clean(w) for w in r.why_not],
+    return {"name": name, "trace_complete": r.trace_complete,
+            "why_not": [clean(w) for w in r.why_not],
             "ops": ops,
             "results": {m: {"states": x.states, "violations": x.violations,
                             "by_class": {c: x.by_class[c] for c in CLASSES}}
