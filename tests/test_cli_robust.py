@@ -214,3 +214,34 @@ def test_a_ram_dir_that_cannot_hold_the_runs_is_one_sentence_and_exit_2(
     (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
     assert f"BUGHUNT_RAM_DIR={where}: cannot hold the sweep's run directories (" in line
     assert "nothing was run" in line
+
+
+# --- the book: an --out the disk will not write ------------------------------------------------
+
+@pytest.mark.parametrize("errno_name, where", [("EROFS", "mkdir"), ("ENOSPC", "copy")])
+def test_a_book_out_that_is_read_only_or_full_is_one_sentence_and_74(
+        tmp_path, monkeypatch, capsys, errno_name, where):
+    """issue 28: `book --out` on a read-only or a full disk ended with a traceback."""
+    import errno
+    import shutil
+
+    from bughunt import book
+
+    out = tmp_path / "book"
+    code = getattr(errno, errno_name)
+    if where == "mkdir":                     # as a read-only mount answers, even to root
+        real = Path.mkdir
+
+        def mkdir(self, *args, **kw):
+            if self == out:
+                raise OSError(code, os.strerror(code), str(self))
+            return real(self, *args, **kw)
+        monkeypatch.setattr(Path, "mkdir", mkdir)
+    else:
+        def copy2(src, dst, **kw):
+            raise OSError(code, os.strerror(code), str(dst))
+        monkeypatch.setattr(shutil, "copy2", copy2)
+    assert book.main(["--out", str(out), "--repository", "example-org/bughunt-lab"]) == 74
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"book: --out {out}: the disk refused a write (") and \
+        os.strerror(code) in line
