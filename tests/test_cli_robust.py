@@ -245,3 +245,34 @@ def test_a_book_out_that_is_read_only_or_full_is_one_sentence_and_74(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"book: --out {out}: the disk refused a write (") and \
         os.strerror(code) in line
+
+
+# --- doctor, run by a Python without the lab's packages ------------------------------------------
+
+def test_doctor_outside_the_venv_names_the_interpreter_to_use(tmp_path):
+    """issue 28: `python -m bughunt doctor` run by a Python without the lab's venv listed the
+    missing packages only; it now says which Python has them."""
+    from bughunt.doctor import Check, check_interpreter, lab_python
+
+    missing = [Check("package pandas", False, "not installed")]
+    assert check_interpreter([Check("package pandas", True, "2.2")], tmp_path) == []
+    (none,) = check_interpreter(missing, tmp_path)           # no venv made yet
+    assert not none.ok and "make setup" in none.fix and str(lab_python(tmp_path)) in none.fix
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (other,) = check_interpreter(missing, tmp_path)           # a venv, not this Python's
+    assert not other.ok and other.fix.startswith(f"run {lab_python(tmp_path)} -m bughunt doctor")
+    assert sys.executable in other.detail
+
+
+def test_doctor_run_by_the_base_python_says_to_use_the_venv():
+    from conftest import ROOT
+
+    base = getattr(sys, "_base_executable", None)
+    if not base or Path(sys.prefix) != ROOT / ".venv" or subprocess.run(
+            [base, "-c", "import pandas"], capture_output=True).returncode == 0:
+        pytest.skip("needs the lab's venv and a base Python without the lab's packages")
+    proc = subprocess.run([base, "-m", "bughunt", "doctor"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    no_traceback(proc)
+    assert proc.returncode == 1
+    assert f"what to do: run {ROOT / '.venv' / 'bin' / 'python'} -m bughunt doctor" in proc.stdout
