@@ -315,7 +315,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         sys.stderr.write(f"{READY_BANNER} {ready_t:.6f}\n")
         sys.stderr.flush()
     door = claim_run_dir(run_dir, config, lab)
-    recovery = recover(run_dir, config, door, plan)
+    recovery = recover(run_dir, config, door, plan, local_bill=lab.model_url is None)
     agent = Agent(config, site, recovery.store, door, world_model(run_dir, site, lab, plan),
                   Tracker(run_dir), plan, recovery.state)
     if trace:
@@ -384,11 +384,13 @@ class Recovery:
         return self.found.state
 
 
-def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Recovery:
+def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan,
+            local_bill: bool = True) -> Recovery:
     """Recovery is the normal start-up path, the same for a new run and a resume: read the
-    checkpoint (read-only, so a refusal leaves every byte as it was), check the tracker, then let
-    the store repair its files for appending. A kill here (`after_repair`) is lesson 8's crash
-    during recovery: the next resume simply recovers again."""
+    checkpoint (read-only, so a refusal leaves every byte as it was), check the tracker and (with
+    the in-process model, `local_bill`) the bill, then let the store repair its files for
+    appending. A kill here (`after_repair`) is lesson 8's crash during recovery: the next resume
+    simply recovers again."""
     store = make_store(run_dir, config, door)
     t0 = time.perf_counter_ns()
     try:
@@ -397,14 +399,17 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Re
         raise Refused(f"{e}; nothing was changed") from None
     load_ns = time.perf_counter_ns() - t0
     refuse_points_passed(plan, found.state["next_page"])
+    foreign = bill_problem(run_dir) if local_bill else None      # before SQLite reads anything
+    if foreign:
+        raise Refused(f"{foreign}; nothing was changed")
+    unchanged = nothing_changed(run_dir)
     try:
         check_tracker(run_dir)             # read-only, before the first write of this resume
         lost = lost_reports(run_dir, found.state)
     except TrackerError as e:
-        raise Refused(f"{e}; nothing was changed", EXIT_BUSY if e.busy else EXIT_REFUSED) \
-            from None
+        raise Refused(f"{e}; {unchanged}", EXIT_BUSY if e.busy else EXIT_REFUSED) from None
     if lost:
-        raise Refused(f"{lost}; nothing was changed")
+        raise Refused(f"{lost}; {unchanged}")
     for note in found.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     t1 = time.perf_counter_ns()
@@ -412,6 +417,46 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Re
     recovery = Recovery(store, found, repairs, load_ns + time.perf_counter_ns() - t1)
     plan.reach(found.state["next_page"], "after_repair")
     return recovery
+
+
+def nothing_changed(run_dir: Path) -> str:
+    """What a refusal after reading the tracker may say it left alone. Reading a tracker that has
+    a write-ahead log goes through SQLite's `-shm` index, which SQLite may rebuild (it holds no
+    data, only where the log's pages are): that is said, rather than "nothing" untrue."""
+    if side_files(run_dir / TRACKER_FILE)[0].exists():
+        return (f"nothing was changed but SQLite's index {TRACKER_FILE}-shm, which it rebuilds "
+                "from the log when it reads the tracker (it holds no report)")
+    return "nothing was changed"
+
+
+def bill_problem(run_dir: Path) -> str | None:
+    """The bill is the world's record of every model call this run paid for: each line one
+    call, a JSON object naming its page, written whole (one `write()` on O_APPEND), so a kill
+    never leaves half a line. A line that is not such a call (a garbage line appended, someone's
+    notes) makes it not the lab's bill, and the redone calls counted on it wrong: refused, as a
+    foreign tracker is. None: every line is a billed call.
+
+    A bill with fewer calls than the checkpoint's pages is not refused: the lab's own power-cut
+    states (lesson 8, `powerloss.materialize`) hold only the journaled files, never the bill."""
+    path = run_dir / BILL_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    lines = data.split(b"\n")
+    if lines[-1]:
+        return (f"{path}: its last line is not a whole billed call (the lab writes each whole, "
+                "newline included): not the lab's bill")
+    for n, line in enumerate(lines[:-1], 1):
+        try:
+            call = json.loads(line)
+        except ValueError:
+            call = None
+        if not (isinstance(call, dict) and isinstance(call.get("page"), int)
+                and not isinstance(call.get("page"), bool)):
+            return (f"{path}:{n}: not a billed call (each line of the lab's bill is a JSON "
+                    "object naming the page of one model call): not the lab's bill")
+    return None
 
 
 def refuse_points_passed(plan: CrashPlan, next_page: int) -> None:

@@ -276,3 +276,60 @@ def test_doctor_run_by_the_base_python_says_to_use_the_venv():
     no_traceback(proc)
     assert proc.returncode == 1
     assert f"what to do: run {ROOT / '.venv' / 'bin' / 'python'} -m bughunt doctor" in proc.stdout
+
+
+# --- a bill that is not the lab's; a refusal that says what it changed ---------------------------
+
+@pytest.fixture(scope="module")
+def crashed_log_run(tmp_path_factory) -> Path:
+    """A log-store run killed at p3.after_submit: two pages done and billed, page 3's report
+    filed, the tracker's write-ahead log left by the kill."""
+    run_dir = tmp_path_factory.mktemp("crashed") / "run"
+    proc = run(run_dir, RunConfig(store="log", pages=4), "--crash-at", "p3.after_submit")
+    assert proc.returncode == -9, proc.stderr
+    return run_dir
+
+
+@pytest.mark.parametrize("garbage", [b"garbage\n", b'{"page": 2', b'{"tokens": 3}\n',
+                                     b"\xff\xfe\n"])
+def test_a_garbage_line_in_the_bill_is_refused_as_a_foreign_bill(crashed_log_run, tmp_path,
+                                                                  garbage):
+    """issue 28: a garbage line appended to bill.jsonl was taken; the README refuses a bill that
+    is not the lab's (2), with nothing changed."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(crashed_log_run, run_dir)
+    with open(run_dir / "bill.jsonl", "ab") as f:
+        f.write(garbage)
+    before = contents(run_dir)
+    proc = bughunt("run", "--dir", str(run_dir), *RunConfig(store="log", pages=4).to_args())
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bughunt: {run_dir / 'bill.jsonl'}") and "not the lab's bill" in line
+    assert line.endswith("; nothing was changed")
+    assert contents(run_dir) == before
+
+
+def test_a_refusal_after_reading_the_tracker_names_the_index_sqlite_may_rebuild(
+        finished_log_run, tmp_path):
+    """issue 28: a refusal said "nothing was changed" while tracker.db-shm had changed (SQLite
+    rebuilds that index when it reads through the log); every other byte is unchanged."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_log_run, run_dir)
+    lose = ("import os, sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+            "db.execute('DELETE FROM reports'); db.commit(); os.kill(os.getpid(), 9)")
+    subprocess.run([sys.executable, "-c", lose, str(run_dir / "tracker.db")], timeout=60)
+    assert (run_dir / "tracker.db-wal").exists()       # the log a kill leaves
+    before = {k: v for k, v in contents(run_dir).items() if k != "tracker.db-shm"}
+    proc = bughunt("run", "--dir", str(run_dir), *LOG.to_args())
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert "the tracker lost it" in proc.stderr
+    assert proc.stderr.rstrip().endswith("; nothing was changed but SQLite's index "
+                                         "tracker.db-shm, which it rebuilds from the log when it "
+                                         "reads the tracker (it holds no report)")
+    assert {k: v for k, v in contents(run_dir).items() if k != "tracker.db-shm"} == before
