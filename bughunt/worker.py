@@ -493,6 +493,7 @@ def final_report(agent: Agent, recovery: Recovery) -> dict:
         "notes": found.notes, "pending_at_start": found.state["pending"],
         "checkpoint_writes": {"count": sum(len(v) for v in door.latencies_ns.values()),
                               "latencies_ns": dict(door.latencies_ns)},
+        "commits": agent.commits,          # the store's commit() calls, however it wrote
         "disk_writes": door.writes, "fsyncs": door.fsyncs, "recovery_ns": recovery.ns,
         "peak_rss_kb": peak_rss_kb(),
     }
@@ -545,6 +546,7 @@ class Agent:
         self.model, self.tracker, self.plan, self.state = model, tracker, plan, state
         self.per_operation = config.granularity == "op"
         self.reports_filed = 0
+        self.commits = 0
 
     def commit(self, event: dict, mid=lambda: None) -> None:
         """A checkpoint: the next state, from the event, made durable before we go on."""
@@ -552,6 +554,7 @@ class Agent:
         new_state = apply_event(self.state, event)
         self.store.commit(new_state, event, mid=mid)
         self.state = new_state
+        self.commits += 1
 
     def run_page(self, page: int) -> None:
         done = self.state["in_flight"] if (self.state["in_flight"] or {}).get("page") == page \
@@ -689,7 +692,13 @@ def print_report(report: dict) -> None:
     if extras:
         print("recovery: " + ", ".join(f"{k} {v}" for k, v in extras.items()))
     w = report["checkpoint_writes"]
-    print(f"checkpoint writes: {w['count']}")
+    if not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
+        # A learner's store that writes through `door.files` (the system calls) bypasses the
+        # door's timed write methods: its commits are counted, not called "0 writes".
+        print(f"checkpoint writes: {report['commits']} commits, written through door.files (the "
+              "door times only its own write methods, so none of them is timed)")
+    else:
+        print(f"checkpoint writes: {w['count']}")
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> int:
