@@ -18,6 +18,8 @@ USAGE = ("python -m bughunt explore --dir DIR [--check 'CMD {state}'] [--ack-lin
 
 
 def explore_parser(prog: str) -> argparse.ArgumentParser:
+    from . import MAX_DIR_BYTES, MAX_DIR_ENTRIES
+
     p = argparse.ArgumentParser(
         prog=prog, usage=USAGE,
         description="Run PROGRAM once under strace (Linux only), build its kill -9 and power-cut "
@@ -28,7 +30,9 @@ def explore_parser(prog: str) -> argparse.ArgumentParser:
         epilog="exit 0: no violation; 1: violations found; 2: refused (a bad flag, PROGRAM cannot "
                "start or fails, strace missing or blind, self-check failed), no verdict.")
     p.add_argument("--dir", required=True, metavar="DIR",
-                   help="the directory PROGRAM writes its state to (created if missing)")
+                   help="the directory PROGRAM writes its state to (created if missing; at "
+                        f"most {MAX_DIR_BYTES >> 20} MiB and {MAX_DIR_ENTRIES:,} files and "
+                        "directories: the explorer copies it for every state)")
     p.add_argument("--check", metavar="'CMD {state}'",
                    help="the program's reader: {state} becomes a copy of each state's DIR; it "
                         "prints {\"items\": {key: version}}, {\"error\": ...} or "
