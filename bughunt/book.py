@@ -53,7 +53,8 @@ NEEDS = ("The lab needs a POSIX system (Linux or macOS; on Windows, WSL): it kil
 
 class BookError(Exception):
     """A book that cannot be built as asked: one sentence naming the file or the flag, and the exit
-    code (2: refused, nothing built; 1: the build found problems in the sources)."""
+    code (2: refused, nothing built; 1: the build found problems in the sources; 74: the disk
+    refused a write under --out)."""
 
     def __init__(self, message: str, code: int = 2):
         super().__init__(message)
@@ -315,10 +316,15 @@ def build_site(out: Path = BUILD, repository: str | None = None, branch: str = "
     lab's one sentence (exit 130 or 143) instead of Sphinx's traceback, and nothing is left running.
     """
     check_link_target(repository, branch)
-    src = prepare(out, repository, branch, notebooks)
     html = Path(out) / "html"
-    if html.exists():
-        shutil.rmtree(html)
+    try:
+        src = prepare(out, repository, branch, notebooks)
+        if html.exists():
+            shutil.rmtree(html)
+    except OSError as e:             # read-only, full, an I/O error: the README's 74
+        where = f" ({e.filename})" if e.filename else ""
+        raise BookError(f"--out {out}: the disk refused a write{where}: {e.strerror or e}; "
+                        "give a writable folder with room, or free some", 74) from None
     argv = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", jobs,
             "-d", str(Path(out) / "doctrees"), str(src), str(html)]
     with interruptible():

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .config import ConfigError, _latency, _positive, add_config_arguments, config_from_args
 from .experiment import RANDOM_KILL_LATENCY_MS
+from .worker import EXIT_MODEL       # the README's 69: the model over HTTP cannot be reached
 
 PROG = "python -m bughunt"
 
@@ -232,6 +233,13 @@ def cmd_sweep(parser, args) -> int:
             parser.error(f"--points: {e}")
     with ExitStack() as stack:
         model = _served_model(parser, args, stack)
+        if args.model_url is not None:
+            why = unreachable(args.model_url)
+            if why is not None:
+                print(f"{PROG} sweep: --model-url {args.model_url}: the model cannot be reached "
+                      f"({why}); nothing was run: start the server (python -m "
+                      "bughunt.modelserver --bill FILE) or give its URL", file=sys.stderr)
+                return EXIT_MODEL
         update, close = _progress("sweep")
         try:
             if is_store_file(config.store):       # a learner's store runs behind the boundary
@@ -253,6 +261,14 @@ def cmd_sweep(parser, args) -> int:
             parser.error(str(e))
         finally:
             close()
+    if args.model_url is not None and records and all(
+            r.error and f"(exit {EXIT_MODEL})" in r.error for r in records):
+        # The server went away during the sweep: every point is the model's failure, and a
+        # summary of them would be numbers about nothing.
+        print(f"{PROG} sweep: --model-url {args.model_url}: the model stopped answering during "
+              f"the sweep (all {len(records)} points failed calling it); no result",
+              file=sys.stderr)
+        return EXIT_MODEL
     columns = SWEEP_COLUMNS + (CALL_COLUMNS if in_call else [])
     summary = summarize(records)
     if args.json:
@@ -267,6 +283,24 @@ def cmd_sweep(parser, args) -> int:
         for k, v in summary.items():
             print(f"{k}: {v}")
     return 0
+
+
+def unreachable(url: str, timeout: float = 5.0) -> str | None:
+    """Why nothing listens at `url`'s host and port (a TCP connect, no request, nothing billed),
+    or None when something does."""
+    import socket
+    import urllib.parse
+
+    split = urllib.parse.urlsplit(url)
+    try:
+        port = split.port or (443 if split.scheme == "https" else 80)
+    except ValueError as e:
+        return str(e)
+    try:
+        socket.create_connection((split.hostname, port), timeout=timeout).close()
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
 
 
 def cmd_kill_random(parser, args) -> int:
@@ -299,9 +333,21 @@ def cmd_kill_random(parser, args) -> int:
             landed[where] = landed.get(where, 0) + 1
         print("where the kills landed: " + ", ".join(f"{k} {v}" for k, v in landed.items()))
         if bound is not None:
-            print(f"rule of three: {loop} kills in the page loop without a failure would only "
-                  f"show the failure rate is below about 3/{loop} = {bound:.1%}")
+            print(rule_of_three_sentence(loop, bound, result["exact_95_bound"]))
     return 0
+
+
+def rule_of_three_sentence(loop: int, bound: float, exact: float) -> str:
+    """What `loop` kills in the page loop without a failure show. Below 3 kills the rule's 3/n is
+    100% or more, which bounds nothing (a rate is at most 100%): that is said, with the exact 95%
+    bound, instead of "below about 150%"."""
+    kills = f"{loop} kill{'s' if loop != 1 else ''} in the page loop"
+    if bound >= 1:
+        return (f"rule of three: {kills} are too few for it (3/{loop} is 100% or more, a bound "
+                f"on nothing); without a failure the exact 95% bound is {exact:.1%}; give "
+                "--tries 30 or more for a useful bound")
+    return (f"rule of three: {kills} without a failure would only show the failure rate is "
+            f"below about 3/{loop} = {bound:.1%}")
 
 
 def cmd_lesson(parser, args) -> int:

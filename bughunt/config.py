@@ -46,6 +46,20 @@ class ConfigError(ValueError):
         return f"{flag(self.field)}: {reason_as_flags(self.reason)}"
 
 
+#: The most of a value given by a user (a flag, an answer) a sentence echoes.
+ECHO_CHARS = 60
+
+
+def quoted(value: object, limit: int = ECHO_CHARS) -> str:
+    """`value` as a refusal echoes it: its repr, cut to `limit` characters with the length said,
+    so that a 100,000-line value is named, never printed whole."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes)) else len(text)
+    return f"{text[:limit]}... ({size:,} characters)"
+
+
 def reason_as_flags(text: str) -> str:
     """A reason that mentions other fields (`store`), said with their flags (`--store`)."""
     names = "|".join(f.name for f in dataclasses.fields(RunConfig))

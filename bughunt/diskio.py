@@ -244,6 +244,26 @@ class Door:
             self._fsync_dir(path.parent)
 
 
+#: What a file that is not a regular one is, by its type (`stat.S_IFMT`).
+_KINDS = {0o010000: "a named pipe (FIFO)", 0o020000: "a character device",
+          0o040000: "a directory", 0o060000: "a block device", 0o140000: "a socket",
+          0o120000: "a symbolic link"}
+
+
+def not_a_file(path: Path) -> str | None:
+    """What `path` is when it is there but is not a regular file ("a named pipe (FIFO)", "a
+    directory", ...), else None (a regular file, or nothing there). Opening such a file would
+    block (a FIFO waits for its other end), read without end (a device) or fail mid-run (a
+    directory), so the lab checks its files with this before it opens any of them. Never follows
+    a link (lstat)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    kind = mode & 0o170000
+    return None if kind == 0o100000 else _KINDS.get(kind, "not a regular file")
+
+
 def open_for_reading(path: Path) -> BinaryIO:
     """`path` opened to read, as a binary file, refusing a symbolic link (OSError ELOOP) as the
     door's writes do: recovery reads the run's own files, never a file a link points to."""

@@ -251,10 +251,36 @@ def describe_storage(folder: Path) -> str:
         return f"cannot tell ({e.strerror})"
 
 
+def lab_python(root: Path = ROOT) -> Path:
+    """The interpreter of the lab's venv (`make setup` makes it), whether or not it exists."""
+    return root / ".venv" / "bin" / "python"
+
+
+def check_interpreter(packages: list[Check], root: Path = ROOT) -> list[Check]:
+    """When the lab's packages are missing from this Python, say which Python has them: a
+    learner who typed `python3 -m bughunt doctor` outside the venv is told the one to use."""
+    if all(c.ok for c in packages):
+        return []
+    venv = root / ".venv"
+    here = Path(sys.prefix).resolve()
+    if venv.is_dir() and here != venv.resolve():
+        return [Check("the lab's Python", False,
+                      f"this is {sys.executable}, not the lab's venv ({venv}), which has the "
+                      "packages missing here",
+                      f"run {lab_python(root)} -m bughunt doctor (`make lab` uses that Python)")]
+    if not venv.is_dir():
+        return [Check("the lab's Python", False,
+                      f"this is {sys.executable}, and there is no venv at {venv} yet",
+                      f"run `make setup` (it makes {venv}), then {lab_python(root)} -m bughunt "
+                      "doctor")]
+    return []
+
+
 def run_checks(folder: Path | None = None) -> list[Check]:
     folder = Path.cwd() if folder is None else Path(folder)
-    return [check_python(), check_posix(), *check_packages(), check_widget_extension(),
-            *check_folder(folder)]
+    packages = check_packages()
+    return [check_python(), check_posix(), *check_interpreter(packages), *packages,
+            check_widget_extension(), *check_folder(folder)]
 
 
 # --- optional parts: what each one enables, and what is lost without it ---------------------------

@@ -552,7 +552,11 @@ def work_dir(base: Path | None = None, *, in_memory: bool = False):
         # (an rmtree cut short raises EBADF and leaves files), and act as usual in the block.
         # `holding` is switched by one attribute store, where no signal handler can run.
         with deferred() as held:
-            tmp = tempfile.mkdtemp(prefix="bughunt-", dir=ram_dir() if in_memory else None)
+            where = ram_dir() if in_memory else None
+            try:
+                tmp = tempfile.mkdtemp(prefix="bughunt-", dir=where)
+            except OSError as e:
+                raise FileExistsError(_no_temp_dir(where, e)) from None
             try:
                 held.holding = False
                 yield Path(tmp)
@@ -570,6 +574,16 @@ def work_dir(base: Path | None = None, *, in_memory: bool = False):
     except OSError as e:
         raise FileExistsError(f"--work-dir {base}: cannot be created ({e.strerror})") from None
     yield base
+
+
+def _no_temp_dir(where: str | None, e: OSError) -> str:
+    """The refusal for a temp dir that cannot be made: names $BUGHUNT_RAM_DIR when it chose it."""
+    if where is not None and os.environ.get("BUGHUNT_RAM_DIR"):
+        return (f"BUGHUNT_RAM_DIR={where}: cannot hold the sweep's run directories ({e.strerror}); "
+                "set it to a directory that exists and is writable, or to nothing for the "
+                "default temp dir; nothing was run")
+    return (f"{where or tempfile.gettempdir()}: the temporary run directories cannot be made "
+            f"there ({e.strerror}); set TMPDIR to a writable directory; nothing was run")
 
 
 def ram_dir(room: int = 256 << 20) -> str | None:

@@ -7,7 +7,7 @@ so that "the call in flight" (the answer half received when the client dies) is 
 
 It prints one line when it is ready, `bughunt.modelserver: ready at http://127.0.0.1:PORT/v1`
 (port 0 picks a free port; a parent waits for this line, never sleeps), then serves until SIGTERM or
-Ctrl-C. Standard library only.
+Ctrl-C, and exits 143 or 130 (the README's exit codes; 2 for a bad flag). Standard library only.
 
 What it speaks: `POST /v1/chat/completions` as the OpenAI API reference describes it
 (https://platform.openai.com/docs/api-reference/chat), `stream` false (one `chat.completion` with
@@ -55,17 +55,30 @@ any model name is served.
 
 from __future__ import annotations
 
-import argparse
+import signal
+import sys
+
+if __name__ == "__main__":
+    # `python -m bughunt.modelserver`: Ctrl-C or SIGTERM while the modules below are still being
+    # imported (most of the start) ends with one line and the README's code, never a traceback.
+    def _stopped_while_starting(signum, frame):
+        how = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
+        sys.stderr.write(f"python -m bughunt.modelserver: stopped by {how} while starting; "
+                         "nothing was served or billed\n")
+        sys.exit(128 + signum)
+
+    for _s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_s, _stopped_while_starting)
+
+import argparse  # noqa: E402
 import errno
 import hashlib
 import json
 import math
 import os
 import select
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -797,7 +810,8 @@ class ServerProcess:
         return read_server_bill(self.bill_path)
 
     def stop(self, timeout: float = 10) -> int:
-        """SIGTERM, then wait; the server's exit status (0 when it stopped cleanly)."""
+        """SIGTERM, then wait; the server's exit status: 143 when SIGTERM stopped it cleanly (the
+        README's code for SIGTERM), negative when it had to be killed."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -880,7 +894,9 @@ def server_parser() -> argparse.ArgumentParser:
 
 
 class _Stop(Exception):
-    pass
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 _stopping = False
@@ -892,27 +908,36 @@ def _stop(signum, frame):
     global _stopping
     if not _stopping:
         _stopping = True
-        raise _Stop()
+        raise _Stop(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = server_parser()
-    args = parser.parse_args(argv)
+    """Serve until SIGTERM or Ctrl-C; then stop (every connection closed, the bill closed) and
+    exit as the README's table says every long command does: 130 after Ctrl-C (SIGINT), 143
+    after SIGTERM. 2: a bad flag, or the port or the bill refused."""
+    # The handlers first: a signal from here on stops the server cleanly, whenever it comes.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    server = None
     try:
-        server = ModelServer(args.bill, args.fault, port=args.port, host=args.host)
-    except StartError as e:
-        parser.error(f"--{e.setting} {e.message}")
-    try:
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
+        parser = server_parser()
+        args = parser.parse_args(argv)
+        try:
+            server = ModelServer(args.bill, args.fault, port=args.port, host=args.host)
+        except StartError as e:
+            parser.error(f"--{e.setting} {e.message}")
         print(f"{READY} {server.base_url} (bill: {args.bill})", flush=True)
         server.serve_forever()
-    except _Stop:
-        pass
+    except _Stop as e:
+        how = "Ctrl-C (SIGINT)" if e.signum == signal.SIGINT else "SIGTERM"
+        code = 128 + e.signum
+    else:                                   # serve_forever returns only once stopped
+        how, code = "shutdown", 0
     finally:
-        server.stop()
-    print("bughunt.modelserver: stopped", file=sys.stderr)
-    return 0
+        if server is not None:
+            server.stop()
+    print(f"bughunt.modelserver: stopped ({how})", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

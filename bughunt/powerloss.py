@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +53,11 @@ class CrashState:
     def digest(self) -> str:
         h = hashlib.sha256()
         for name in sorted(self.files):
-            h.update(name.encode() + b"\0" + self.files[name] + b"\0")
+            # A name is the file system's bytes: one that is not UTF-8 is held as Python holds
+            # it (surrogate escapes), and hashed as the bytes it was.
+            h.update(os.fsencode(name) + b"\0" + self.files[name] + b"\0")
         if self.dirs:
-            h.update(b"\0dirs\0" + "\0".join(sorted(self.dirs)).encode())
+            h.update(b"\0dirs\0" + os.fsencode("\0".join(sorted(self.dirs))))
         h.update(json.dumps([self.submitted, self.committed]).encode())
         return h.hexdigest()
 

@@ -34,16 +34,17 @@ from pathlib import Path
 from .config import (CONFIG_FILE, ConfigError, ConfigFileError, RunConfig, _latency, _positive,
                      add_config_arguments, config_from_args, dumps, is_store_file, read_config)
 from .crashpoints import CALL_LABELS, CrashPlan, NoSuchPoint, find, scheme
-from .diskio import NOFOLLOW, Door, Files, FsyncError
+from .diskio import NOFOLLOW, Door, Files, FsyncError, not_a_file
 from .instruments import journal
 from .instruments.faults import Faults, FaultyFiles
 from .instruments.journal import JournalingFiles
 from .events import apply_event
 from .interrupts import Interrupted, interruptible
-from .stores import Recovered, Repairs, StoreDamage, StoreSpecError, make_store, store_class
+from .stores import (LOG_FILE, SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, StoreSpecError,
+                     make_store, store_class)
 from .stores.contract import CheckpointStore
-from .world import (TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
-                    TrackerError, check_tracker, missing_reports, report_key)
+from .world import (BILL_FILE, TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
+                    TrackerError, check_tracker, missing_reports, report_key, side_files)
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -94,7 +95,13 @@ def acquire_run_lock(run_dir: Path) -> int:
     the descriptor (flock(2); lesson 8 shows both). A paused holder still holds it. A second
     worker started while the lock is held is refused at once.
     """
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | NOFOLLOW | os.O_NONBLOCK,
+                     0o644)
+    except IsADirectoryError:        # made a directory since `refuse_special_files` looked
+        raise Refused(f"{run_dir / LOCK_FILE}: is a directory, not a file; the lab opens its "
+                      "run directory's files only as regular files: remove it, or use a new "
+                      "--dir; nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -155,6 +162,7 @@ def check_run_dir(run_dir: Path) -> None:
     if not run_dir.exists():
         return
     refuse_links(run_dir)
+    refuse_special_files(run_dir)
     if (run_dir / CONFIG_FILE).exists():
         return
     # A kill while the config was being written leaves its temp file: ours, replaced later.
@@ -182,6 +190,25 @@ def refuse_links(run_dir: Path) -> None:
         raise Refused(f"{links[0]}: is a symbolic link (to {os.readlink(links[0])}); the lab "
                       "never follows a run directory's files out of it: put the file itself "
                       "there, or use a new --dir; nothing was changed")
+
+
+def lab_file_names() -> list[str]:
+    """The files of a run directory the lab itself opens by name."""
+    return [CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE, JOURNAL_FILE, TRACE_FILE, BILL_FILE,
+            LOG_FILE, SNAPSHOT_FILE, SNAPSHOT_FILE + ".tmp", TRACKER_FILE,
+            *(p.name for p in side_files(Path(TRACKER_FILE)))]
+
+
+def refuse_special_files(run_dir: Path) -> None:
+    """None of the lab's files may be a FIFO, a device, a socket or a directory: opening one
+    would block the worker for ever (a FIFO waits for a writer) or fail halfway through a run.
+    The same check as the tracker's (`diskio.not_a_file`), before anything is opened."""
+    for name in lab_file_names():
+        what = not_a_file(run_dir / name)
+        if what is not None:
+            raise Refused(f"{run_dir / name}: is {what}, not a file; the lab opens its run "
+                          "directory's files only as regular files: remove it, or use a new "
+                          "--dir; nothing was changed")
 
 
 TRACE_FILE = "trace.jsonl"
@@ -288,7 +315,7 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
         sys.stderr.write(f"{READY_BANNER} {ready_t:.6f}\n")
         sys.stderr.flush()
     door = claim_run_dir(run_dir, config, lab)
-    recovery = recover(run_dir, config, door, plan)
+    recovery = recover(run_dir, config, door, plan, local_bill=lab.model_url is None)
     agent = Agent(config, site, recovery.store, door, world_model(run_dir, site, lab, plan),
                   Tracker(run_dir), plan, recovery.state)
     if trace:
@@ -357,11 +384,13 @@ class Recovery:
         return self.found.state
 
 
-def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Recovery:
+def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan,
+            local_bill: bool = True) -> Recovery:
     """Recovery is the normal start-up path, the same for a new run and a resume: read the
-    checkpoint (read-only, so a refusal leaves every byte as it was), check the tracker, then let
-    the store repair its files for appending. A kill here (`after_repair`) is lesson 8's crash
-    during recovery: the next resume simply recovers again."""
+    checkpoint (read-only, so a refusal leaves every byte as it was), check the tracker and (with
+    the in-process model, `local_bill`) the bill, then let the store repair its files for
+    appending. A kill here (`after_repair`) is lesson 8's crash during recovery: the next resume
+    simply recovers again."""
     store = make_store(run_dir, config, door)
     t0 = time.perf_counter_ns()
     try:
@@ -370,14 +399,17 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Re
         raise Refused(f"{e}; nothing was changed") from None
     load_ns = time.perf_counter_ns() - t0
     refuse_points_passed(plan, found.state["next_page"])
+    foreign = bill_problem(run_dir) if local_bill else None      # before SQLite reads anything
+    if foreign:
+        raise Refused(f"{foreign}; nothing was changed")
+    unchanged = nothing_changed(run_dir)
     try:
         check_tracker(run_dir)             # read-only, before the first write of this resume
         lost = lost_reports(run_dir, found.state)
     except TrackerError as e:
-        raise Refused(f"{e}; nothing was changed", EXIT_BUSY if e.busy else EXIT_REFUSED) \
-            from None
+        raise Refused(f"{e}; {unchanged}", EXIT_BUSY if e.busy else EXIT_REFUSED) from None
     if lost:
-        raise Refused(f"{lost}; nothing was changed")
+        raise Refused(f"{lost}; {unchanged}")
     for note in found.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     t1 = time.perf_counter_ns()
@@ -385,6 +417,46 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan) -> Re
     recovery = Recovery(store, found, repairs, load_ns + time.perf_counter_ns() - t1)
     plan.reach(found.state["next_page"], "after_repair")
     return recovery
+
+
+def nothing_changed(run_dir: Path) -> str:
+    """What a refusal after reading the tracker may say it left alone. Reading a tracker that has
+    a write-ahead log goes through SQLite's `-shm` index, which SQLite may rebuild (it holds no
+    data, only where the log's pages are): that is said, rather than "nothing" untrue."""
+    if side_files(run_dir / TRACKER_FILE)[0].exists():
+        return (f"nothing was changed but SQLite's index {TRACKER_FILE}-shm, which it rebuilds "
+                "from the log when it reads the tracker (it holds no report)")
+    return "nothing was changed"
+
+
+def bill_problem(run_dir: Path) -> str | None:
+    """The bill is the world's record of every model call this run paid for: each line one
+    call, a JSON object naming its page, written whole (one `write()` on O_APPEND), so a kill
+    never leaves half a line. A line that is not such a call (a garbage line appended, someone's
+    notes) makes it not the lab's bill, and the redone calls counted on it wrong: refused, as a
+    foreign tracker is. None: every line is a billed call.
+
+    A bill with fewer calls than the checkpoint's pages is not refused: the lab's own power-cut
+    states (lesson 8, `powerloss.materialize`) hold only the journaled files, never the bill."""
+    path = run_dir / BILL_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    lines = data.split(b"\n")
+    if lines[-1]:
+        return (f"{path}: its last line is not a whole billed call (the lab writes each whole, "
+                "newline included): not the lab's bill")
+    for n, line in enumerate(lines[:-1], 1):
+        try:
+            call = json.loads(line)
+        except ValueError:
+            call = None
+        if not (isinstance(call, dict) and isinstance(call.get("page"), int)
+                and not isinstance(call.get("page"), bool)):
+            return (f"{path}:{n}: not a billed call (each line of the lab's bill is a JSON "
+                    "object naming the page of one model call): not the lab's bill")
+    return None
 
 
 def refuse_points_passed(plan: CrashPlan, next_page: int) -> None:
@@ -421,6 +493,7 @@ def final_report(agent: Agent, recovery: Recovery) -> dict:
         "notes": found.notes, "pending_at_start": found.state["pending"],
         "checkpoint_writes": {"count": sum(len(v) for v in door.latencies_ns.values()),
                               "latencies_ns": dict(door.latencies_ns)},
+        "commits": agent.commits,          # the store's commit() calls, however it wrote
         "disk_writes": door.writes, "fsyncs": door.fsyncs, "recovery_ns": recovery.ns,
         "peak_rss_kb": peak_rss_kb(),
     }
@@ -473,6 +546,7 @@ class Agent:
         self.model, self.tracker, self.plan, self.state = model, tracker, plan, state
         self.per_operation = config.granularity == "op"
         self.reports_filed = 0
+        self.commits = 0
 
     def commit(self, event: dict, mid=lambda: None) -> None:
         """A checkpoint: the next state, from the event, made durable before we go on."""
@@ -480,6 +554,7 @@ class Agent:
         new_state = apply_event(self.state, event)
         self.store.commit(new_state, event, mid=mid)
         self.state = new_state
+        self.commits += 1
 
     def run_page(self, page: int) -> None:
         done = self.state["in_flight"] if (self.state["in_flight"] or {}).get("page") == page \
@@ -617,7 +692,13 @@ def print_report(report: dict) -> None:
     if extras:
         print("recovery: " + ", ".join(f"{k} {v}" for k, v in extras.items()))
     w = report["checkpoint_writes"]
-    print(f"checkpoint writes: {w['count']}")
+    if not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
+        # A learner's store that writes through `door.files` (the system calls) bypasses the
+        # door's timed write methods: its commits are counted, not called "0 writes".
+        print(f"checkpoint writes: {report['commits']} commits, written through door.files (the "
+              "door times only its own write methods, so none of them is timed)")
+    else:
+        print(f"checkpoint writes: {w['count']}")
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bughunt run") -> int:

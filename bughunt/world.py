@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diskio import NOFOLLOW
+from .diskio import NOFOLLOW, not_a_file
 
 BILL_FILE = "bill.jsonl"
 TRACKER_FILE = "tracker.db"
@@ -165,10 +165,12 @@ def check_tracker(run_dir: Path) -> None:
     for p in (path, *side_files(path)):      # SQLite would follow a link out of the run dir
         if p.is_symlink():
             raise TrackerError(f"{p}: is a symbolic link, which the tracker never follows")
+    for p in (path, *side_files(path)):      # a FIFO would block SQLite's open or its reads
+        what = not_a_file(p)
+        if what is not None:
+            raise TrackerError(f"{p}: is not a file ({what})")
     if not path.exists():
         return
-    if not path.is_file():
-        raise TrackerError(f"{path}: is not a file")
     wal = side_files(path)[0]
     if path.stat().st_size <= 1 and wal.exists() and wal.stat().st_size > 0:
         # SQLite takes an empty database file (one byte counts as empty: os_unix.c,

@@ -203,3 +203,28 @@ def test_the_claims_command_refuses_a_lesson_that_does_not_exist():
     proc = subprocess.run([sys.executable, "-m", "bughunt", "claims", "--lesson", "42"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "--lesson 42: no lesson 42" in proc.stderr
+
+
+def test_a_claim_that_holds_never_says_its_failure_template_with_holes(capsys):
+    """issue 28: `claims --json` printed "measured": "at  the resume redid another number of
+    calls" for claims that held (the failure sentence, its list of points empty)."""
+    import json
+
+    from bughunt.lab import claims
+
+    held = Claims(2)
+
+    @held.claim("Every one of {points} points redoes its own page.")
+    def every_point():
+        wrong = []
+        return not wrong, {"points": 51}, f"at {', '.join(wrong)} the resume redid another number"
+
+    (found,) = [c.on() for c in held]
+    assert found.holds and found.measured == ""
+    assert claims.main(["--lesson", "2", "--json"]) == 0
+    said = [c for lesson in json.loads(capsys.readouterr().out)["lessons"]
+            for c in lesson["claims"]]
+    assert said and all(c["holds"] for c in said)
+    assert not [c["measured"] for c in said if "at  " in c["measured"]
+                or c["measured"].endswith(": ")]
+    assert all(c["measured"] for c in said)        # the values, where no sentence was given

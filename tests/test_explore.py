@@ -182,7 +182,7 @@ def test_rewriting_a_file_in_place_without_fsync_loses_acknowledged_data_at_a_ki
     reader = _script(tmp_path, "reader.py", READER)
     d = tmp_path / "d"
     r = explore(program + [str(d)], d, check=" ".join(reader) + " {state}")
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     kill = [v for v in r.violations if v.model == "kill"]
     # The kill after the truncation of the second save: step 1 was acknowledged, nothing is left.
     assert any(v.cls == "unreadable" and v.after == "truncate state.json to 0 bytes"
@@ -196,7 +196,7 @@ def test_rewriting_a_file_in_place_without_fsync_loses_acknowledged_data_at_a_ki
 @needs_strace
 def test_sqlite_in_wal_mode_with_synchronous_full_loses_nothing(tmp_path):
     r = explore_workload("sqlite-wal-full", tmp_path / "d", max_states=60)
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     assert r.kill.states > 20 and r.power["strict"].states > 20
     assert r.violations == []
     # ... and the same store with synchronous=NORMAL loses acknowledged commits to a power cut.
@@ -243,7 +243,7 @@ def test_a_program_strace_cannot_see_is_refused_with_one_sentence(tmp_path, name
                            *program, str(d)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["reliable"] is False and any(says in w for w in out["why_not"]), out["why_not"]
+    assert out["trace_complete"] is False and any(says in w for w in out["why_not"]), out["why_not"]
     assert out["violations"] == [] and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
 
@@ -320,7 +320,7 @@ def test_the_skeleton_runs_under_the_explorer_and_loses_at_the_truncation(tmp_pa
     d = tmp_path / "ck"
     r = explore([sys.executable, str(script), "run", str(d)], d,
                 check=f"{sys.executable} {script} check {{state}}")
-    assert r.reliable and r.kill.by_class["unreadable"] > 0
+    assert r.trace_complete and r.kill.by_class["unreadable"] > 0
     assert any(v.unfinished_ops == ["truncate checkpoint.json to 0 bytes"] for v in r.violations)
 
 
@@ -335,7 +335,7 @@ def test_on_the_lab_log_store_the_explorer_sees_the_door_op_for_op_and_agrees_wi
     from bughunt.explore.crosscheck import agrees, align, cross_check
 
     r = cross_check(write_mode, fsync, tmp_path, max_states=20)
-    assert r["reliable"], r["why_not"]
+    assert r["trace_complete"], r["why_not"]
     same, extra = align(r["explorer ops"], r["lab ops"])
     assert same and len(r["lab ops"]) > 8 and extra <= 4, (r["explorer ops"], r["lab ops"])
     assert agrees(r, fsync), r
@@ -354,7 +354,7 @@ def test_a_checker_that_hangs_is_stopped_at_the_timeout_and_counted_as_a_hang(tm
     d = tmp_path / "d"
     r = explore(program + [str(d)], d, check=" ".join(hang) + " {state}", timeout=0.5,
                 max_states=2, samples_per_cut=1)
-    assert r.reliable and r.kill.by_class["hang"] == r.kill.states > 0
+    assert r.trace_complete and r.kill.by_class["hang"] == r.kill.states > 0
     assert {v.cls for v in r.violations} == {"hang"}
 
 
@@ -386,7 +386,7 @@ def test_a_dir_reached_through_a_symlink_is_still_dir(tmp_path):
     """)
     r = explore(program + [str(tmp_path / "link")], tmp_path / "link", ack_lines=None,
                 check=" ".join(_script(tmp_path, "r.py", "print('{\"items\": {}}')\n")) + " {state}")
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     assert [str(op["op"]) for op in r.ops][:2] == ["create", "write"]
 
 
@@ -416,10 +416,169 @@ def test_ack_lines_make_each_fsynced_line_an_acknowledgement_and_the_dir_model_d
     """)
     d = tmp_path / "d"
     r = explore(program + [str(d)], d, ack_lines="log.txt:fsync")
-    assert r.reliable, r.why_not
+    assert r.trace_complete, r.why_not
     assert r.kill.violations == 0
     # The file's name was never made durable by a directory fsync: the strict model loses the
     # file, the ext4-like one (any fsync commits earlier names) keeps every fsynced line.
     assert r.power["strict"].by_class["lost"] > 0 and r.power["ext4"].violations == 0
     unsynced = explore(program + [str(tmp_path / "e")], tmp_path / "e", ack_lines="log.txt")
     assert unsynced.kill.violations == 0
+
+
+# --- issue 28: no hang, no traceback, nothing left running, a verdict that says what it means ----
+
+ONE_ACK = """
+    import os, sys
+    open(os.path.join(sys.argv[1], "f"), "w").write("x")
+    print("ACK f 1", flush=True)
+"""
+
+
+@pytest.mark.parametrize("directory, says", [
+    ("/", "is the root directory"), ("/proc", "is in /proc, the kernel's view of itself"),
+    ("/proc/self", "is in /proc"), ("/sys", "is in /sys")])
+def test_a_kernel_directory_or_the_root_is_refused_before_anything_is_read(
+        tmp_path, directory, says, capsys):
+    from bughunt.explore.cli import main
+
+    assert main(["--dir", directory, "--check", "true {state}", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert f"--dir {directory}: {says}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_directory_above_the_size_the_explorer_reads_is_refused(tmp_path, monkeypatch):
+    import bughunt.explore as E
+
+    (tmp_path / "big").write_bytes(b"x" * 2048)
+    monkeypatch.setattr(E, "MAX_DIR_BYTES", 1024)
+    with pytest.raises(ExploreRefused, match="holds more than 0 MiB"):
+        E.snapshot(tmp_path)
+    monkeypatch.setattr(E, "MAX_DIR_BYTES", 1 << 20)
+    monkeypatch.setattr(E, "MAX_DIR_ENTRIES", 3)
+    for i in range(4):
+        (tmp_path / f"f{i}").write_text("x")
+    with pytest.raises(ExploreRefused, match="holds more than 3 files and directories"):
+        E.snapshot(tmp_path)
+    monkeypatch.setattr(E, "MAX_DIR_ENTRIES", 10)
+    files, dirs = E.snapshot(tmp_path)
+    assert len(files) == 5 and dirs == []
+
+
+@pytest.mark.parametrize("flag", ["--timeout", "--program-timeout"])
+@pytest.mark.parametrize("value", ["inf", "nan", "1e300", "-1"])
+def test_a_timeout_that_cannot_be_waited_for_is_refused(tmp_path, flag, value, capsys):
+    from bughunt.explore.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--dir", str(tmp_path / "d"), "--check", "true {state}", flag, value, "--",
+              "true"])
+    assert e.value.code == 2
+    assert f"{flag} " in capsys.readouterr().err and not (tmp_path / "d").exists()
+
+
+@needs_strace
+def test_a_file_name_that_is_not_utf8_is_explored_and_printed_without_a_traceback(tmp_path):
+    """issue 28: a program creating a file whose name is not UTF-8 ended the explorer with a
+    UnicodeEncodeError (`powerloss.digest`, then the text report)."""
+    program = _script(tmp_path, "bad_name.py", """
+        import os, sys
+        fd = os.open(os.path.join(os.fsencode(sys.argv[1]), b"bad\\xff"), os.O_WRONLY | os.O_CREAT)
+        os.write(fd, b"x"); os.close(fd)
+        open(os.path.join(sys.argv[1], "f"), "w").write("1")
+        print("ACK f 1", flush=True)
+    """)
+    reader = _script(tmp_path, "reader_f.py", """
+        import json, os, sys
+        p = os.path.join(sys.argv[1], "f")
+        print(json.dumps({"items": {"f": open(p).read()} if os.path.exists(p) else {}}))
+    """)
+    d = tmp_path / "d"
+    for extra in ([], ["--json"]):
+        shutil.rmtree(d, ignore_errors=True)
+        proc = subprocess.run([sys.executable, "-m", "bughunt", "explore", "--dir", str(d),
+                               "--check", " ".join(reader) + " {state}", *extra, "--",
+                               *program, str(d)],
+                              capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "Traceback" not in proc.stderr
+        if extra:
+            assert json.loads(proc.stdout)["trace_complete"] is True
+        else:
+            assert "bad\\udcff" in proc.stdout        # the byte 0xff, escaped
+
+
+DAEMON_CHECKER = """
+    import json, os, sys, time
+    if os.fork() == 0:                   # a daemon: out of the group and the session
+        os.setsid()
+        if os.fork() == 0:
+            open(os.path.join(os.environ["BUGHUNT_TEST_DAEMONS"], str(os.getpid())), "w").close()
+            time.sleep(600)
+        os._exit(0)
+    os.wait()
+    p = os.path.join(sys.argv[1], "f")
+    print(json.dumps({"items": {"f": "1"} if os.path.exists(p) else {}}))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_strace
+def test_a_checker_that_double_forks_leaves_nothing_running(tmp_path, monkeypatch):
+    """issue 28: a checker that double-forked left a daemon behind at every state (13 of them):
+    the checker runs under the boundary's supervisor, a subreaper, which ends them all."""
+    daemons = tmp_path / "daemons"
+    daemons.mkdir()
+    monkeypatch.setenv("BUGHUNT_TEST_DAEMONS", str(daemons))
+    program = _script(tmp_path, "one.py", ONE_ACK)
+    checker = _script(tmp_path, "daemon.py", DAEMON_CHECKER)
+    d = tmp_path / "d"
+    r = explore(program + [str(d)], d, check=" ".join(checker) + " {state}", max_states=2,
+                samples_per_cut=1)
+    assert r.trace_complete and r.checks > 0, r.why_not
+    started = [int(p.name) for p in daemons.iterdir()]
+    assert len(started) == r.checks                  # each check started its daemon...
+    assert [p for p in started if _alive(p)] == []   # ...and none is left running
+
+
+@needs_strace
+def test_the_verdict_on_the_program_is_its_own_field_and_every_violation_is_listed(tmp_path):
+    """issue 28: `"reliable": true` beside 63 violations read as "your program is reliable"; the
+    text report showed one violation per class. Now the JSON says `trace_complete` (what it
+    meant) and `verdict`; the text lists up to 20 violating states and says how many more."""
+    program = _script(tmp_path, "inplace.py", """
+        import os, sys
+        p = os.path.join(sys.argv[1], "log")
+        for i in range(1, 13):
+            with open(p, "w") as f:
+                f.write("x" * i)
+            print(f"ACK k {i}", flush=True)
+    """)
+    reader = _script(tmp_path, "reader.py", """
+        import json, os, sys
+        p = os.path.join(sys.argv[1], "log")
+        n = len(open(p).read()) if os.path.exists(p) else 0
+        print(json.dumps({"items": {"k": str(n)} if n else {}}))
+    """)
+    d = tmp_path / "d"
+    flags = ["--dir", str(d), "--check", " ".join(reader) + " {state}", "--samples", "1"]
+    proc = _run_cli(*flags, "--json", "--", *program, str(d))
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["trace_complete"] is True and "reliable" not in out
+    assert out["verdict"] == "violations" and out["violating_states"] == len(out["violations"])
+    n = len(out["violations"])
+    assert n > 20
+    shutil.rmtree(d)
+    text = _run_cli(*flags, "--", *program, str(d)).stdout
+    listed = [line for line in text.splitlines() if line.startswith(("lost (", "phantom (",
+                                                                     "unreadable (", "hang ("))]
+    assert len(listed) == 20
+    assert f"... and {n - 20} more violating states ({n} in all): --json lists every one" in text

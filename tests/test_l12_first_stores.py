@@ -51,7 +51,7 @@ def test_the_stored_results_hold_every_exploration_the_lesson_and_its_exercises_
     data = L.stored()
     want = {*L.STORES, *L.FIXES.values(), "sqlite-wal-normal", *L.SKELETONS}
     assert set(data) == want
-    assert all(rec["reliable"] and not rec["why_not"] for rec in data.values())
+    assert all(rec["trace_complete"] and not rec["why_not"] for rec in data.values())
     text = L.STORED.read_text(encoding="utf-8")
     assert "/tmp/" not in text and "/root/" not in text and "/home/" not in text
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bughunt.lab.practice import NUMBER, PAGES, YES_NO, AnswerError, choice
+from bughunt.lab.practice import NUMBER, PAGES, YES_NO, AnswerError, choice, problem
 from bughunt.lab.registry import lessons
 
 PRACTISED = [x for x in lessons() if 1 <= x.number <= 11]
@@ -95,3 +95,34 @@ def test_answer_forms_read_what_a_learner_types_and_refuse_the_rest():
                       (two, "c")):
         with pytest.raises(AnswerError):
             form.parse(bad)
+
+
+@pytest.mark.parametrize("lesson", range(1, 12))
+def test_every_drawn_problem_prints_as_json(lesson, capsys):
+    """issue 28: `practice --lesson 4|5|6 --json` died with a traceback (a RunConfig among what
+    was drawn is not JSON); what was drawn is given as data, a configuration as config.json says
+    it."""
+    import json
+
+    from bughunt.config import RunConfig
+    from bughunt.lab.practice import main
+
+    for seed in range(6):
+        assert main(["--lesson", str(lesson), "--seed", str(seed), "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["lesson"] == lesson and data["seed"] == seed
+        config = data["drawn"].get("config")
+        if config is not None:
+            assert RunConfig.from_json(config) == problem(lesson, seed).drawn["config"]
+
+
+def test_a_huge_answer_is_named_never_echoed_whole(capsys):
+    """issue 28: a 100,000-character --answer was echoed in full in its refusal."""
+    from bughunt.lab.practice import main
+
+    for answer in ("7" * 100_000, "x\n" * 50_000):
+        with pytest.raises(SystemExit) as e:
+            main(["--lesson", "2", "--seed", "1", "--answer", answer])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "--answer: '" in err and " characters) is not " in err and len(err) < 1000

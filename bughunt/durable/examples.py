@@ -551,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     except StoreBusy as e:
         hint = "" if getattr(args, "wait", True) else "; run again when it is done, or use --wait"
         return fail(f"{e}{hint}", EXIT_BUSY)
-    except (StoreRefused, InvalidValue) as e:
-        return fail(str(e), EXIT_REFUSED)
+    except (StoreRefused, InvalidValue) as e:        # a disk that refused a write: 74
+        return fail(str(e), getattr(e, "exit_code", EXIT_REFUSED))
     except KeyboardInterrupt:
         return fail(f"stopped by Ctrl-C (SIGINT); {args.db} is consistent: run again to resume",
                     EXIT_SIGINT)

@@ -101,6 +101,13 @@ class StoreRefused(Exception):
         self.reason = reason
 
 
+class StoreDiskError(StoreRefused):
+    """The disk refused a write or an fsync under the task database (full, a file size limit,
+    an I/O error): the README's 74, not a refusal of the file (2)."""
+
+    exit_code = 74
+
+
 class StoreBusy(StoreRefused):
     """Another durable runtime (or another program's SQLite lock) holds the database now."""
 
@@ -298,6 +305,9 @@ def _sqlite_refusal(path: Path, e: sqlite3.Error) -> StoreRefused:
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(e):
         return StoreBusy(path, f"another program holds a SQLite lock on it ({e})")
     said = " ".join(str(e).split())
+    if isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL):
+        return StoreDiskError(path, f"the disk refused a write ({said}: full, a file size limit "
+                                    "or an I/O error); nothing past the last commit was kept")
     damaged = code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or "decode" in said or (
         isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError))
     if damaged:

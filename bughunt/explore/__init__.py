@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -79,19 +80,52 @@ def preflight(program: list[str], directory: Path) -> None:
                          else "not an executable file"))
     if directory.exists() and not directory.is_dir():
         raise ExploreRefused(f"--dir {directory}: is a file, not a directory")
+    real = Path(os.path.realpath(directory))
+    kernel = [k for k in KERNEL_DIRS if real == Path(k) or Path(k) in real.parents]
+    if real == Path("/") or kernel:
+        what = ("the root directory" if real == Path("/") else
+                f"in {kernel[0]}, the kernel's view of itself")
+        raise ExploreRefused(f"--dir {directory}: is {what}, not the directory of a program's "
+                             "state, and reading all of it would not end; give the directory "
+                             "PROGRAM writes its state to")
+
+
+#: Kernel file systems: never a program's state, and reading them all never ends (or hangs).
+KERNEL_DIRS = ("/proc", "/sys")
+#: The most of DIR the explorer reads: it keeps DIR in memory and writes a copy of it for every
+#: crash state it checks, so a directory above this is refused before anything runs.
+MAX_DIR_BYTES = 64 << 20
+MAX_DIR_ENTRIES = 10_000
 
 
 def snapshot(directory: Path) -> tuple[dict[str, bytes], list[str]]:
-    """The files (path -> bytes) and subdirectories below `directory`."""
-    files, dirs = {}, []
+    """The files (path -> bytes) and subdirectories below `directory`; `ExploreRefused` when
+    they are more than MAX_DIR_BYTES or MAX_DIR_ENTRIES, counted before a file is read."""
+    files, dirs, size = {}, [], 0
+
+    def too_big(what: str):
+        return ExploreRefused(
+            f"--dir {directory}: holds more than {what}, more than the explorer reads (it keeps a "
+            "copy of DIR for every crash state); give the directory of PROGRAM's state only")
+
     for root, subdirs, names in os.walk(directory):
         for d in sorted(subdirs):
             dirs.append(os.path.relpath(os.path.join(root, d), directory))
+        if len(dirs) + len(files) + len(names) > MAX_DIR_ENTRIES:
+            raise too_big(f"{MAX_DIR_ENTRIES:,} files and directories")
         for name in sorted(names):
             p = os.path.join(root, name)
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as f:
-                    files[os.path.relpath(p, directory)] = f.read()
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):    # a FIFO, a device, a link: never opened
+                continue
+            size += st.st_size
+            if size > MAX_DIR_BYTES:
+                raise too_big(f"{MAX_DIR_BYTES >> 20} MiB")
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, directory)] = f.read(MAX_DIR_BYTES + 1)
     return files, sorted(dirs)
 
 
@@ -165,7 +199,7 @@ def explore(program: list[str], directory, *, check: str | None = None,
                           f"stderr: {tail}): explore needs a run that reaches its end")
         trace = parse(traced.text, directory, Path.cwd(), before, dirs,
                       allow_opaque=allow_opaque, ack_file=ack_file, ack_on_fsync=ack_on_fsync)
-        result = Exploration(program, reliable=True, why_not=list(trace.refusals),
+        result = Exploration(program, trace_complete=True, why_not=list(trace.refusals),
                              ops=trace.ops, exit_status=traced.returncode,
                              trace_seconds=traced.seconds)
         broken = self_check(trace.ops, before, dirs, directory, trace.opaque)
@@ -177,7 +211,7 @@ def explore(program: list[str], directory, *, check: str | None = None,
                 f"stdout{', no complete line in ' + ack_file if ack_file else ''}): there is "
                 "nothing a crash could lose")
         if result.why_not:
-            result.reliable = False
+            result.trace_complete = False
             result.seconds = time.perf_counter() - t_start
             return result
         states = build_states(trace.ops, before=before, dirs=dirs, external=external,

@@ -22,6 +22,7 @@ strings printed after ACK:
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -30,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .states import Oracle, State
-from .trace import end_group
 
 CLASSES = ("lost", "phantom", "unreadable", "hang")
 
@@ -67,25 +67,102 @@ def write_state(state: State, directory: Path) -> None:
         (directory / path).write_bytes(data)
 
 
+#: The boundary's supervisor (a child subreaper on Linux): the checker runs under it, so that
+#: whatever the checker started, even a daemon that double-forked out of its group, ends with it.
+SUPERVISOR = Path(__file__).resolve().parent.parent / "boundary" / "supervisor.py"
+#: The most of the checker's stdout read back: its verdict is its last line.
+OUTPUT_TAIL = 1 << 20
+
+
 def run_checker(argv: list[str], directory: Path, timeout: float) -> CheckerVerdict:
+    cmd = [a.replace("{state}", str(directory)) for a in argv]
+    out_path = directory.with_name(directory.name + ".stdout")
+    err_path = directory.with_name(directory.name + ".stderr")
+    t0 = time.perf_counter()
+    try:
+        code = supervised(cmd, out_path, err_path, timeout)
+        seconds = time.perf_counter() - t0
+        if code is None:
+            return CheckerVerdict("hang", message=f"the checker did not finish within "
+                                  f"{timeout:g} s", seconds=seconds)
+        out, err = _tail(out_path), _tail(err_path)
+    finally:
+        out_path.unlink(missing_ok=True)
+        err_path.unlink(missing_ok=True)
+    return _verdict(out, err, code, directory, seconds)
+
+
+def _tail(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - OUTPUT_TAIL))
+        return f.read()
+
+
+def supervised(cmd: list[str], out_path: Path, err_path: Path, timeout: float) -> int | None:
+    """Run `cmd` under the boundary's supervisor, its stdout and stderr to the two files; its
+    exit code (negative: a signal), or None when it was still running after `timeout` s. Either
+    way, when this returns the checker and every process it started have been ended (SIGKILL to
+    its group and to every orphan the subreaper adopted), also on Ctrl-C or an error here."""
+    import selectors
+    import subprocess
+    import sys
+
     from ..interrupts import deferred
 
-    cmd = [a.replace("{state}", str(directory)) for a in argv]
-    t0 = time.perf_counter()
+    config = {"argv": cmd, "env": dict(os.environ), "cwd": os.getcwd(), "grace": 0.0,
+              "fds": {}}
     with deferred():
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
-        except OSError as e:
-            raise CheckerProblem(f"the checker {cmd[0]!r} could not start: {e.strerror}") from None
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            config["fds"] = {"stdout": out.fileno(), "stderr": err.fileno()}
+            sup = subprocess.Popen([sys.executable, "-I", "-S", str(SUPERVISOR)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, pass_fds=(out.fileno(), err.fileno()),
+                                   start_new_session=True, bufsize=0)
+            sup.stdin.write((json.dumps(config) + "\n").encode())
+    said: dict = {}
+    buffer, timed_out = b"", False
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return CheckerVerdict("hang", message=f"the checker did not finish within {timeout:g} s",
-                       seconds=time.perf_counter() - t0)
+        with selectors.DefaultSelector() as sel:
+            sel.register(sup.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout
+            while "gone" not in said:          # the supervisor ends all when the checker exits
+                left = deadline - time.monotonic()
+                if not timed_out and "exit" not in said and left <= 0:
+                    timed_out = True
+                    _tell(sup, "kill")
+                if not sel.select(max(0.0, left) if not timed_out else 1.0):
+                    continue
+                chunk = os.read(sup.stdout.fileno(), 4096)
+                if not chunk:
+                    break                                  # the supervisor is gone
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    message = json.loads(line)
+                    said[message["t"]] = message
     finally:
-        end_group(proc)
-    seconds = time.perf_counter() - t0
+        if "gone" not in said:                 # Ctrl-C or an error here: end it all now
+            _tell(sup, "kill")
+        sup.stdin.close()
+        problem = sup.stderr.read().decode("utf-8", "replace").strip()
+        sup.wait()
+        sup.stdout.close()
+        sup.stderr.close()
+    if "started" not in said:
+        tail = (problem.splitlines() or ["no message"])[-1]
+        raise CheckerProblem(f"the checker {cmd[0]!r} could not start: {tail}")
+    return None if timed_out or "exit" not in said else said["exit"]["code"]
+
+
+def _tell(sup, command: str) -> None:
+    try:
+        sup.stdin.write(f"{command}\n".encode())
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _verdict(out: bytes, err: bytes, code: int, directory: Path,
+             seconds: float) -> CheckerVerdict:
     lines = [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
     try:
         verdict = json.loads(lines[-1]) if lines else None
@@ -95,7 +172,7 @@ def run_checker(argv: list[str], directory: Path, timeout: float) -> CheckerVerd
         tail = (err.decode("utf-8", "replace").strip().splitlines() or ["nothing on stderr"])[-1]
         raise CheckerProblem(
             f"the checker printed no JSON verdict ({{\"items\": ...}}, {{\"error\": ...}} or "
-            f"{{\"refused\": ...}}) on its last line of output; it exited {proc.returncode}, "
+            f"{{\"refused\": ...}}) on its last line of output; it exited {code}, "
             f"its last stderr line: {tail}")
     if "items" in verdict:
         items = verdict["items"]

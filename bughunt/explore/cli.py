@@ -8,11 +8,18 @@ import sys
 
 from ..config import _positive
 
+#: The longest --timeout or --program-timeout: a day (an infinite one cannot be waited for).
+MAX_TIMEOUT_S = 86400.0
+#: Violating states the text report prints in full; `--json` lists every one.
+SHOWN = 20
+
 USAGE = ("python -m bughunt explore --dir DIR [--check 'CMD {state}'] [--ack-lines FILE[:fsync]] "
          "[--external GLOB]... [--allow-opaque GLOB]... [--json] -- PROGRAM ARGS")
 
 
 def explore_parser(prog: str) -> argparse.ArgumentParser:
+    from . import MAX_DIR_BYTES, MAX_DIR_ENTRIES
+
     p = argparse.ArgumentParser(
         prog=prog, usage=USAGE,
         description="Run PROGRAM once under strace (Linux only), build its kill -9 and power-cut "
@@ -23,7 +30,9 @@ def explore_parser(prog: str) -> argparse.ArgumentParser:
         epilog="exit 0: no violation; 1: violations found; 2: refused (a bad flag, PROGRAM cannot "
                "start or fails, strace missing or blind, self-check failed), no verdict.")
     p.add_argument("--dir", required=True, metavar="DIR",
-                   help="the directory PROGRAM writes its state to (created if missing)")
+                   help="the directory PROGRAM writes its state to (created if missing; at "
+                        f"most {MAX_DIR_BYTES >> 20} MiB and {MAX_DIR_ENTRIES:,} files and "
+                        "directories: the explorer copies it for every state)")
     p.add_argument("--check", metavar="'CMD {state}'",
                    help="the program's reader: {state} becomes a copy of each state's DIR; it "
                         "prints {\"items\": {key: version}}, {\"error\": ...} or "
@@ -53,6 +62,11 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
     from . import Exploration, ExploreRefused, explore
 
     parser = explore_parser(prog)
+    for stream in (sys.stdout, sys.stderr):
+        # A file name that is not UTF-8 (Python holds its bytes as surrogates) is printed with
+        # those bytes escaped (\udcff for 0xff), never as a UnicodeEncodeError.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     if "--" in argv:
         cut = argv.index("--")
         argv, program = argv[:cut], argv[cut + 1:]
@@ -62,9 +76,10 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
     if not program:
         parser.error("no PROGRAM: put it after --, e.g. -- python my_agent.py run DIR")
     for flag in ("timeout", "program_timeout"):
-        if not getattr(args, flag) > 0:
-            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag):g}: must be more "
-                         "than 0 seconds")
+        value = getattr(args, flag)
+        if not 0 < value <= MAX_TIMEOUT_S:          # nan and inf too: no timeout is no timeout
+            parser.error(f"--{flag.replace('_', '-')} {value:g}: must be more than 0 seconds "
+                         f"and at most {MAX_TIMEOUT_S:g} (a day)")
     try:
         result = explore(program, args.dir, check=args.check, ack_lines=args.ack_lines,
                          external=args.external, allow_opaque=args.allow_opaque,
@@ -80,7 +95,7 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
     if args.json:
         json.dump(result.to_json(), sys.stdout)
         print()
-    if not result.reliable:
+    if not result.trace_complete:
         print(f"{prog}: no verdict: {result.why_not[0]}"
               + (f" (and {len(result.why_not) - 1} more)" if len(result.why_not) > 1 else ""),
               file=sys.stderr)
@@ -90,10 +105,7 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
               f"under strace); self-check passed; {result.checks} checks "
               f"({result.check_seconds:.1f} s)")
         print(result.table().to_string())
-        shown = {}
-        for v in result.violations:
-            shown.setdefault((v.model, v.cls), v)
-        for v in shown.values():
+        for v in result.violations[:SHOWN]:
             print(f"\n{v}")
             if v.last_ack:
                 print(f"  last acknowledgement before it: {v.last_ack}")
@@ -101,4 +113,8 @@ def main(argv: list[str], prog: str = "python -m bughunt explore") -> int:
                               ("unfinished since then", v.unfinished_ops)):
                 if ops:
                     print(f"  {what}: " + "; ".join(ops))
+        more = len(result.violations) - SHOWN
+        if more > 0:
+            print(f"\n... and {more} more violating state{'s' if more != 1 else ''} "
+                  f"({len(result.violations)} in all): --json lists every one")
     return 1 if result.violations else 0

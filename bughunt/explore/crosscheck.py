@@ -141,7 +141,7 @@ def cross_check(write_mode: str, fsync: str, work: Path, *, max_states: int = 40
                                for v in result.violations if v.model == "kill"})
     return {
         "design": f"log, {write_mode}, fsync {fsync}",
-        "reliable": result.reliable, "why_not": result.why_not,
+        "trace_complete": result.trace_complete, "why_not": result.why_not,
         "explorer ops": door_ops(result.ops, files),
         "lab ops": door_ops(lab, files),
         "suite: kill breaks": kill_rules, "suite: power breaks": power_rules,
@@ -158,7 +158,7 @@ def agrees(r: dict, fsync: str) -> bool:
     power-cut verdict, where lost acknowledgements count only with fsync always (the only
     policy under which the suite holds a power cut to them: `fsync-keeps-acknowledged`)."""
     power = set(r["explorer: power classes"]) - ({"lost"} if fsync == "never" else set())
-    return (r["reliable"] and align(r["explorer ops"], r["lab ops"])[0]
+    return (r["trace_complete"] and align(r["explorer ops"], r["lab ops"])[0]
             and bool(r["suite: kill breaks"]) == bool(r["explorer: kill classes"])
             and r["suite: kill states breaking, after"] == r["explorer: kill states violating, after"]
             and bool(r["suite: power breaks"]) == bool(power))

@@ -67,10 +67,12 @@ class ModelResult:
 
 @dataclass
 class Exploration:
-    """The explorer's answer for one PROGRAM: a verdict only when `reliable`."""
+    """The explorer's answer for one PROGRAM. `trace_complete`: the trace showed every operation
+    PROGRAM made below DIR (the self-check passed, nothing strace cannot describe), so there is a
+    verdict on PROGRAM at all; `verdict` is that verdict."""
 
     program: list[str]
-    reliable: bool
+    trace_complete: bool
     why_not: list[str]
     ops: list[dict] = field(default_factory=list)
     kill: ModelResult = field(default_factory=ModelResult)
@@ -85,10 +87,20 @@ class Exploration:
 
     @property
     def ok(self) -> bool:
-        return self.reliable and not self.violations
+        return self.trace_complete and not self.violations
+
+    @property
+    def verdict(self) -> str:
+        """On PROGRAM: "no violation" (every state checked kept what it acknowledged),
+        "violations" (some state lost, invented or could not read it, or its reader hung), or
+        "no verdict" (the trace was not complete: `why_not` says why)."""
+        if not self.trace_complete:
+            return "no verdict"
+        return "violations" if self.violations else "no violation"
 
     def to_json(self) -> dict:
-        return {"reliable": self.reliable, "why_not": list(self.why_not),
+        return {"verdict": self.verdict, "violating_states": len(self.violations),
+                "trace_complete": self.trace_complete, "why_not": list(self.why_not),
                 "kill": {"states": self.kill.states, "violations": self.kill.violations},
                 "power": {m: {"states": r.states, "violations": r.violations}
                           for m, r in self.power.items()},
@@ -125,7 +137,7 @@ class Exploration:
         return pd.DataFrame(rows)
 
     def summary(self) -> str:
-        if not self.reliable:
+        if not self.trace_complete:
             return "no verdict: " + "; ".join(self.why_not)
         parts = []
         for model, r in self.results().items():

@@ -128,7 +128,9 @@ class Claim:
             raise ClaimError(f"claim {self.lesson}.{self.key}: its check must return "
                              f"(holds, values) or (holds, values, measured), got {out!r}")
         holds, values = bool(out[0]), dict(out[1])
-        measured = out[2] if len(out) == 3 else ""
+        # Said when it did not hold: a claim that holds says its sentence and values, never its
+        # failure's template, whose holes are then empty ("at  the resume redid ...").
+        measured = out[2] if len(out) == 3 and not holds else ""
         missing = self.fields() - set(values)
         if missing:
             raise ClaimError(f"claim {self.lesson}.{self.key}: its text names "
@@ -347,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         checked, false = checked + len(found), false + len(bad)
         out.append({"lesson": lesson.number, "title": lesson.short_title,
                         "claims": [{"key": f.key, "holds": f.holds, "sentence": f.sentence,
-                                    "measured": f.measured,
+                                    "measured": f.measured or _show_values(f.values),
                                     "values": {k: _as_text(v) for k, v in f.values.items()}}
                                for f in found]})
         if not args.json:

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..config import RunConfig, quoted
 from .judges import EXACT, Tolerance, assess
 
 # --- answer forms -------------------------------------------------------------------------------
@@ -42,12 +43,12 @@ class Form:
 
     def parse(self, answer) -> object:
         if isinstance(answer, bool) and self.asks != "yes or no":
-            raise AnswerError(f"{answer!r} is a yes or no, not {self.asks}")
+            raise AnswerError(f"{quoted(answer)} is a yes or no, not {self.asks}")
         if not isinstance(answer, str):
             try:
                 answer = self.write(answer)
             except (TypeError, ValueError):      # a list, a dict...: not this form at all
-                raise AnswerError(f"{answer!r} is not {self.asks}") from None
+                raise AnswerError(f"{quoted(answer)} is not {self.asks}") from None
         return self.read(answer.strip())
 
 
@@ -55,9 +56,9 @@ def _read_number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise AnswerError(f"{text!r} is not a number") from None
+        raise AnswerError(f"{quoted(text)} is not a number") from None
     if not math.isfinite(value):
-        raise AnswerError(f"{text!r} is not a finite number")
+        raise AnswerError(f"{quoted(text)} is not a finite number")
     return int(value) if value.is_integer() else value
 
 
@@ -75,7 +76,7 @@ def _read_yes_no(text: str) -> bool:
         return True
     if word in ("no", "n", "false"):
         return False
-    raise AnswerError(f"{text!r} is neither yes nor no")
+    raise AnswerError(f"{quoted(text)} is neither yes nor no")
 
 
 YES_NO = Form("yes or no", _read_yes_no, lambda v: "yes" if v else "no")
@@ -87,7 +88,7 @@ def _read_pages(text: str) -> tuple[int, ...]:
     try:
         pages = sorted({int(p) for p in text.replace(" ", "").split(",")})
     except ValueError:
-        raise AnswerError(f"{text!r} is not a list of page numbers such as 3,7") from None
+        raise AnswerError(f"{quoted(text)} is not a list of page numbers such as 3,7") from None
     return tuple(pages)
 
 
@@ -108,7 +109,7 @@ def choice(options: Sequence[str]) -> Form:
             if t == o.lower():
                 return o
         listed = ", ".join(f"{letter}) {o}" for letter, o in zip(letters, options))
-        raise AnswerError(f"{text!r} is none of {listed}")
+        raise AnswerError(f"{quoted(text)} is none of {listed}")
 
     asks = "one of " + ", ".join(f"{letter}) {o}" for letter, o in zip(letters, options))
     return Form(asks, read, str, options)
@@ -213,6 +214,19 @@ def problem(lesson: int, seed: int) -> Problem:
     return record.practice(seed)
 
 
+def _as_data(value):
+    """What `drawn` holds beyond plain JSON, as data (`json.dump`'s default): a configuration as
+    its config.json says it, a path as text."""
+    if isinstance(value, RunConfig):
+        return value.to_json()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    from pathlib import PurePath
+    if isinstance(value, PurePath):
+        return str(value)
+    raise TypeError(f"practice --json: {type(value).__name__} is not data")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bughunt practice",
@@ -256,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         json.dump({"lesson": p.lesson, "seed": p.seed, "setting": p.setting,
                    "question": p.question, "answer_with": p.form.asks, "drawn": p.drawn},
-                  sys.stdout)
+                  sys.stdout, default=_as_data)
         print()
     else:
         print(p.text())

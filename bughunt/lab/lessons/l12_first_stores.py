@@ -82,7 +82,8 @@ def _record(name: str, r: Exploration) -> dict:
 
     keep = ("op", "path", "src", "dst", "what", "key", "version")
     ops = [{**{k: op[k] for k in keep if k in op}, "text": describe(op)} for op in r.ops]
-    return {"name": name, "reliable": r.reliable, "why_not": [clean(w) for w in r.why_not],
+    return {"name": name, "trace_complete": r.trace_complete,
+            "why_not": [clean(w) for w in r.why_not],
             "ops": ops,
             "results": {m: {"states": x.states, "violations": x.violations,
                             "by_class": {c: x.by_class[c] for c in CLASSES}}
@@ -95,7 +96,7 @@ def as_exploration(rec: dict) -> Exploration:
     """A stored record back as the explorer's own result (for its figure)."""
     res = {m: ModelResult(x["states"], x["violations"], Counter(x["by_class"]))
            for m, x in rec["results"].items()}
-    return Exploration([rec["name"]], rec["reliable"], list(rec["why_not"]), ops=rec["ops"],
+    return Exploration([rec["name"]], rec["trace_complete"], list(rec["why_not"]), ops=rec["ops"],
                        kill=res["kill"], power={"strict": res["strict"], "ext4": res["ext4"]},
                        violations=[StateViolation(**v) for v in rec["violations"]])
 
@@ -382,7 +383,7 @@ def every_fix_holds():
     for store, fix in FIXES.items():
         s = _summary(fix)
         ok &= all(s[m]["violations"] == 0 and s[m]["states"] > 0 for m in MODELS)
-        ok &= explored(fix)["reliable"]
+        ok &= explored(fix)["trace_complete"]
         rows.append(f"{NAMES[fix]}, {sum(s[m]['states'] for m in MODELS)} states, "
                     f"{sum(s[m]['violations'] for m in MODELS)} violating")
     return ok, {"rows": rows}
@@ -473,7 +474,7 @@ def _ex_12_4(answer):
         rec = explore_your_agent(answer)
     except ExploreRefused as e:
         return False, f"{e}."
-    if not rec["reliable"]:
+    if not rec["trace_complete"]:
         return False, "The explorer gave no verdict: " + "; ".join(rec["why_not"]) + "."
     s = rec["results"]
     said = "; ".join(f"{MODEL_NAMES[m]}: {s[m]['violations']} violating of {s[m]['states']}"
