@@ -218,6 +218,7 @@ def test_a_ram_dir_that_cannot_hold_the_runs_is_one_sentence_and_exit_2(
 
 # --- the book: an --out the disk will not write ------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("errno_name, where", [("EROFS", "mkdir"), ("ENOSPC", "copy")])
 def test_a_book_out_that_is_read_only_or_full_is_one_sentence_and_74(
         tmp_path, monkeypatch, capsys, errno_name, where):
