@@ -219,10 +219,125 @@ def _write(directory: Path, files: dict[str, bytes]) -> None:
         (directory / name).write_bytes(data)
 
 
+class InProcess:
+    """The steps after a simulated crash, run in this process (the lab's own stores, which keep
+    nothing in memory between two instances). A learner's store gets `FreshProcesses`."""
+
+    def __init__(self, config, cls):
+        self.config, self.cls = config, cls
+        self.at: str | None = None
+
+    def load(self, directory: Path) -> dict:
+        return load_step(self.config, self.cls, directory)
+
+    def repair(self, directory: Path) -> dict:
+        return repair_step(self.config, self.cls, directory)
+
+    def resume(self, directory: Path, state: dict, event: dict) -> dict:
+        return resume_step(self.config, self.cls, directory, state, event)
+
+
+class FreshProcesses:
+    """The same steps, each in a new process that never ran the store
+    (`bughunt.boundary.pristine`): a kill -9 takes the store's memory with it."""
+
+    def __init__(self, config, spec: str):
+        self.config, self.spec = config.to_json(), spec
+        self.at: str | None = None
+
+    def _run(self, step: str, directory: Path, **args) -> dict:
+        from .boundary import pristine
+        return pristine.run(f"bughunt.conformance:{step}", {
+            "spec": self.spec, "config": self.config, "directory": str(directory), **args},
+            spec=self.spec, at=self.at)
+
+    def load(self, directory: Path) -> dict:
+        return self._run("_fresh_load", directory)
+
+    def repair(self, directory: Path) -> dict:
+        return self._run("_fresh_repair", directory)
+
+    def resume(self, directory: Path, state: dict, event: dict) -> dict:
+        return self._run("_fresh_resume", directory, state=state, event=event)
+
+
+def _outcome(fn) -> dict:
+    """What a step gave: {"state": ...}, {"damage": words} (a StoreDamage), or {"raised":
+    (type, words)} (anything else a store raised)."""
+    try:
+        return fn()
+    except StoreDamage as e:
+        return {"damage": str(e)}
+    except Exception as e:             # a learner's store may raise anything
+        return {"raised": [type(e).__name__, str(e)]}
+
+
+def load_step(config, cls, directory: Path) -> dict:
+    """A fresh store's load(), as recovery runs it first."""
+    return _outcome(lambda: {"state": cls(directory, config, Door(config.fsync)).load().state})
+
+
+def repair_step(config, cls, directory: Path) -> dict:
+    """A fresh store's load(), open_for_append() and close(): recovery, then the repair."""
+    def step():
+        store = cls(directory, config, Door(config.fsync))
+        state = store.load().state
+        store.open_for_append()
+        store.close()
+        return {"state": state}
+    return _outcome(step)
+
+
+def resume_step(config, cls, directory: Path, state: dict, event: dict) -> dict:
+    """A fresh store recovers, repairs, commits `event` (whose state is `state`) and closes."""
+    def step():
+        store = cls(directory, config, Door(config.fsync))
+        store.load()
+        store.open_for_append()
+        store.commit(state, event, mid=lambda: None)
+        store.close()
+        return {}
+    return _outcome(step)
+
+
+def _fresh_store(spec: str, config: dict):
+    from .stores import store_class
+    return store_class(spec), RunConfig.from_json(config)
+
+
+def _fresh_load(*, spec, config, directory):
+    cls, config = _fresh_store(spec, config)
+    return load_step(config, cls, Path(directory))
+
+
+def _fresh_repair(*, spec, config, directory):
+    cls, config = _fresh_store(spec, config)
+    return repair_step(config, cls, Path(directory))
+
+
+def _fresh_resume(*, spec, config, directory, state, event):
+    cls, config = _fresh_store(spec, config)
+    return resume_step(config, cls, Path(directory), state, event)
+
+
+def _raised(outcome: dict) -> str:
+    kind, words = outcome["raised"]
+    return f"{kind}: {words}"
+
+
+#: What a kill right after a commit returned, that loses it, says: nothing was being written.
+IN_MEMORY = ("nothing was being written at this kill, so the commit had returned without its "
+             "state on disk: it was kept in the process's memory (a module or class variable, a "
+             "cache), which a kill -9 takes with it (the suite loads in a new process)")
+
+
 def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: str,
                 where: str, acknowledged: int, states: list[dict], events: list[dict],
-                report: ConformanceReport) -> None:
-    """Every rule at one crash state: `files` is what the disk holds after it."""
+                report: ConformanceReport, steps=None, after_commit: bool = False) -> None:
+    """Every rule at one crash state: `files` is what the disk holds after it. `steps` runs the
+    store's calls (default: in this process); `after_commit`: the crash came right after a
+    commit returned, with nothing in flight."""
+    steps = steps or InProcess(config, cls)
     real = {json.dumps(s, sort_keys=True): i for i, s in enumerate(states)}
     passed_rule = "crash-leaves-a-real-state" if kind == "kill" else "power-cut-leaves-a-real-state"
     keeps_rule = "kill-keeps-acknowledged" if kind == "kill" else (
@@ -234,19 +349,18 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
     _write(directory, files)
     report.checked["load-reads-only"] += 1
     report.checked[passed_rule] += 1
-    try:
-        recovered = cls(directory, config, Door(config.fsync)).load()
-    except StoreDamage as e:
-        recovered = None
-        refusal = str(e)
+    loaded = steps.load(directory)
+    recovered = loaded.get("state")
+    if "damage" in loaded:
+        refusal = loaded["damage"]
         if not (str(directory) in refusal or any(name in refusal for name in files)):
             violation(passed_rule, f"the refusal names no file: {refusal}")
-    except Exception as e:             # a learner's store may raise anything
-        violation(passed_rule, f"load() raised {type(e).__name__}: {e}")
+    elif "raised" in loaded:
+        violation(passed_rule, f"load() raised {_raised(loaded)}")
         if keeps_rule:
             report.checked[keeps_rule] += 1
             violation(keeps_rule, f"{acknowledged} commits had returned, but load() raised "
-                                  f"{type(e).__name__}")
+                                  f"{loaded['raised'][0]}")
         return
     if _files_in(directory) != files:
         changed = sorted(n for n in set(files) | set(_files_in(directory))
@@ -255,20 +369,23 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
                   changed[0] if changed else None)
         _write_over(directory, files)
     index = None
-    if recovered is not None:
-        index = real.get(json.dumps(recovered.state, sort_keys=True))
+    if "state" in loaded:
+        index = real.get(json.dumps(recovered, sort_keys=True))
         if index is None:
-            violation(passed_rule, f"load() gave {describe_state(recovered.state)}: a state "
+            violation(passed_rule, f"load() gave {describe_state(recovered)}: a state "
                                    "this run never was in")
     if keeps_rule:
         report.checked[keeps_rule] += 1
         if index is None or index < acknowledged:
-            got = "a refusal" if recovered is None else describe_state(recovered.state)
-            violation(keeps_rule, f"{acknowledged} commits had returned, but load() gave {got}")
+            got = "a refusal" if "state" not in loaded else describe_state(recovered)
+            memory = (f"; {IN_MEMORY}" if after_commit and kind == "kill" and index is not None
+                      else "")
+            violation(keeps_rule, f"{acknowledged} commits had returned, but load() gave "
+                                  f"{got}{memory}")
     if index is None:
         return
     _check_repair_and_resume(config, cls, directory, files, index, states, events, violation,
-                             report)
+                             report, steps)
 
 
 def _write_over(directory: Path, files: dict[str, bytes]) -> None:
@@ -280,24 +397,20 @@ def _write_over(directory: Path, files: dict[str, bytes]) -> None:
 
 
 def _check_repair_and_resume(config, cls, directory, files, index, states, events, violation,
-                             report):
+                             report, steps):
     report.checked["repair-is-idempotent"] += 1
-    try:
-        first = cls(directory, config, Door(config.fsync))
-        state = first.load().state
-        first.open_for_append()
-        first.close()
-        once = _files_in(directory)
-        second = cls(directory, config, Door(config.fsync))
-        again = second.load().state
-        second.open_for_append()
-        second.close()
-    except StoreDamage as e:
-        violation("repair-is-idempotent", f"after the repair, load() refused: {e}")
-        return
-    except Exception as e:
-        violation("repair-is-idempotent", f"the repair raised {type(e).__name__}: {e}")
-        return
+    first = steps.repair(directory)
+    once = _files_in(directory)
+    second = steps.repair(directory) if "state" in first else first
+    for outcome in (first, second):
+        if "damage" in outcome:
+            violation("repair-is-idempotent", f"after the repair, load() refused: "
+                                              f"{outcome['damage']}")
+            return
+        if "raised" in outcome:
+            violation("repair-is-idempotent", f"the repair raised {_raised(outcome)}")
+            return
+    state, again = first["state"], second["state"]
     if _files_in(directory) != once:
         changed = sorted(n for n in once if _files_in(directory).get(n) != once[n])
         violation("repair-is-idempotent", "a second open_for_append() changed the files again",
@@ -308,37 +421,36 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
     if index >= len(events):
         return                                  # the run was complete: nothing to resume
     report.checked["resume-appends-cleanly"] += 1
-    try:
-        store = cls(directory, config, Door(config.fsync))
-        store.load()
-        store.open_for_append()
-        store.commit(states[index + 1], events[index], mid=lambda: None)
-        store.close()
-        got = cls(directory, config, Door(config.fsync)).load().state
-    except StoreDamage as e:
+    resumed = steps.resume(directory, states[index + 1], events[index])
+    got = steps.load(directory) if not set(resumed) & {"damage", "raised"} else resumed
+    if "damage" in got:
         violation("resume-appends-cleanly", f"after recovering and committing event "
-                                            f"{events[index]['seq']}, load() refused: {e}")
+                                            f"{events[index]['seq']}, load() refused: "
+                                            f"{got['damage']}")
         return
-    except Exception as e:
-        violation("resume-appends-cleanly", f"recovering and committing raised "
-                                            f"{type(e).__name__}: {e}")
+    if "raised" in got:
+        violation("resume-appends-cleanly", f"recovering and committing raised {_raised(got)}")
         return
-    if got != states[index + 1]:
+    if got["state"] != states[index + 1]:
         violation("resume-appends-cleanly",
                   f"recovered {describe_state(states[index])}, committed event "
                   f"{events[index]['seq']} ({events[index]['t']}), then load() gave "
-                  f"{describe_state(got)}")
+                  f"{describe_state(got['state'])}")
 
 
 # --- the suite ---------------------------------------------------------------------------------
 
 def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 0,
-            pages: int = SUITE_PAGES, on_state=None) -> ConformanceReport:
+            pages: int = SUITE_PAGES, on_state=None, fresh: str | None = None
+            ) -> ConformanceReport:
     """Check the store `cls` (default: the one `config.store` names) at every crash state of a
     `pages`-page run with this configuration. `on_state(where)` is told each crash state before
-    it is checked (the boundary names it if the store hangs or exits there)."""
+    it is checked (the boundary names it if the store hangs or exits there). `fresh`: the
+    learner's store spec, inside the boundary: every step after a simulated crash then runs in a
+    new process (`FreshProcesses`), never in the one that recorded the run."""
     config = config.replace(pages=pages) if pages else config
     cls = cls or store_for(config)
+    steps = FreshProcesses(config, fresh) if fresh else InProcess(config, cls)
     report = ConformanceReport(store=getattr(cls, "name", cls.__name__), config=config)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bughunt-conformance-") as tmp:
@@ -365,8 +477,11 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
                      else f"power cut after operation {s.cut} ({describe_op(op)}; {s.choice})")
             if on_state is not None:
                 on_state(f"the crash state {where}")
+            steps.at = f"at the crash state {where}"
+            after_commit = bool(op) and op["op"] == Op.MARK and op.get("what") == "commit-end"
             check_state(config, cls, tmp / f"s{n}", s.files, kind=kind, where=where,
-                        acknowledged=acked[s.cut], states=states, events=events, report=report)
+                        acknowledged=acked[s.cut], states=states, events=events, report=report,
+                        steps=steps, after_commit=after_commit)
         report.states = n
     report.seconds = time.perf_counter() - t0
     return report

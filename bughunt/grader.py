@@ -541,6 +541,13 @@ def choose_hint(g: Grade) -> Hint:
     kill = {"crash-leaves-a-real-state", "kill-keeps-acknowledged"} & broken
     if kill:
         first = g.first(sorted(kill, key=list(RULES).index)[0])
+        keeps = g.first("kill-keeps-acknowledged")
+        if keeps is not None and not keeps.ok and "memory" in (keeps.detail or ""):
+            return Hint(6, "the store kept what commit() was given in memory (a module or class "
+                           "variable, a cache) and load() found it there; a kill -9 ends the "
+                           "process and its memory with it, and the suite loads every crash state "
+                           "in a new process. Put the state on disk (through self.door) before "
+                           "commit() returns, and let load() read only the disk.")
         if p.in_place:
             return Hint(5, "commit() overwrites the file in place, so a kill between the "
                            "truncate and the write leaves it empty or half written. Write the new "

@@ -273,6 +273,91 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
         assert "Passes" not in said
 
 
+# --- a kill is a new process ----------------------------------------------------------------------
+
+MEMORY_STORES = {
+    "module_dict.py": '''
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+_LATEST = [initial_state()]       # everything in memory: no file is ever written
+
+
+class Mem:
+    name = "memory"
+
+    def __init__(self, run_dir, config, door):
+        pass
+
+    def load(self):
+        return Recovered(_LATEST[-1])
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        mid()
+        _LATEST.append(state)
+
+    def close(self):
+        pass
+''',
+    "class_cache.py": '''
+import json
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class Mem:
+    """A class-level cache in front of a file that only every other commit writes."""
+    name = "class cache"
+    cache = []
+
+    def __init__(self, run_dir, config, door):
+        self.path, self.door = run_dir / "state.json", door
+
+    def load(self):
+        if Mem.cache:
+            return Recovered(Mem.cache[-1])
+        if self.path.exists():
+            return Recovered(json.loads(self.path.read_bytes()))
+        return Recovered(initial_state())
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        mid()
+        Mem.cache.append(state)
+        if state["seq"] % 2 == 0:
+            self.door.write_atomic(self.path, json.dumps(state).encode())
+
+    def close(self):
+        pass
+''',
+}
+
+
+@pytest.mark.parametrize("file", list(MEMORY_STORES))
+def test_a_store_that_keeps_its_state_in_memory_fails_kill_keeps_acknowledged(sealed, tmp_path,
+                                                                              file):
+    """The suite loads every crash state in a new process, never in the one that wrote: what a
+    store kept in a module's dict or a class attribute is gone, as after a real kill -9."""
+    (tmp_path / file).write_text(MEMORY_STORES[file])
+    g = grader.grade(f"{tmp_path / file}:Mem", pages=2, sweep=False)
+    said = str(g)
+    assert not g.passed and not g.problems, said
+    assert "kill-keeps-acknowledged" in g.broken(), said
+    first = g.first("kill-keeps-acknowledged")
+    assert "(commit of event 1 returned)" in first.state, said
+    assert "kept in the process's memory" in first.detail, said
+    assert g.hint.lesson == 6 and "memory" in g.hint.text, said
+    proc = bughunt("conformance", "--store", f"{file}:Mem", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "breaks kill-keeps-acknowledged" in proc.stdout, proc.stdout
+    assert "kept in the process's memory" in proc.stdout, proc.stdout
+
+
 # --- the boundary itself -------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent

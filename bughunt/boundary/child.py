@@ -355,6 +355,8 @@ def main(argv: list[str]) -> int:
                       "line": "", "where": "", "spec": False, "traceback": ""})
         return 70
     _STATUS.append(channel)
+    from . import pristine
+    pristine.start()            # before any learner code is imported here: a kill's new process
     context = Context(channel, fence)
     try:
         with interruptible():

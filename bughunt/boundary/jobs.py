@@ -22,7 +22,8 @@ import subprocess
 from pathlib import Path
 
 from ..stores import store_class
-from . import child, fence as _fence
+from ..config import is_store_file
+from . import child, fence as _fence, pristine
 
 
 def conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
@@ -34,7 +35,8 @@ def conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     ctx.status(store_name=str(cls.name))
     config = RunConfig.from_json(config)
     child.set_state("while the suite records its run")
-    report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"))
+    report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"),
+                   fresh=spec if pristine.available() and is_store_file(spec) else None)
     return {"name": cls.name, "report": report.to_json()}
 
 
