@@ -127,6 +127,7 @@ class Grade:
     hint: Hint | None = None
     seconds: float = 0.0
     printed: Printed = Printed()
+    kernel_abi: int | None = None   # the Landlock ABI that held the store (0: the audit hook alone)
 
     @property
     def conformance_ok(self) -> bool:
@@ -179,7 +180,16 @@ class Grade:
 
     @property
     def verdict(self) -> str:
-        """The grade in plain words, a few sentences."""
+        """The grade in plain words, a few sentences (and, where the kernel did not hold the
+        store, what the fence was instead)."""
+        words = self._verdict()
+        if self.kernel_abi == 0:
+            from .boundary.landlock import HOOK_ALONE_GAPS
+            words += (" The fence here was the audit hook alone (no Landlock on this system), "
+                      "which does not stop " + "; ".join(HOOK_ALONE_GAPS) + ".")
+        return words
+
+    def _verdict(self) -> str:
         if self.problems:
             parts = [_sentence(p.message) for p in self.problems]
             if self.problems[0].kind == "refused":
@@ -231,6 +241,7 @@ class Grade:
                 "broken": self.broken(), "hint": str(self.hint) if self.hint else None,
                 "hint_lesson": self.hint.lesson if self.hint else None,
                 "problems": [dataclasses.asdict(p) for p in self.problems],
+                "fence": {"audit_hook": True, "landlock_abi": self.kernel_abi},
                 "summary": self.summary, "printed": self.printed.to_json()}
 
 
@@ -296,9 +307,10 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
         printed = conformed.printed + (swept.printed if swept else Printed())
         if conformed.store_name and not conformed.ok:
             conformed = dataclasses.replace(conformed, result={"name": conformed.store_name})
-        return _assemble(store, config, conformed.result or {},
-                         (swept.result if swept and swept.ok else None) or {}, problems,
-                         time.perf_counter() - t0, b.tidy, printed)
+        g = _assemble(store, config, conformed.result or {},
+                      (swept.result if swept and swept.ok else None) or {}, problems,
+                      time.perf_counter() - t0, b.tidy, printed)
+        return dataclasses.replace(g, kernel_abi=b.kernel_abi)
 
 
 def _resolve(store: str) -> tuple[str, StoreProblem | None]:

@@ -358,6 +358,100 @@ def test_a_store_that_keeps_its_state_in_memory_fails_kill_keeps_acknowledged(se
     assert "kept in the process's memory" in proc.stdout, proc.stdout
 
 
+# --- the fence is the kernel's too (Landlock) -------------------------------------------------------
+
+from bughunt.boundary import landlock  # noqa: E402
+
+KERNEL = "outside its run directory (the kernel refused it, Landlock"
+VICTIM = "Path(os.environ['BUGHUNT_TEST_VICTIM'])"
+#: class name -> (its commit's body, after Good's commit; words in the verdict; whether only the
+#: kernel stops it: skipped where the system has no Landlock)
+ESCAPES = {
+    "DirFdAfterChdir": (["d = os.open(OUTSIDE, os.O_RDONLY)", "os.chdir(self.path.parent)",
+                         "os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, dir_fd=d))"],
+                        KERNEL, True),
+    "DirFdThroughProc": (["d = os.open(OUTSIDE, os.O_RDONLY)",
+                          "e = os.open(f'/proc/self/fd/{d}', os.O_RDONLY)",
+                          "os.chdir(self.path.parent)",
+                          "os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, dir_fd=e))"],
+                         KERNEL, True),
+    "TruncatesThroughDirFd": ([f"d = os.open({VICTIM}.parent, os.O_RDONLY)",
+                               "os.chdir(self.path.parent)",
+                               f"os.close(os.open({VICTIM}.name, os.O_WRONLY | os.O_TRUNC, "
+                               "dir_fd=d))"], KERNEL, True),
+    "MakesAFifo": (["os.mkfifo(OUTSIDE / 'fifo')"], KERNEL, True),
+    "MakesANode": (["os.mknod(OUTSIDE / 'node')"], KERNEL, True),
+    "BindsAUnixSocket": (["import socket", "s = socket.socket(socket.AF_UNIX)",
+                          "s.bind(str(OUTSIDE / 'sock'))"], "bind a Unix socket at", False),
+    "AttachesOutside": (["import sqlite3",
+                         "db = sqlite3.connect(self.path.parent / 'mine.db')",
+                         "db.execute(f\"ATTACH DATABASE '{OUTSIDE / 'o.db'}' AS o\")",
+                         "db.execute('CREATE TABLE o.t (x)')"],
+                        "open the SQLite database", True),
+    "VacuumsIntoOutside": (["import sqlite3",
+                            "db = sqlite3.connect(self.path.parent / 'mine.db')",
+                            "db.execute(f\"VACUUM INTO '{OUTSIDE / 'v.db'}'\")"],
+                           "open the SQLite database", True),
+    "UriWithModeRoInside": (["import sqlite3",
+                             "db = sqlite3.connect(f'file:{OUTSIDE / \"u.db\"}?mode=rwc&x=mode=ro',"
+                             " uri=True)", "db.execute('CREATE TABLE t (x)')"],
+                            "open the SQLite database", False),
+    "WritesHistory": (["import readline", "readline.write_history_file(str(OUTSIDE / 'h'))"],
+                      KERNEL, True),
+    "CtypesThroughExec": (["exec(compile('import ctypes\\nctypes.CDLL(None)', '<string>', "
+                           "'exec'))"], "load a C library or function through ctypes", False),
+    "ThreadWithNoStoreFrame": (["import functools, shutil, threading",
+                                "t = threading.Thread(target=functools.partial(shutil.copyfile, "
+                                "__file__, OUTSIDE / 't.txt'))", "t.start()", "t.join()"],
+                               "copy a file to", True),
+}
+
+
+@pytest.fixture
+def victim(tmp_path, monkeypatch):
+    folder = tmp_path / "victim"
+    folder.mkdir()
+    path = folder / "victim.txt"
+    path.write_text("the victim's bytes\n")
+    monkeypatch.setenv("BUGHUNT_TEST_VICTIM", str(path))
+    yield path
+    assert path.read_text() == "the victim's bytes\n", "the store changed a file outside"
+    assert sorted(p.name for p in folder.iterdir()) == ["victim.txt"]
+
+
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_an_escape_past_the_audit_hook_is_refused_and_changes_nothing_outside(
+        tmp_path, sealed, victim, name):
+    """Each of these got past the audit hook alone; the kernel (Landlock) stops them all, and the
+    verdict names the refusal: the hook's words where it saw the attempt, else the kernel's
+    EACCES as the store's write outside its run directory. The fixtures check that nothing
+    appeared in the outside folder and that the victim file is unchanged."""
+    body, words, kernel_only = ESCAPES[name]
+    if kernel_only and landlock.abi() == 0:
+        pytest.skip("no Landlock on this system: the audit hook alone cannot stop this one")
+    source = GOOD + f"\n\nclass {name}(Good):\n" + textwrap.indent(
+        method("commit", *body), "    ") + "\n"
+    (tmp_path / "escape.py").write_text(source)
+    g = grader.grade(f"{tmp_path / 'escape.py'}:{name}", pages=1, sweep=False)
+    said = str(g)
+    assert not g.passed and g.problems and g.problems[0].kind == "refused", said
+    assert g.verdict.startswith("Refused: the store tried to"), said
+    assert words in said, said
+    assert g.kernel_abi == landlock.abi(), said
+
+
+def test_the_verdict_says_when_the_fence_is_the_audit_hook_alone(stores, sealed, monkeypatch):
+    monkeypatch.setenv("BUGHUNT_LANDLOCK", "off")
+    g = grader.grade(f"{stores / 'good.py'}:Good", pages=1, sweep=False)
+    assert g.kernel_abi == 0
+    assert "the fence here was the audit hook alone (no landlock on this system)" in \
+        g.verdict.lower() and "dir_fd" in g.verdict and "os.mkfifo" in g.verdict, g.verdict
+    if landlock.abi():
+        monkeypatch.delenv("BUGHUNT_LANDLOCK")
+        g = grader.grade(f"{stores / 'good.py'}:Good", pages=1, sweep=False)
+        assert g.kernel_abi == landlock.abi() and "audit hook alone" not in g.verdict
+
+
 # --- the boundary itself -------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent
@@ -367,7 +461,7 @@ def test_a_double_forked_daemon_is_ended_with_the_boundary(sealed, tmp_path):
     """The lab's own code in the child (not a store: the fence lets it) double-forks a sleeper
     that holds a file open; once the boundary has closed, nothing holds it."""
     held = tmp_path / "held.log"
-    with Boundary(paths=[TESTS]) as b:
+    with Boundary(paths=[TESTS], writable=[tmp_path]) as b:   # the kernel's rules: no write elsewhere
         ended = b.call("boundary_jobs:double_fork_sleeper", {"holding": str(held)}, timeout=30)
         assert ended.ok, ended
         daemon = ended.result["daemon"]

@@ -376,8 +376,11 @@ class Boundary:
 
     def __init__(self, store: str | None = None, *, limits: Limits = Limits(), writable=(),
                  paths=(), stdin: int | None = None, stream: tuple[int, int] | None = None,
-                 cwd: str | None = None):
+                 cwd: str | None = None, connect=()):
         self.store, self.limits, self.cwd = store, limits, cwd
+        self.connect = [int(p) for p in connect]
+        self.kernel_abi: int | None = None     # the Landlock ABI the child reported (0: none)
+        self._made: list[str] = []
         file = store.rpartition(":")[0] if store and ":" in store else None
         self.store_dir = str(Path(file).resolve().parent) if file else None
         self.writable = [str(Path(w).resolve()) for w in writable]
@@ -397,8 +400,20 @@ class Boundary:
             with deferred():
                 self.root = Path(tempfile.mkdtemp(prefix="bughunt-boundary-", dir=_ram_dir()))
             self.real_root = os.path.realpath(self.root)
-            for d in ("tmp", "out", "cwd", "hook"):
+            for d in ("tmp", "out", "cwd", "hook", "tmp/home"):
                 (self.root / d).mkdir()
+            for w in self.writable:              # the kernel's rules need a directory there
+                missing = []
+                path = Path(w)
+                while not path.exists() and path != path.parent:
+                    missing.append(path)
+                    path = path.parent
+                for d in reversed(missing):
+                    try:
+                        d.mkdir()
+                        self._made.append(str(d))
+                    except OSError:
+                        break
             (self.root / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE)
             self.log = self.root / "out" / "fence.jsonl"
             self.log.touch()
@@ -410,13 +425,23 @@ class Boundary:
                 paths.append(os.environ["PYTHONPATH"])
             limits = {"memory_bytes": self.limits.memory_bytes,
                       "file_bytes": self.limits.file_bytes, "cpu_s": self.limits.cpu_s}
-            self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
+            home = self.root / "tmp" / "home"
+            self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("XDG_")},
+                        "PYTHONPATH": os.pathsep.join(paths),
                         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
                         "TMPDIR": str(self.root / "tmp"), "BUGHUNT_RAM_DIR": "",
+                        "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+                        "XDG_CACHE_HOME": str(home / ".cache"),
+                        "XDG_DATA_HOME": str(home / ".local" / "share"),
+                        "XDG_STATE_HOME": str(home / ".local" / "state"),
+                        "XDG_RUNTIME_DIR": str(home / ".run"),
                         _fence.ENV: _fence.settings(
                             roots=[self.root, *self.writable], default_dir=self.root / "tmp",
                             learner_dirs=[self.store_dir] if self.store_dir else [],
-                            log=self.log, limits=limits)}
+                            log=self.log, limits=limits,
+                            kernel={"dirs": [str(self.root / "tmp"), *self.writable],
+                                    "files": [str(self.log), os.devnull],
+                                    "ports": self.connect})}
         except BaseException:
             self.close()
             raise
@@ -435,6 +460,12 @@ class Boundary:
             if self.root is not None:
                 shutil.rmtree(self.root, ignore_errors=True)
                 self.root = None
+            for d in reversed(self._made):   # made for the kernel's rules, and still empty
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            self._made = []
 
     def tidy(self, text):
         """`text` without the boundary's temporary paths and the store's folder."""
@@ -616,6 +647,8 @@ class Boundary:
                 track["state"] = message["state"]
             elif "store_name" in message:
                 track["store_name"] = message["store_name"]
+            elif "fence" in message:
+                self.kernel_abi = int((message["fence"] or {}).get("kernel") or 0)
             elif "point" in message:
                 if message.get("phase") == "begin":
                     track["points"][message["point"]] = time.monotonic()

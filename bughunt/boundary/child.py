@@ -27,6 +27,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import socket
 import sys
 import traceback
@@ -150,6 +151,13 @@ def _call_store(fence, directory, label: str, fn):
         raise _stopped(fence, "memory", f"ran out of memory (MemoryError{_memory_limit()})",
                        where, directory, e) from None
     except Exception as e:
+        refused = _kernel_refusal(fence, e)
+        if refused:
+            record = {"kind": "refused", "event": "kernel", "what": refused, "where": where,
+                      "at": at, "dir": str(directory), "line": learner_line(e.__traceback__)}
+            fence.log(record)
+            raise _fence.FenceRefused({**record, "sentence": f"the kernel refused: the store "
+                                                              f"tried to {refused}"}) from None
         try:
             e._bughunt_where = (label, at)   # the suite or the worker judges it; the lab names it
         except AttributeError:
@@ -166,6 +174,36 @@ def _call_store(fence, directory, label: str, fn):
     finally:
         fence.leave(depth)
         status({"end": where})
+
+
+def _kernel_refusal(fence, e: BaseException) -> str | None:
+    """What the store tried, when `e` is the kernel's refusal (Landlock holds this process, and
+    a PermissionError came out of the store's call that the file's own mode does not explain):
+    "write x.txt outside its run directory (the kernel refused it: ...)", else None."""
+    import errno
+
+    if not fence.kernel_abi:
+        return None
+    if type(e).__name__ == "OperationalError" and type(e).__module__ == "sqlite3":
+        # SQLite's own words for a file it could not open (ATTACH, VACUUM INTO): the path
+        opened = re.fullmatch(r"unable to open database: (.+)", str(e))
+        if opened and fence.outside_kernel(os.path.realpath(opened.group(1))):
+            return (f"open the SQLite database {opened.group(1)} outside its run directory "
+                    f"(the kernel refused it, Landlock: {e})")
+        return None
+    if not isinstance(e, PermissionError) or e.errno not in (errno.EACCES, errno.EPERM):
+        return None
+    name = e.filename
+    shown = os.fsdecode(name) if isinstance(name, (str, bytes)) else None
+    if shown is not None:
+        real = os.path.realpath(shown)
+        if not fence.outside_kernel(real) and (
+                os.path.lexists(real) and not os.access(real, os.W_OK) or
+                not os.access(os.path.dirname(real) or ".", os.W_OK)):
+            return None                  # the mode of a file of its own: the store's exception
+    where = f" {shown}" if shown else ""
+    return (f"write{where} outside its run directory (the kernel refused it, Landlock: "
+            f"{e.strerror or e})")
 
 
 def _memory_limit() -> str:
@@ -354,7 +392,10 @@ def main(argv: list[str]) -> int:
         channel.send({"t": "raised", "type": "RuntimeError", "text": "the process is not fenced",
                       "line": "", "where": "", "spec": False, "traceback": ""})
         return 70
+    # The kernel's half of the fence, before any learner code runs here and before any thread.
+    abi = _fence.confine()
     _STATUS.append(channel)
+    status({"fence": {"kernel": abi}})
     from . import pristine
     pristine.start()            # before any learner code is imported here: a kill's new process
     context = Context(channel, fence)

@@ -100,15 +100,18 @@ class FenceRefused(StoreStopped):
     """An operation the fence refused."""
 
 
-def settings(*, roots, default_dir, learner_dirs, log, limits: dict | None = None) -> str:
+def settings(*, roots, default_dir, learner_dirs, log, limits: dict | None = None,
+             kernel: dict | None = None) -> str:
     """The fence's settings, as the environment variable `ENV` carries them to child processes.
 
     roots: the directories a store may ever write under (the boundary's temporary folder, a run
     directory it was given); default_dir: where its code may write outside a call of the lab's
-    (its import); learner_dirs: where its files are; log: the boundary's log (JSON lines)."""
+    (its import); learner_dirs: where its files are; log: the boundary's log (JSON lines);
+    kernel: what the boundary's child asks Landlock for (`confine`): {"dirs": [...], "files":
+    [...], "ports": [...]}; once applied, "abi" says which version holds (0: none)."""
     return json.dumps({"roots": [str(r) for r in roots], "default_dir": str(default_dir),
                        "learner_dirs": [str(d) for d in learner_dirs], "log": str(log),
-                       "limits": limits or {}})
+                       "limits": limits or {}, "kernel": kernel or {}})
 
 
 _INSTALLED: list = []        # the Fence of this process, once installed (inherited by a fork)
@@ -127,9 +130,41 @@ def install_from_env() -> bool:
         return bool(_INSTALLED)
     s = json.loads(raw)
     apply_limits(s.get("limits") or {})
-    install(roots=s["roots"], default_dir=s["default_dir"], learner_dirs=s["learner_dirs"],
-            log=s["log"])
+    fence = install(roots=s["roots"], default_dir=s["default_dir"],
+                    learner_dirs=s["learner_dirs"], log=s["log"])
+    kernel = s.get("kernel") or {}
+    if kernel.get("abi"):           # a process the confined child started: inside its domain
+        fence.kernel_on(kernel["abi"], kernel.get("dirs", []), kernel.get("files", []))
     return True
+
+
+def confine() -> int:
+    """The kernel's half of the fence (`landlock.restrict`), for this process and every process
+    it starts, as `ENV` asks; the boundary's child calls it once, before it imports learner code
+    or starts a thread. Returns the Landlock ABI in force (0: the audit hook alone), and tells
+    this process's hook and, through `ENV`, every process started from now on."""
+    from . import landlock
+
+    raw = os.environ.get(ENV)
+    fence = installed()
+    if not raw or fence is None:
+        return 0
+    s = json.loads(raw)
+    kernel = s.get("kernel") or {}
+    if "dirs" not in kernel or kernel.get("abi") is not None:
+        return int(kernel.get("abi") or 0)
+    try:
+        version = landlock.restrict(writable_dirs=kernel["dirs"],
+                                    writable_files=kernel.get("files", []),
+                                    tcp_ports=kernel.get("ports", []))
+    except OSError:
+        version = 0                   # refused (a container's seccomp profile): the hook alone
+    kernel["abi"] = version
+    s["kernel"] = kernel
+    os.environ[ENV] = json.dumps(s)
+    if version:
+        fence.kernel_on(version, kernel["dirs"], kernel.get("files", []))
+    return version
 
 
 def apply_limits(limits: dict) -> None:
@@ -158,10 +193,25 @@ class Fence:
     """What the lab's code holds of the fence: brackets around its calls into the store, and the
     log. Everything else is in the hook's closure."""
 
-    def __init__(self, enter, leave, log, where, *, roots, default_dir, learner_dirs, log_path):
+    def __init__(self, enter, leave, log, where, *, roots, default_dir, learner_dirs, log_path,
+                 kernel_on, kernel):
         self.enter, self.leave, self.log, self.where = enter, leave, log, where
         self.roots, self.default_dir, self.learner_dirs = roots, default_dir, learner_dirs
         self.log_path = log_path
+        self.kernel_on = kernel_on      # (abi, dirs, files): the kernel holds this process too
+        self._kernel = kernel
+
+    @property
+    def kernel_abi(self) -> int:
+        """The Landlock ABI that confines this process (0: the audit hook alone)."""
+        return self._kernel[0] if self._kernel else 0
+
+    def outside_kernel(self, path: str) -> bool:
+        """Whether `path` (absolute, resolved) is where the kernel lets nothing be written."""
+        if not self._kernel:
+            return False
+        _abi, dirs, files = self._kernel
+        return not (path in files or any(path == d or path.startswith(d + "/") for d in dirs))
 
     def call(self, directory, label: str, at: str = ""):
         """A context manager: the store's code runs in it, confined to `directory`."""
@@ -198,7 +248,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     process_events, limit_events = dict(_PROCESS_EVENTS), dict(_LIMIT_EVENTS)
     signal_events, ending = frozenset(_SIGNAL_EVENTS), dict(_ENDING)
     names = {int(s): s.name for s in signal.Signals}
-    watched = frozenset({"open", *path_events, *process_events, *limit_events, *signal_events})
+    watched = frozenset({"open", *path_events, *process_events, *limit_events, *signal_events,
+                         "socket.bind"})
     Refused_, isinstance_, str_, int_, bytes_ = FenceRefused, isinstance, str, int, bytes
 
     def text(path) -> str:
@@ -265,6 +316,22 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     origins: dict[str, str] = {}
     brackets: dict[int, list[tuple[str, str]]] = {}
     busy: set[int] = set()
+    kernel: list = []                 # [abi, dirs, files] once Landlock holds this process
+    from urllib.parse import parse_qsl
+    unix = getattr(__import__("socket"), "AF_UNIX", None)
+
+    def kernel_on(abi: int, dirs, files) -> None:
+        if not kernel:
+            kernel.extend([int_(abi), tuple(resolve(text(d)) for d in dirs),
+                           tuple(resolve(text(f)) for f in files)])
+
+    def outside_kernel(real: str) -> bool:
+        return bool(kernel) and not (real in kernel[2] or inside(real, kernel[1]))
+
+    def read_only_uri(query: str) -> bool:
+        """A SQLite URI's query opens read-only (SQLite reads every `mode`; the last wins)."""
+        modes = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "mode"]
+        return bool(modes) and modes[-1] in ("ro", "memory")
 
     def origin(filename: str) -> str:
         """Whose code a frame runs: the store's ("learner"), the lab's, the standard library's,
@@ -282,7 +349,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
 
     def store_context():
         """(innermost bracket or None, the store's innermost frame as file/line/function or "",
-        whether the nearest frame that is not the standard library's is the store's)."""
+        whether the nearest frame that is not the standard library's is the store's). Code
+        compiled from a string (`<string>`: exec, eval) is its caller's: it is skipped."""
         stack = brackets.get(get_ident())
         bracket = stack[-1] if stack else None
         f = getframe(2)
@@ -290,7 +358,9 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
         while f is not None:
             code = f.f_code
             kind = origin(code.co_filename)
-            if nearest is None and kind != "std":
+            if nearest is None and kind != "std" and not (
+                    code.co_filename.startswith("<") and not
+                    code.co_filename.startswith("<frozen ")):
                 nearest = kind
             if kind == "learner" and not line:
                 line = (f"{code.co_filename.rsplit('/', 1)[-1]}, line {f.f_lineno}, "
@@ -364,7 +434,19 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
         try:
             bracket, line, by_store = store_context()
             if bracket is None and not line:
+                if kernel and event not in process_events and event not in signal_events:
+                    beyond(event, args)   # the lab's code never writes where the kernel refuses
                 return                            # the lab's own code: not fenced
+            if event == "socket.bind":
+                address = args[1] if len(args) > 1 else None
+                if (unix is not None and getattr(args[0], "family", None) == unix and
+                        isinstance_(address, (str_, bytes_)) and address and
+                        address[:1] not in ("\0", b"\0")):
+                    real = resolve(text(address))
+                    if not inside(real, (allowed_dir(bracket),)):
+                        refuse(event, f"bind a Unix socket at {real} (outside its run "
+                                      "directory)", bracket, line)
+                return
             if event.startswith("ctypes.") and not by_store:
                 return                # a library the store imports or calls uses ctypes itself
             if event in process_events or event.startswith("ctypes.") or event in limit_events:
@@ -409,7 +491,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 if event == "sqlite3.connect":
                     if shown.startswith("file:"):
                         shown, _, query = shown[5:].partition("?")
-                        if "mode=ro" in query or "mode=memory" in query:
+                        shown = shown.partition("#")[0]
+                        if read_only_uri(query.partition("#")[0]):
                             continue
                     if shown in ("", ":memory:"):
                         continue
@@ -435,6 +518,32 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
         finally:
             busy.discard(me)
 
+    def beyond(event: str, args) -> None:
+        """An operation of no call into the store, in a process the kernel confines: one that
+        changes a path where the kernel lets nothing be written is the store's (a thread, a
+        finalizer, a callback it left): logged as refused; the kernel stops it."""
+        try:
+            changes = changed_paths(event, args) if event in path_events or event == "open" \
+                else ()
+        except (TypeError, ValueError, IndexError):
+            return
+        for path, dir_fd in changes:
+            shown = text(path)
+            if event == "sqlite3.connect":
+                query = shown.partition("?")[2] if shown.startswith("file:") else ""
+                if shown in ("", ":memory:") or read_only_uri(query):
+                    continue
+                shown = shown[5:].partition("?")[0] if shown.startswith("file:") else shown
+            base = fd_dir(dir_fd) if dir_fd is not None else None
+            real = resolve(shown, base)
+            if real == "/dev/null" or not outside_kernel(real):
+                continue
+            verb = "write" if event == "open" else verbs.get(event, event)
+            log_line({"kind": "refused", "event": event,
+                      "what": f"{verb} {real} (outside its run directory, from no call into "
+                              "the store: a thread or a callback it left; the kernel refused it)",
+                      "where": "", "at": "", "dir": "", "line": ""})
+
     def enter(directory, label: str, at: str = "") -> int:
         """Bracket a call into the store (`label`: which call; `at`: what the lab was doing);
         returns the depth to `leave` at. A directory outside the fence's roots is never allowed:
@@ -457,6 +566,6 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
 
     sys.addaudithook(hook)
     fence = Fence(enter, leave, log_line, where, roots=roots_, default_dir=default_,
-                  learner_dirs=learners, log_path=log_path)
+                  learner_dirs=learners, log_path=log_path, kernel_on=kernel_on, kernel=kernel)
     _INSTALLED.append(fence)
     return fence
