@@ -176,6 +176,21 @@ ROWS = {
     "RunsOutOfMemory": (method("load", "x = bytes(3 << 30)"), "memory",
                         "ran out of memory (MemoryError", 9, {}),
 }
+#: A store's way to the lab's channel, without a name for it: every socket it holds.
+FORGE = """import json, os, stat, struct
+from good import Good
+
+
+def forge(message):
+    data = json.dumps(message).encode()
+    for fd in range(3, 1024):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack(">I", len(data)) + data)
+        except OSError:
+            pass
+
+"""
 #: store files of their own: (source, class, kind, words, lesson)
 FILES = {
     "megabytes.py": ("from good import Good\nfor i in range(20000):\n    print('x' * 50, i)\n",
@@ -191,6 +206,26 @@ FILES = {
     "syntax.py": ("class Good:\n    def load(self) return 1\n", "Good", "load",
                   "syntax.py:2: expected ':'", 9),
     "missing.py": ("from good import Good\n", "Nope", "load", "missing.py has no class Nope", 9),
+    "forges_results.py": (FORGE + "forge({'t': 'result', 'result': {'name': 'forged', 'report': "
+                          "{'states': 99, 'ok': True}}})\nforge({'t': 'result', 'result': "
+                          "{'records': []}})\n\nclass Forges(Good):\n    pass\n", "Forges",
+                          "channel", "The store wrote to the lab's channel, in importing "
+                          "forges_results.py", 9),
+    "out_of_order.py": (FORGE + "\nclass OutOfOrder(Good):\n"
+                        "    def commit(self, state, event, *, mid):\n"
+                        "        super().commit(state, event, mid=mid)\n"
+                        "        forge({'t': 'status', 'seq': 1, 'end': 'OutOfOrder.commit'})\n",
+                        "OutOfOrder", "channel", "The store wrote to the lab's channel, in "
+                        "OutOfOrder.commit (event 1", 9),
+    "looks_for_the_channel.py": (
+        "import socket, sys\nfrom good import Good\nfrom bughunt.boundary import child\n"
+        "from bughunt.boundary.channel import Channel\n"
+        "def holds(v):\n"
+        "    return isinstance(v, (Channel, socket.socket)) or (isinstance(v, (list, tuple, dict))"
+        " and any(holds(x) for x in (v.values() if isinstance(v, dict) else v)))\n"
+        "found = [k for k, v in vars(child).items() if holds(v)]\n"
+        "if found or sys.argv[1:]:\n    raise RuntimeError(f'the channel: {found} {sys.argv}')\n",
+        "Good", None, "Passes.", 10),
 }
 
 

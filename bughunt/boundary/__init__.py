@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -307,10 +308,10 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
                                        f"{ended.limit_s:g} s ({where_}); the lab stopped it"),
                        _loading(where))
     if how == "channel":
-        return StoreProblem("channel", tidy(f"the lab's private channel to the store's process was "
-                                       f"damaged{', ' + at if at else ''}: something wrote to a "
-                                       "descriptor it did not open; the lab stopped it"),
-                       _loading(where))
+        return StoreProblem("channel", tidy(f"the store wrote to the lab's channel"
+                                       f"{', ' + at if at else ''} (a frame that answers no "
+                                       "request of the lab's, or a descriptor it did not open); "
+                                       "the lab stopped it"), _loading(where))
     if how == "interrupted":
         return StoreProblem("interrupted", "interrupted")
     return StoreProblem("lab", f"the lab's job {ended.job} ended as {how}")
@@ -355,12 +356,15 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
         return StoreProblem("returns", tidy(record.get("what", "")), loading)
-    if kind in ("timeout", "exit", "signal"):
+    if kind in ("timeout", "exit", "signal", "channel"):
         return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
     return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 
 
 # --- the boundary ----------------------------------------------------------------------------------
+
+#: What a frame on the channel that answers no request of the lab's means.
+FORGED = "a frame that answers no request of the lab's (the store wrote to the lab's channel)"
 
 class Boundary:
     """A temporary folder, a supervisor, and a child process running jobs on a learner's store.
@@ -634,6 +638,10 @@ class Boundary:
         answer: list[dict] = []
 
         def on_message(message: dict) -> None:
+            # Every frame answers this call's request, by its number; the reply comes once, and
+            # last. Anything else was written by someone else: the store.
+            if message.get("seq") != seq or answer:
+                raise ChannelDamaged(FORGED)
             if message["t"] != "status":
                 answer.append(message)
                 return
@@ -660,8 +668,9 @@ class Boundary:
                 on_status(message)
 
         how, extra = None, {}
+        seq = secrets.token_hex(16)      # a number the store cannot guess
         try:
-            self._channel.send({"t": "job", "job": job, "args": args or {}})
+            self._channel.send({"t": "job", "job": job, "args": args or {}, "seq": seq})
             while how is None:
                 now = time.monotonic()
                 op_deadline = open_calls[-1][2] + self.limits.operation_s if open_calls else None
@@ -679,7 +688,12 @@ class Boundary:
                     how, extra = "sigstop", {"signal": self._stopped_signal}
                     self._end("kill", captures)
                 elif not self._child_alive:
-                    self._drain_after_exit(captures, on_message)
+                    try:
+                        self._drain_after_exit(captures, on_message)
+                    except ChannelDamaged as e:
+                        how, extra = "channel", {"error": {"text": str(e)}}
+                        self._end("stop", captures)
+                        break
                     if answer:
                         how = answer[0]["t"]
                     else:

@@ -36,20 +36,40 @@ from pathlib import Path
 from . import fence as _fence
 from .channel import Channel
 
-#: The channel of this process when it is the boundary's child (None in the sweep's workers).
-_STATUS: list = []
 #: What the conformance suite is checking right now (a crash state), for the guard's labels.
 _STATE: list[str] = []
 _LOADED: dict[tuple[str, int], type] = {}
 
 
-def status(message: dict) -> None:
-    """Tell the lab (the boundary's caller) where this process is, if it is listening."""
-    if _STATUS:
-        try:
-            _STATUS[0].send({"t": "status", **message})
-        except OSError:
-            pass
+def _speaker():
+    """`status`, `answer` and `tag`, sharing the channel of this process in their closure and
+    nowhere else: no module attribute holds it or its descriptor (a store that imports this
+    module finds no channel to write to), and every frame carries the number of the request it
+    answers, which the lab checks (see `main`)."""
+    held: list = []                 # [channel, the request's number]
+
+    def status(message: dict) -> None:
+        """Tell the lab (the boundary's caller) where this process is, if it is listening."""
+        if held:
+            try:
+                held[0].send({"t": "status", "seq": held[1], **message})
+            except OSError:
+                pass
+
+    def answer(message: dict) -> None:
+        held[0].send({**message, "seq": held[1]})
+
+    def tag(channel=None, seq=None) -> None:
+        if channel is not None:
+            held[:] = [channel, seq]
+        elif held:
+            held[1] = seq
+
+    return status, answer, tag
+
+
+status, _answer, _tag = _speaker()
+del _speaker
 
 
 def set_state(at: str | None) -> None:
@@ -386,18 +406,25 @@ def describe_failure(e: BaseException) -> dict:
 def main(argv: list[str]) -> int:
     from ..interrupts import Interrupted, interruptible
 
+    import fcntl
+
     fence = _fence.installed()
-    channel = Channel(socket.socket(fileno=int(argv[0])))
+    # The channel moves to a descriptor number nothing names (the one on the command line is
+    # closed, and the command line forgotten), held only in `status`'s closure.
+    given = int(argv[0])
+    moved = fcntl.fcntl(given, fcntl.F_DUPFD_CLOEXEC, 512 + (os.getpid() % 512))
+    os.close(given)
+    sys.argv[1:] = []
+    channel = Channel(socket.socket(fileno=moved))
+    _tag(channel, None)
     if fence is None:
-        channel.send({"t": "raised", "type": "RuntimeError", "text": "the process is not fenced",
-                      "line": "", "where": "", "spec": False, "traceback": ""})
+        _answer({"t": "raised", "type": "RuntimeError", "text": "the process is not fenced",
+                 "line": "", "where": "", "spec": False, "traceback": ""})
         return 70
     # The kernel's half of the fence, before any learner code runs here and before any thread.
     abi = _fence.confine()
-    _STATUS.append(channel)
-    status({"fence": {"kernel": abi}})
     from . import pristine
-    pristine.start()            # before any learner code is imported here: a kill's new process
+    pristine.start(moved)       # before any learner code is imported here: a kill's new process
     context = Context(channel, fence)
     try:
         with interruptible():
@@ -405,21 +432,24 @@ def main(argv: list[str]) -> int:
                 request = channel.recv()
                 if request is None:
                     break
+                _tag(seq=request.get("seq"))
+                status({"fence": {"kernel": abi}})
                 try:
                     result = _job_entry(request["job"])(context, **request.get("args", {}))
-                    channel.send({"t": "result", "result": result})
+                    reply = {"t": "result", "result": result}
                 except _fence.StoreStopped as e:
-                    channel.send({"t": "stopped", "record": e.record})
+                    reply = {"t": "stopped", "record": e.record}
                 except Interrupted:
                     raise
                 except BaseException as e:       # noqa: the job's own failure is its answer
-                    channel.send({"t": "raised", **describe_failure(e)})
-                finally:
-                    set_state(None)
+                    reply = {"t": "raised", **describe_failure(e)}
+                set_state(None)
+                _answer(reply)                   # the request's one reply, and its last frame
+                _tag(seq=None)
     except Interrupted as e:
         try:
-            channel.send({"t": "interrupted", "signal": e.signum})
-        except OSError:
+            _answer({"t": "interrupted", "signal": e.signum})
+        except (OSError, IndexError):
             pass
         return e.code
     return 0

@@ -37,17 +37,24 @@ from .channel import Channel
 _PRISTINE: list = []
 
 
-def start() -> None:
-    """Fork the pristine process (before any learner code is imported in this process)."""
+def start(lab_channel: int) -> None:
+    """Fork the pristine process (before any learner code is imported in this process). It
+    closes `lab_channel`, the descriptor of the lab's channel: neither it nor the processes it
+    forks can write there; what they have to say (where the store is) goes to the suite's
+    process, which passes it on (`run`)."""
     if _PRISTINE:
         return
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:                                  # the pristine process: it never returns
-        ours.close()
         code = 70
         try:
-            code = _serve(Channel(theirs))
+            ours.close()
+            os.close(lab_channel)
+            from . import child
+            channel = Channel(theirs)
+            child._tag(channel, None)
+            code = _serve(channel)
         finally:
             os._exit(code)
     theirs.close()
@@ -61,12 +68,22 @@ def available() -> bool:
 def _serve(channel: Channel) -> int:
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, signal.SIG_DFL)
+    from . import child
+
     imported: set[str] = set()
     while True:
-        request = channel.recv()
+        try:
+            request = channel.recv()
+        except ValueError:                        # not the suite's: the store wrote it
+            return 0
         if request is None:
             return 0
         job = request.get("job", "")
+        if not isinstance(job, str) or not job.startswith(STEPS):
+            channel.send({"t": "end", "code": None, "seq": None})
+            continue                              # only the suite's steps, whoever asks
+        seq = request.get("seq")
+        child._tag(seq=seq)
         if job not in imported:          # the lab's module, imported once (then every fork has it)
             imported.add(job)
             try:
@@ -89,10 +106,10 @@ def _serve(channel: Channel) -> int:
             _, status = os.waitpid(pid, os.WUNTRACED)
             if os.WIFSTOPPED(status):
                 os.kill(pid, signal.SIGKILL)
-                channel.send({"t": "end", "stopped": os.WSTOPSIG(status)})
+                channel.send({"t": "end", "stopped": os.WSTOPSIG(status), "seq": seq})
                 os.waitpid(pid, 0)
                 break
-            channel.send({"t": "end", "code": os.waitstatus_to_exitcode(status)})
+            channel.send({"t": "end", "code": os.waitstatus_to_exitcode(status), "seq": seq})
             break
 
 
@@ -115,10 +132,20 @@ def _step(channel: Channel, request: dict) -> None:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        channel.send(answer)
+        channel.send({**answer, "seq": request.get("seq")})
     except BaseException:                        # noqa: nothing of a step may reach the loop
         code = 70
     os._exit(code)
+
+
+#: The only jobs the pristine process runs (a request on its socket may be the store's).
+STEPS = "bughunt.conformance:_fresh_"
+
+#: The record of a frame on the pristine process's socket that answers no request of the suite.
+FORGED = {"kind": "channel", "where": "", "dir": "",
+          "sentence": "the store wrote to the lab's channel (a frame that answers no request of "
+                      "the lab's, between the suite and the process it loads a crash state in); "
+                      "the lab stopped it"}
 
 
 class StepFailed(Exception):
@@ -131,15 +158,28 @@ def run(job: str, args: dict, *, spec: str, at: str | None = None):
     that process is repeated by this one (see the module's docstring)."""
     from . import fence as _fence
 
+    import secrets
+
+    from . import child
+
     channel, _pid = _PRISTINE[0]
-    channel.send({"t": "step", "job": job, "args": args, "spec": spec, "at": at})
+    seq = secrets.token_hex(16)
+    channel.send({"t": "step", "job": job, "args": args, "spec": spec, "at": at, "seq": seq})
     answer = None
     while True:
-        message = channel.recv()
+        try:
+            message = channel.recv()
+        except ValueError:                        # a frame that does not parse
+            raise _fence.StoreStopped(dict(FORGED)) from None
         if message is None:                       # the pristine process is gone
             _die(None, None, None)
+        if message.get("seq") != seq or (answer is not None and message["t"] != "end"):
+            raise _fence.StoreStopped(dict(FORGED))
         if message["t"] == "end":
             break
+        if message["t"] == "status":              # passed on to the lab, as this request's
+            child.status({k: v for k, v in message.items() if k not in ("t", "seq")})
+            continue
         answer = message
     if answer is not None:
         if answer["t"] == "result":
