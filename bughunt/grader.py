@@ -128,6 +128,8 @@ class Grade:
     seconds: float = 0.0
     printed: Printed = Printed()
     kernel_abi: int | None = None   # the Landlock ABI that held the store (0: the audit hook alone)
+    unseen: tuple[str, ...] = ()    # the store's files the door did not see written
+    door_writes: bool = True        # ... and whether it saw any write of the store's at all
 
     @property
     def conformance_ok(self) -> bool:
@@ -198,7 +200,22 @@ class Grade:
         if not self.rules:
             return "Not graded to the end."
         parts = []
-        if self.conformance_ok:
+        if self.unseen:
+            shown = ", ".join(self.unseen[:5]) + (f" and {len(self.unseen) - 5} more"
+                                                  if len(self.unseen) > 5 else "")
+            saw = ("saw none of its writes" if not self.door_writes
+                   else "did not see all of its writes")
+            held = ("every rule checked there holds" if self.conformance_ok else
+                    f"broken there: {', '.join(self.broken())}")
+            parts.append(f"The door {saw} ({shown}), so the conformance suite could not build "
+                         "the crash states between them: it checked the files as the run left "
+                         f"them, loaded in a new process ({held}); the sweep's real kills are "
+                         "the verdict on every moment in between, and the power-cut rules were "
+                         "not checked.")
+            if not self.conformance_ok:
+                first = self.first(self.broken()[0])
+                parts.append(f"First: {first.rule} at {first.state}: {first.detail}.")
+        elif self.conformance_ok:
             parts.append(f"Every rule of the contract holds at all {self.states} crash states.")
         else:
             broken = self.broken()
@@ -469,7 +486,9 @@ def _assemble(store, config, conformed, swept, problems, seconds, tidy, printed)
                              for k, v in conformed.get("profile", {}).items()})
     g = Grade(store=store, name=conformed.get("name", store.rpartition(":")[2]), config=config,
               problems=tuple(problems), states=report.get("states", 0), rules=tuple(rules),
-              records=records, profile=profile, seconds=seconds, printed=printed)
+              records=records, profile=profile, seconds=seconds, printed=printed,
+              unseen=tuple(report.get("unseen", ())),
+              door_writes=report.get("door_writes", True))
     return dataclasses.replace(g, hint=choose_hint(g))
 
 
@@ -526,6 +545,8 @@ def _hint_for_problem(p: StoreProblem) -> Hint:
         "memory": "a store holds one run's state, a few kilobytes: look for a buffer or a list "
                   "that grows at every call, or a file read whole that never stops growing.",
         "channel": "a store writes only to files it opened itself, through the door.",
+        "name": "name every file with text (a str such as \"state.json\"): a name built from "
+                "bytes that are not UTF-8 cannot be kept in the journal or shown in a report.",
         "lab": "this is the lab failing, not your store: the output above says where.",
         "interrupted": "the grade was interrupted: grade again.",
     }.get(p.kind, "see the sentence above: it says what happened, and where.")

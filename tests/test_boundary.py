@@ -26,6 +26,7 @@ from bughunt import grader
 from bughunt.boundary import Boundary, problem_of
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = Path(__file__).resolve().parent
 LINUX = sys.platform.startswith("linux")
 
 GOOD = '''
@@ -485,6 +486,86 @@ def test_the_verdict_says_when_the_fence_is_the_audit_hook_alone(stores, sealed,
         monkeypatch.delenv("BUGHUNT_LANDLOCK")
         g = grader.grade(f"{stores / 'good.py'}:Good", pages=1, sweep=False)
         assert g.kernel_abi == landlock.abi() and "audit hook alone" not in g.verdict
+
+
+# --- correct stores pass -------------------------------------------------------------------------
+
+CORRECT = TESTS_DIR / "boundary_correct_stores.py"
+
+
+@pytest.mark.parametrize("name", ["Plain", "Sub", "Sql", "Störe"])
+def test_a_correct_store_that_writes_without_the_door_passes_on_the_sweeps_word(sealed, name):
+    """By hand (open, os.fsync, os.replace, a directory fsync), in a subdirectory it made with
+    os.mkdir, or in SQLite with synchronous=FULL: the door's journal holds none of it, so the
+    suite checks the files as the run left them and the sweep's real kills judge the rest."""
+    g = grader.grade(f"{CORRECT}:{name}", pages=2)
+    said = str(g)
+    assert g.passed and not g.problems, said
+    assert "The door saw none of its writes" in g.verdict, said
+    assert "the power-cut rules were not checked" in g.verdict, said
+    assert "recovered correctly, none twice, none lost" in g.verdict, said
+
+
+ENVIRONMENT = """
+import os, sys, tempfile
+from good import Good
+folder = os.path.realpath(tempfile.gettempdir())
+for name in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+             "TMPDIR"):
+    value = os.path.realpath(os.environ.get(name, "/nowhere"))
+    if not (value == folder or value.startswith(folder + os.sep)) or "bughunt-boundary-" not in value:
+        raise RuntimeError(f"{name} is {value}, outside the boundary's folder {folder}")
+os.makedirs(os.path.expanduser("~/.config/mine"), exist_ok=True)
+"""
+MATPLOTLIB = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot
+from good import Good
+"""
+UNDECODABLE = """
+import os
+from good import Good
+
+
+class ThroughTheDoor(Good):
+    def commit(self, state, event, *, mid):
+        super().commit(state, event, mid=mid)
+        name = os.fsdecode(bytes(self.path.parent) + b"/\\xff.json")
+        fd = self.files.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, b"x", name)
+        self.files.close(fd)
+
+
+class ByHand(Good):
+    def commit(self, state, event, *, mid):
+        super().commit(state, event, mid=mid)
+        with open(bytes(self.path.parent) + b"/\\xff.json", "wb") as f:
+            f.write(b"x")
+"""
+
+
+def test_home_xdg_and_tmpdir_point_into_the_boundarys_folder(stores, sealed):
+    (stores / "environment.py").write_text(ENVIRONMENT)
+    g = grader.grade(f"{stores / 'environment.py'}:Good", pages=1, sweep=False)
+    assert not g.problems and g.conformance_ok, str(g)
+
+
+def test_a_store_that_imports_matplotlib_pyplot_at_the_top_is_graded(stores, sealed):
+    pytest.importorskip("matplotlib")
+    (stores / "plots.py").write_text(MATPLOTLIB)
+    g = grader.grade(f"{stores / 'plots.py'}:Good", pages=1, sweep=False)
+    assert not g.problems and g.conformance_ok, str(g)
+
+
+@pytest.mark.parametrize("name", ["ThroughTheDoor", "ByHand"])
+def test_a_file_name_that_is_not_text_is_the_stores_problem_named(stores, sealed, name):
+    (stores / "undecodable.py").write_text(UNDECODABLE)
+    g = grader.grade(f"{stores / 'undecodable.py'}:{name}", pages=1, sweep=False)
+    said = str(g)
+    assert g.problems and g.problems[0].kind == "name", said
+    assert "named a file with bytes that are not text (not UTF-8): b'\\xff.json'" in said, said
+    assert "lab failing" not in said and g.hint.lesson == 9, said
 
 
 # --- the boundary itself -------------------------------------------------------------------------

@@ -206,7 +206,8 @@ class StoreProblem:
     class), "refused" (the fence refused an operation), "exit" (the store ended its process),
     "signal" (its process died by a signal), "sigstop", "timeout" (a call or a job never
     returned), "memory" (MemoryError), "returns" (a method returned what the contract does not
-    say), "exception" (the store raised where the lab cannot go on), "channel", "lab" (the lab
+    say), "exception" (the store raised where the lab cannot go on), "channel" (the store wrote
+    to the lab's channel), "name" (it named a file with bytes that are not text), "lab" (the lab
     itself failed), "interrupted".
     """
 
@@ -356,7 +357,7 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
         return StoreProblem("returns", tidy(record.get("what", "")), loading)
-    if kind in ("timeout", "exit", "signal", "channel"):
+    if kind in ("timeout", "exit", "signal", "channel", "name"):
         return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
     return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 

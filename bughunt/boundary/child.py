@@ -143,7 +143,10 @@ def load_store(spec: str):
 def _guarded(module, spec: str, name: str):
     from ..stores import StoreSpecError
 
-    cls = getattr(module, name, None)
+    import unicodedata
+
+    # Python keeps an identifier in its NFKC form (PEP 3131): `Störe` typed either way.
+    cls = getattr(module, name, None) or getattr(module, unicodedata.normalize("NFKC", name), None)
     if not isinstance(cls, type):
         raise StoreSpecError(f"--store {spec}: {Path(module.__file__).name} has no class {name}")
     missing = [m for m in ("load", "open_for_append", "commit", "close")

@@ -449,6 +449,9 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 return
             if event.startswith("ctypes.") and not by_store:
                 return                # a library the store imports or calls uses ctypes itself
+            if event in process_events and kernel and not by_store:
+                return                # ... or starts a helper (matplotlib's fc-list): the kernel
+                #                       holds it as it holds the store (no write outside, no TCP)
             if event in process_events or event.startswith("ctypes.") or event in limit_events:
                 detail = ""
                 if event == "subprocess.Popen" and len(args) > 1:
