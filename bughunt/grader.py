@@ -19,13 +19,20 @@ the caller's process: both parts run behind the lab's boundary (`bughunt.boundar
 process with a private channel for the results, a time limit per call into the store and per part,
 a memory cap, and a supervisor that ends the child with every process it started. Its fence (an
 audit hook, `bughunt.boundary.fence`) refuses process creation, ctypes, signals to other processes
-and writes outside the run directory; a store that tries is graded "refused: the store tried to
-..." with where it was, never "Passes". A store that ends its process, hangs or runs out of memory
-gets a verdict that says so, from what happened.
+and writes outside the run directory; on Linux with Landlock the kernel enforces it too
+(`bughunt.boundary.landlock`: no write outside the boundary's folder and the run directories, no
+TCP, no signal outside), and stops what the hook cannot see (a `dir_fd`, `mkfifo`, SQLite's
+`ATTACH`, C code). A store that tries is graded "refused: the store tried to ..." with where it
+was, never "Passes". A store that ends its process, hangs or runs out of memory gets a verdict that
+says so, from what happened. Every crash state is loaded in a new process (a kill -9 takes the
+store's memory with it), and a store the door saw no write of is judged by the sweep's real kills,
+the verdict saying so.
 
-The fence guards against accidents; it is not a security sandbox. A store written to escape it
-can (`bughunt.boundary.fence` lists how), and a real grader of untrusted code would use the
-operating system instead: a container, a seccomp filter, a separate user.
+With the kernel's half, a store written to escape the fence is stopped, as far as writes, the
+network and signals go (it may still read any file the user may read: `bughunt.boundary.fence`
+lists what each layer cannot stop). Without Landlock (macOS, an older kernel) the fence is the
+audit hook alone, which guards against accidents, not against an attacker; the verdict then says
+so and lists what it lets by.
 """
 
 from __future__ import annotations
@@ -316,7 +323,9 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
                            {"spec": spec, "config": config.to_json(), "workers": workers or 0,
                             "run_timeout": run_timeout}, timeout=sweep_timeout)
             problems += [p for p in [problem_of(swept, b.tidy)] if p]
-        changed = _changes(before, _listing(store_dir))
+        # With the kernel's half of the fence nothing of the store's can write beside its file: a
+        # name that appears there is another program's (a notebook's autosave, an editor).
+        changed = _changes(before, _listing(store_dir)) if not b.kernel_abi else []
         if changed:
             problems.append(StoreProblem("refused", (
                 f"refused: files appeared or vanished beside the store's file while it was "

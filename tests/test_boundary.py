@@ -568,6 +568,38 @@ def test_a_file_name_that_is_not_text_is_the_stores_problem_named(stores, sealed
     assert "lab failing" not in said and g.hint.lesson == 9, said
 
 
+def test_a_file_another_program_makes_beside_the_store_during_the_grade_is_not_the_stores(
+        stores, sealed, tmp_path):
+    """An editor or a notebook saving beside the store while it is graded: with the kernel's half
+    of the fence the store cannot write there, so the name is not held against it. The store
+    waits (reading, which is allowed) until the file is there, so the file is made mid-grade."""
+    if landlock.abi() == 0:
+        pytest.skip("without Landlock a name beside the store's file may be the store's doing")
+    folder = tmp_path / "store"
+    folder.mkdir()
+    shutil.copy(stores / "good.py", folder / "good.py")
+    (folder / "waits.py").write_text(
+        "import time\nfrom pathlib import Path\nfrom good import Good\n\n"
+        "class Waits(Good):\n    def load(self):\n"
+        "        while not Path(__file__).with_name('autosave.txt').exists():\n"
+        "            time.sleep(0.01)\n        return super().load()\n")
+    import threading
+    started = threading.Event()
+
+    def autosave():
+        wait_for(lambda: any(sealed["ram"].glob("bughunt-boundary-*/out/fence.jsonl")) or
+                 any(sealed["tmp"].glob("bughunt-boundary-*/out/fence.jsonl")))
+        (folder / "autosave.txt").write_text("saved")
+        started.set()
+
+    thread = threading.Thread(target=autosave, daemon=True)
+    thread.start()
+    g = grader.grade(f"{folder / 'waits.py'}:Waits", pages=1, sweep=False)
+    thread.join(60)
+    assert started.is_set()
+    assert not g.problems and g.conformance_ok, str(g)
+
+
 # --- the boundary itself -------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent

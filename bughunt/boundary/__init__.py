@@ -10,8 +10,8 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
 - **A child process the lab controls.** `python -m bughunt.boundary` (`child.py`), started by a small
   supervisor (`supervisor.py`) in a session of its own, in a process group of its own.
 - **A private channel.** Jobs and their results, and where the store is ("begin
-  MyStore.commit..."), travel over a socket pair the lab opened and passed by descriptor; never
-  the child's stdout or stderr. Those are the store's: captured here and shown under the verdict
+  MyStore.commit..."), travel over a socket pair the lab opened and passed by descriptor (which
+  the child moves to a number nothing names); never the child's stdout or stderr. Those are the store's: captured here and shown under the verdict
   (`Printed`: the first lines, then "... N more lines").
 - **Limits.** A wall-clock limit per call into the store (`Limits.operation_s`) and per job
   (`timeout`), each ending in a verdict that names it and what the store was doing; a memory cap
@@ -24,10 +24,18 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
   boundary's temporary folder is gone. On macOS, a process the store moved to a session of its
   own escapes (there is no subreaper there).
 - **The fence** (`fence.py`): an audit hook in every process of the boundary that refuses what a
-  store has no business doing, and logs it here.
+  store has no business doing, names it and logs it here; and, on Linux with Landlock
+  (`landlock.py`), the kernel, which the child asks before it imports the store to refuse every
+  write outside the boundary's folder and its run directories, TCP, and signals outside.
+- **A kill is a new process** (`pristine.py`): the conformance suite loads every crash state in a
+  process that never ran the store, as a resume after a real kill -9 would.
+- **Results the store cannot forge**: the channel's descriptor is held in a closure, not a module
+  attribute, and every frame carries the unguessable number of the request it answers; a frame
+  that answers no request ends the job with "the store wrote to the lab's channel".
 
-It guards against accidents, not against an attacker: see `fence.py` for what it cannot stop, and
-why a real grader of untrusted code uses the operating system (a container, seccomp, a user).
+With the kernel's half it holds against a store written to get out, as far as writing, processes'
+effects, the network and signals go; without it (macOS, an older kernel) it guards against
+accidents only, and the grader's verdict says so. `fence.py` lists what each layer cannot stop.
 """
 
 from __future__ import annotations

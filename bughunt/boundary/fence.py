@@ -7,13 +7,15 @@ is running, the hook refuses them with `FenceRefused`, and writes what was tried
 boundary's log, which the lab reads afterwards (a store that catches the refusal is still named):
 
 - starting a process: `subprocess`, `os.system`, `os.fork`, `os.forkpty`, `os.posix_spawn`,
-  `os.exec*`, `os.spawn*`;
+  `os.exec*`, `os.spawn*` (where the kernel holds the process, a library the store calls may start
+  a helper of its own, as matplotlib runs fc-list: the helper is held as the store is);
 - loading a C library or a C function through `ctypes` (`ctypes.dlopen`, `ctypes.dlsym`...),
   when the store's own code asks for it (a library it imports, numpy say, may use ctypes itself);
 - a signal to any process but the store's own (and its own process group, where it leads one);
 - changing a file outside the run directory of the store being called: opening it for writing,
   renaming, removing, truncating, linking, changing its times or mode, making or removing a
-  directory, `shutil`'s tree operations, a SQLite database;
+  directory, `shutil`'s tree operations, a SQLite database (a `file:` URI counts as read-only
+  only when its last `mode` is `ro`), a Unix socket bound at a path;
 - changing its own resource limits (the boundary's memory and time caps).
 
 "While the store's code is running" means: the thread is inside a call the lab made into the store
@@ -26,14 +28,29 @@ The state of the hook lives in its closure: the directories, the log, the bracke
 attribute turns it off, and an audit hook cannot be removed. The functions it calls are bound when
 it is installed, so replacing `os.path.realpath` or `json.dumps` changes nothing for it.
 
-What it is not: a security sandbox. It guards against accidents (a path built from the working
-directory, a debugging `subprocess.run`, a helper that signals the wrong pid). Code that wants out
-can get out: a thread it starts, or a `weakref.finalize` or `atexit` callback, that calls
-`os.system` with no frame of the store's on the stack (Python 3.12 adds an audit event for thread
-starts, and the hook refuses those from the store there); `_posixsubprocess.fork_exec` called
-directly (it raises no audit event); the interpreter's frames and objects walked to the hook's
-closure; a C extension. A real grader of untrusted code uses the operating system: a container, a
-seccomp filter, a separate user.
+The kernel's half (`confine`, `landlock.py`): on Linux with Landlock, the boundary's child
+restricts itself before it imports any learner code, and every process it starts inherits the
+restriction: nothing is made, written, truncated, renamed or removed outside the boundary's
+temporary folder and the run directories it was given, no TCP port is bound or connected to (but a
+model server's), and (Landlock ABI 6) no signal reaches a process outside. The hook stays the layer
+that *names* a refusal in one sentence, where Python tells it what is being tried; the kernel is
+what stops it, including what the hook cannot see: an `os.open` with a `dir_fd`, `os.mkfifo` and
+`os.mknod`, SQLite's `ATTACH` and `VACUUM INTO`, `readline.write_history_file`, C code, a process
+started past the hook. Where the kernel refuses, the store's call fails with EACCES, and the guard
+(`child.py`) names it as the store's write outside its run directory; a write from a thread or a
+callback with no frame of the store's on the stack, which the hook sees but cannot place, is
+logged as refused too, since the lab's own code never writes where the kernel refuses.
+
+What it is still not: a complete sandbox. Reading is not restricted (any file the user may read,
+the store may read); within the boundary's temporary folder one crash state's directory is not
+fenced from another's by the kernel, only by the hook; the hook's state can be reached by code that
+walks the interpreter's frames and objects, and a store that catches the kernel's refusal and
+carries on is stopped without being named. Where Landlock is missing (macOS, a kernel before 5.13,
+a container whose seccomp profile forbids it), the fence is this hook alone, and the grader's
+verdict says so and lists what the hook alone lets by (`landlock.HOOK_ALONE_GAPS`): code written to
+get out of it can (a thread, a `weakref.finalize` or `atexit` callback that calls `os.system` with
+no frame of the store's on the stack; `_posixsubprocess.fork_exec` called directly; a `dir_fd`; a C
+extension).
 """
 
 from __future__ import annotations
