@@ -176,6 +176,27 @@ ROWS = {
                      "CloseReturns.close() returned 'closed' (a str)", 9, {}),
     "RunsOutOfMemory": (method("load", "x = bytes(3 << 30)"), "memory",
                         "ran out of memory (MemoryError", 9, {}),
+    # Blame the right party: what the store did to its own process, named as the store's.
+    "TimesItselfOut": (method("load", "signal.setitimer(signal.ITIMER_REAL, 0.001)",
+                              "time.sleep(60)"), "signal",
+                       "died by SIGALRM, in TimesItselfOut.load, while the suite records its "
+                       "run: a timer of its own process", 9, {}),
+    "TermsItself": (method("load", "os.kill(os.getpid(), signal.SIGTERM)"), "signal",
+                    "The store sent SIGTERM to its own process, in TermsItself.load", 9, {}),
+    "KillsItsGroup": (method("load", "os.killpg(0, signal.SIGKILL)"), "signal",
+                      "sent SIGKILL to its own process, in KillsItsGroup.load", 9, {}),
+    "PrintsBytes": (method("commit", "sys.stdout.buffer.write(b'\\xff\\xfe not text\\n')",
+                           "sys.stdout.flush()"), "output",
+                    "printed bytes that are not text (not UTF-8) in the worker", 9, {}),
+    "PatchesJson": (method("commit", "import json", "json.dumps = lambda *a, **k: 'garbage'"),
+                    "patched", "The store replaced json.dumps, which the lab's own code in its "
+                               "process uses, in PatchesJson.commit", 9, {}),
+    "NamesItsFileTrackerDb": (method("commit", "self.path = self.path.with_name('tracker.db')"),
+                              "refused", "rename tracker.db in its run directory: that is the "
+                                         "name of the tracker's database", 9, {}),
+    "TakesTheRunLock": (method("commit", "open(self.path.with_name('run.lock'), 'w').close()"),
+                        "refused", "write run.lock in its run directory: that is the name of "
+                                   "the worker's lock on the run", 9, {}),
 }
 #: A store's way to the lab's channel, without a name for it: every socket it holds.
 FORGE = """import json, os, stat, struct

@@ -215,8 +215,9 @@ class StoreProblem:
     "signal" (its process died by a signal), "sigstop", "timeout" (a call or a job never
     returned), "memory" (MemoryError), "returns" (a method returned what the contract does not
     say), "exception" (the store raised where the lab cannot go on), "channel" (the store wrote
-    to the lab's channel), "name" (it named a file with bytes that are not text), "lab" (the lab
-    itself failed), "interrupted".
+    to the lab's channel), "name" (it named a file with bytes that are not text), "output" (it
+    printed bytes that are not text where the lab reads text), "patched" (it replaced a function
+    of the lab's in its process: json.dumps), "lab" (the lab itself failed), "interrupted".
     """
 
     kind: str
@@ -287,6 +288,11 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
             return StoreProblem("signal", tidy(f"the store {mine[0]['what']}, "
                                           f"{_place(mine[0], ended)}"),
                            _loading(mine[0].get("where")))
+        if ended.signal in TIMERS:
+            return StoreProblem("signal", tidy(
+                f"the process running the store died by {name}{', ' + at if at else ''}: a "
+                "timer of its own process (signal.setitimer, signal.alarm: the lab sets none) "
+                "that nothing handled"), _loading(where))
         cause = ("a crash in C code" if ended.signal in (signal.SIGSEGV, signal.SIGBUS,
                                                          signal.SIGABRT, signal.SIGILL)
                  else "its CPU-time limit" if ended.signal == signal.SIGXCPU
@@ -322,6 +328,11 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
                                        "request of the lab's, or a descriptor it did not open); "
                                        "the lab stopped it"), _loading(where))
     if how == "interrupted":
+        mine = [n for n in notes if n["what"].startswith(("sent SIGTERM", "sent SIGINT"))]
+        if mine:                       # the store's own os.kill, not the lab's Ctrl-C or SIGTERM
+            return StoreProblem("signal", tidy(f"the store {mine[0]['what']}, "
+                                          f"{_place(mine[0], ended)}"),
+                           _loading(mine[0].get("where")))
         return StoreProblem("interrupted", "interrupted")
     return StoreProblem("lab", f"the lab's job {ended.job} ended as {how}")
 
@@ -358,19 +369,23 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
     if kind == "stopped":
         how = record.get("how")
         what = record.get("what", "")
-        return StoreProblem({"memory": "memory", "exit": "exit"}.get(how, "exception"),
+        return StoreProblem({"memory": "memory", "exit": "exit", "patched": "patched"}.get(
+                                how, "exception"),
                        tidy(f"the store {what}, {_place(record, ended)}"), loading)
     if kind == "note":
         return StoreProblem("signal", tidy(f"the store {record.get('what')}, "
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
         return StoreProblem("returns", tidy(record.get("what", "")), loading)
-    if kind in ("timeout", "exit", "signal", "channel", "name"):
+    if kind in ("timeout", "exit", "signal", "channel", "name", "output"):
         return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
     return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 
 
 # --- the boundary ----------------------------------------------------------------------------------
+
+#: Signals only a process's own timers send (the lab sets none).
+TIMERS = tuple(getattr(signal, n) for n in ("SIGALRM", "SIGVTALRM", "SIGPROF") if hasattr(signal, n))
 
 #: What a frame on the channel that answers no request of the lab's means.
 FORGED = "a frame that answers no request of the lab's (the store wrote to the lab's channel)"

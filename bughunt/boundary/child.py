@@ -167,7 +167,7 @@ def _call_store(fence, directory, label: str, fn):
     depth = fence.enter(directory, label, at)
     status({"begin": label, "at": at})
     try:
-        return fn()
+        result = fn()
     except _fence.StoreStopped:
         raise
     except MemoryError as e:
@@ -187,6 +187,10 @@ def _call_store(fence, directory, label: str, fn):
             pass
         raise
     except BaseException as e:
+        from ..interrupts import Interrupted
+        if isinstance(e, Interrupted):
+            raise                        # Ctrl-C, SIGTERM: the lab's to handle (the store's own
+            #                              os.kill of its process is named from the fence's note)
         if isinstance(e, SystemExit):
             code = e.code
             what = f"ended its process with sys.exit({'' if code is None else repr(code)})"
@@ -197,6 +201,11 @@ def _call_store(fence, directory, label: str, fn):
     finally:
         fence.leave(depth)
         status({"end": where})
+    patched = _patched()
+    if patched:
+        raise _stopped(fence, "patched", f"replaced {patched}, which the lab's own code in its "
+                                         "process uses", where, directory, None) from None
+    return result
 
 
 def _kernel_refusal(fence, e: BaseException) -> str | None:
@@ -229,6 +238,27 @@ def _kernel_refusal(fence, e: BaseException) -> str | None:
             f"{e.strerror or e})")
 
 
+def _lab_functions() -> dict:
+    import json
+    return {"json.dumps": (json, "dumps", json.dumps), "json.loads": (json, "loads", json.loads),
+            "json.dump": (json, "dump", json.dump), "json.load": (json, "load", json.load)}
+
+
+#: Functions of the standard library the lab's code calls in the store's process, as they were
+#: when this module was imported (before any learner code).
+_ORIGINALS = _lab_functions()
+
+
+def _patched() -> str | None:
+    """The first of `_ORIGINALS` the store replaced (then put back: the lab's code goes on
+    with the real one), or None."""
+    for name, (module, attr, original) in _ORIGINALS.items():
+        if getattr(module, attr, None) is not original:
+            setattr(module, attr, original)
+            return name
+    return None
+
+
 def _memory_limit() -> str:
     """ "; its limit is 1 GiB of address space" where the lab set one (Linux), else "". """
     import resource
@@ -242,10 +272,10 @@ def _memory_limit() -> str:
     return f"; the lab's limit is {soft / (1 << 30):g} GiB of address space"
 
 
-def _stopped(fence, how: str, what: str, where: str, directory, e: BaseException):
+def _stopped(fence, how: str, what: str, where: str, directory, e: BaseException | None):
     record = {"kind": "stopped", "how": how, "what": what, "where": where,
               "at": _STATE[0] if _STATE else "", "dir": str(directory),
-              "line": learner_line(e.__traceback__)}
+              "line": learner_line(e.__traceback__) if e is not None else ""}
     fence.log(record)
     return _fence.StoreStopped({**record, "sentence": f"the store {what}, in {where}"})
 

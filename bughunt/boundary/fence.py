@@ -92,6 +92,15 @@ _PROCESS_EVENTS = {
     "start a program", "os.startfile": "start a program", "pty.spawn": "start a program",
     "_thread.start_new_thread": "start a thread",
 }
+#: The lab's own files in a run directory: a store that writes one of these names is told so.
+_LAB_NAMES = {
+    "tracker.db": "the tracker's database", "tracker.db-journal": "the tracker's journal",
+    "tracker.db-wal": "the tracker's journal", "tracker.db-shm": "the tracker's journal",
+    "bill.jsonl": "the model's bill", "run.lock": "the worker's lock on the run",
+    "config.json": "the run's configuration", "config.json.tmp": "the run's configuration",
+    "io.jsonl": "the door's journal", "calls.jsonl": "the model calls' journal",
+    "trace.jsonl": "the run's trace",
+}
 _LIMIT_EVENTS = {"resource.setrlimit": "change its resource limits",
                  "resource.prlimit": "change its resource limits"}
 _SIGNAL_EVENTS = ("os.kill", "os.killpg", "signal.pthread_kill")
@@ -262,6 +271,7 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     encoding = sys.getfilesystemencoding()
     APPEND = posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT
     write_flags, path_events, verbs = _WRITE_FLAGS, dict(_PATH_EVENTS), dict(_VERBS)
+    lab_names = dict(_LAB_NAMES)
     process_events, limit_events = dict(_PROCESS_EVENTS), dict(_LIMIT_EVENTS)
     signal_events, ending = frozenset(_SIGNAL_EVENTS), dict(_ENDING)
     names = {int(s): s.name for s in signal.Signals}
@@ -520,7 +530,16 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 if dir_fd is not None and base is None:
                     continue                   # cannot tell where: not refused (said above)
                 real = resolve(shown, base)
-                if real == "/dev/null" or inside(real, (target_dir,)):
+                if real == "/dev/null":
+                    continue
+                if inside(real, (target_dir,)):
+                    name = real.rsplit("/", 1)[1]
+                    if bracket and real == bracket[0] + "/" + name and name in lab_names:
+                        refuse(event, f"{verbs.get(event, 'write') if event != 'open' else 'write'}"
+                                      f" {name} in its run directory: that is the name of "
+                                      f"{lab_names[name]}, one of the lab's own files there "
+                                      "(give the store's files names of their own)",
+                               bracket, line)
                     continue
                 verb = "write" if event == "open" else verbs.get(event, event)
                 place = ("outside its run directory" if bracket and bracket[0] != default_
