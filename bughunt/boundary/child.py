@@ -53,11 +53,27 @@ def _speaker():
         if held:
             try:
                 held[0].send({"t": "status", "seq": held[1], **message})
+            except BrokenPipeError:
+                pass                     # the lab is gone: the supervisor ends this process
             except OSError:
-                pass
+                lost()
 
     def answer(message: dict) -> None:
-        held[0].send({**message, "seq": held[1]})
+        try:
+            held[0].send({**message, "seq": held[1]})
+        except BrokenPipeError:
+            raise
+        except OSError:
+            lost()
+
+    def lost() -> None:
+        """The channel's descriptor is closed, or is something else now (os.close, os.dup2 by
+        the store): say so in the fence's log, the one way left, and end this process."""
+        fence = _fence.installed()
+        if fence is not None:
+            fence.log({"kind": "lost", "what": "closed or replaced the lab's channel",
+                       "where": "", "at": "", "dir": "", "line": ""})
+        os._exit(CHANNEL_LOST)
 
     def tag(channel=None, seq=None) -> None:
         if channel is not None:
@@ -67,6 +83,9 @@ def _speaker():
 
     return status, answer, tag
 
+
+#: The exit status of a child whose channel the store closed or replaced (with a "lost" record).
+CHANNEL_LOST = 86
 
 status, _answer, _tag = _speaker()
 del _speaker
