@@ -851,6 +851,45 @@ def test_conformance_names_a_store_that_ends_its_process(stores, sealed):
     assert "What the store printed on stderr" in ok.stderr and "a warning" in ok.stderr
 
 
+def test_run_without_crash_at_killed_by_sigkill_from_outside_says_it_was_killed(
+        stores, sealed, tmp_path):
+    """A run given no --crash-at that dies of SIGKILL (the OOM killer, a kill -9 from a shell)
+    did not reach a planned crash point: it says it was killed, and exits 1. The store marks
+    that its load() is running, and waits there until the test SIGKILLs its processes."""
+    (stores / "waits_for_kill.py").write_text(
+        "import time\nfrom pathlib import Path\nfrom good import Good\n\n"
+        "class Waits(Good):\n    def load(self):\n"
+        "        (self.path.parent / 'waiting').touch()\n"
+        "        while True:\n            time.sleep(0.01)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "bughunt", "run", "--dir",
+                             str(tmp_path / "run"), "--store", "waits_for_kill.py:Waits"],
+                            cwd=stores, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def child_processes():
+        found = []
+        for pid in tagged(sealed["marker"]):
+            try:
+                if b"bughunt.boundary" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                pass
+        return found
+
+    if not LINUX:
+        proc.kill()
+        proc.communicate()
+        pytest.skip("finds the store's processes in /proc")
+    wait_for(lambda: (tmp_path / "run" / "waiting").exists() or proc.poll() is not None)
+    for pid in child_processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert "died by SIGKILL" in err and "Traceback" not in err, err
+
+
 # --- interrupts ---------------------------------------------------------------------------------
 
 def wait_for(condition, timeout: float = 120.0) -> None:

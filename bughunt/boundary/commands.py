@@ -150,8 +150,12 @@ def run_store(argv: list[str], config, run_dir: Path) -> int:
             p = problem_of(ended, b.tidy)
     finally:
         os.close(stdin)
+    # Only a run given --crash-at kills itself at a planned point (argparse takes a flag's
+    # unambiguous prefix too); any other SIGKILL came from outside, and is said so.
     planned = (ended.how == "signal" and ended.signal == signal.SIGKILL
-               and not any(e.get("kind") == "note" for e in ended.events))
+               and not any(e.get("kind") == "note" for e in ended.events)
+               and any(a.split("=", 1)[0] in {"--crash-at"[:n] for n in range(4, 11)}
+                       for a in argv))
     if planned:                          # the crash point: die as the worker died
         sys.stdout.flush()
         sys.stderr.flush()
