@@ -434,7 +434,7 @@ def test_a_store_that_keeps_its_state_in_memory_fails_kill_keeps_acknowledged(se
     assert "kept in the process's memory" in proc.stdout, proc.stdout
 
 
-# --- the fence is the kernel's too (Landlock) -------------------------------------------------------
+# --- the fence is the kernel's too (Landlock) ----------------------------------------------------
 
 from bughunt.boundary import landlock  # noqa: E402
 
@@ -455,6 +455,12 @@ ESCAPES = {
                                "os.chdir(self.path.parent)",
                                f"os.close(os.open({VICTIM}.name, os.O_WRONLY | os.O_TRUNC, "
                                "dir_fd=d))"], KERNEL, True),
+    "TruncatesTheFencesLog": (["import json",
+                               "log = json.loads(os.environ['BUGHUNT_BOUNDARY'])['log']",
+                               "d = os.open(os.path.dirname(log), os.O_RDONLY)",
+                               "os.chdir(self.path.parent)",
+                               "os.open(os.path.basename(log), os.O_WRONLY | os.O_TRUNC, "
+                               "dir_fd=d)"], KERNEL, True),
     "MakesAFifo": (["os.mkfifo(OUTSIDE / 'fifo')"], KERNEL, True),
     "MakesANode": (["os.mknod(OUTSIDE / 'node')"], KERNEL, True),
     "BindsAUnixSocket": (["import socket", "s = socket.socket(socket.AF_UNIX)",
@@ -553,7 +559,7 @@ folder = os.path.realpath(tempfile.gettempdir())
 for name in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
              "TMPDIR"):
     value = os.path.realpath(os.environ.get(name, "/nowhere"))
-    if not (value == folder or value.startswith(folder + os.sep)) or "bughunt-boundary-" not in value:
+    if os.path.commonpath([value, folder]) != folder or "bughunt-boundary-" not in value:
         raise RuntimeError(f"{name} is {value}, outside the boundary's folder {folder}")
 os.makedirs(os.path.expanduser("~/.config/mine"), exist_ok=True)
 """
@@ -649,7 +655,8 @@ def test_a_double_forked_daemon_is_ended_with_the_boundary(sealed, tmp_path):
     """The lab's own code in the child (not a store: the fence lets it) double-forks a sleeper
     that holds a file open; once the boundary has closed, nothing holds it."""
     held = tmp_path / "held.log"
-    with Boundary(paths=[TESTS], writable=[tmp_path]) as b:   # the kernel's rules: no write elsewhere
+    # The job writes `held` from the child: the kernel lets it only where it may write.
+    with Boundary(paths=[TESTS], writable=[tmp_path]) as b:
         ended = b.call("boundary_jobs:double_fork_sleeper", {"holding": str(held)}, timeout=30)
         assert ended.ok, ended
         daemon = ended.result["daemon"]

@@ -11,8 +11,9 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
   supervisor (`supervisor.py`) in a session of its own, in a process group of its own.
 - **A private channel.** Jobs and their results, and where the store is ("begin
   MyStore.commit..."), travel over a socket pair the lab opened and passed by descriptor (which
-  the child moves to a number nothing names); never the child's stdout or stderr. Those are the store's: captured here and shown under the verdict
-  (`Printed`: the first lines, then "... N more lines").
+  the child moves to a number nothing names); never the child's stdout or stderr. Those are
+  the store's: captured here and shown under the verdict (`Printed`: the first lines, then
+  "... N more lines").
 - **Limits.** A wall-clock limit per call into the store (`Limits.operation_s`) and per job
   (`timeout`), each ending in a verdict that names it and what the store was doing; a memory cap
   (RLIMIT_AS on Linux; macOS accepts the limit and does not enforce it, so there the time limits
@@ -391,7 +392,8 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
 # --- the boundary ----------------------------------------------------------------------------------
 
 #: Signals only a process's own timers send (the lab sets none).
-TIMERS = tuple(getattr(signal, n) for n in ("SIGALRM", "SIGVTALRM", "SIGPROF") if hasattr(signal, n))
+TIMERS = tuple(getattr(signal, n) for n in ("SIGALRM", "SIGVTALRM", "SIGPROF")
+               if hasattr(signal, n))
 
 #: What a frame on the channel that answers no request of the lab's means.
 FORGED = "a frame that answers no request of the lab's (the store wrote to the lab's channel)"
@@ -474,7 +476,7 @@ class Boundary:
                             learner_dirs=[self.store_dir] if self.store_dir else [],
                             log=self.log, limits=limits,
                             kernel={"dirs": [str(self.root / "tmp"), *self.writable],
-                                    "files": [str(self.log), os.devnull],
+                                    "files": [os.devnull], "append": [str(self.log)],
                                     "ports": self.connect})}
         except BaseException:
             self.close()

@@ -160,7 +160,8 @@ def install_from_env() -> bool:
                     learner_dirs=s["learner_dirs"], log=s["log"])
     kernel = s.get("kernel") or {}
     if kernel.get("abi"):           # a process the confined child started: inside its domain
-        fence.kernel_on(kernel["abi"], kernel.get("dirs", []), kernel.get("files", []))
+        fence.kernel_on(kernel["abi"], kernel.get("dirs", []),
+                        kernel.get("files", []) + kernel.get("append", []))
     return True
 
 
@@ -182,6 +183,7 @@ def confine() -> int:
     try:
         version = landlock.restrict(writable_dirs=kernel["dirs"],
                                     writable_files=kernel.get("files", []),
+                                    appendable_files=kernel.get("append", []),
                                     tcp_ports=kernel.get("ports", []))
     except OSError:
         version = 0                   # refused (a container's seccomp profile): the hook alone
@@ -189,7 +191,8 @@ def confine() -> int:
     s["kernel"] = kernel
     os.environ[ENV] = json.dumps(s)
     if version:
-        fence.kernel_on(version, kernel["dirs"], kernel.get("files", []))
+        fence.kernel_on(version, kernel["dirs"],
+                        kernel.get("files", []) + kernel.get("append", []))
     return version
 
 

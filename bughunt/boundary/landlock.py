@@ -106,11 +106,14 @@ class LandlockError(OSError):
     """The kernel refused to set up the restriction."""
 
 
-def restrict(*, writable_dirs=(), writable_files=(), tcp_ports=(), version: int | None = None
-             ) -> int:
-    """Restrict this process (and every process it starts) as the module's docstring says.
-    Returns the ABI used (0: Landlock is missing and nothing was done). Raises LandlockError if
-    the kernel offers Landlock and refuses a step (a path that does not exist is skipped)."""
+def restrict(*, writable_dirs=(), writable_files=(), appendable_files=(), tcp_ports=(),
+             version: int | None = None) -> int:
+    """Restrict this process (and every process it starts) as the module's docstring says:
+    `writable_dirs` (anything below them), `writable_files` (written and truncated: /dev/null),
+    `appendable_files` (written, never truncated: the fence's log; Landlock cannot insist on
+    O_APPEND, so a write there may land at any offset). Returns the ABI used (0: Landlock is
+    missing and nothing was done). Raises LandlockError if the kernel offers Landlock and
+    refuses a step (a path that does not exist is skipped)."""
     import ctypes
 
     version = abi() if version is None else version
@@ -155,7 +158,8 @@ def restrict(*, writable_dirs=(), writable_files=(), tcp_ports=(), version: int 
                             ctypes.c_size_t(size), ctypes.c_uint32(0)), "create_ruleset")
     try:
         for path, rights in [*((d, fs) for d in writable_dirs),
-                             *((f, file_rights) for f in writable_files)]:
+                             *((f, file_rights) for f in writable_files),
+                             *((f, FS_WRITE_FILE) for f in appendable_files)]:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
