@@ -598,7 +598,11 @@ def test_home_xdg_and_tmpdir_point_into_the_boundarys_folder(stores, sealed):
 
 
 def test_a_store_that_imports_matplotlib_pyplot_at_the_top_is_graded(stores, sealed):
+    """Its first import builds a font cache in HOME (the boundary's) and runs fc-list: a helper
+    a library starts, which the fence lets run where the kernel holds it as it holds the store."""
     pytest.importorskip("matplotlib")
+    if landlock.abi() == 0:
+        pytest.skip("without Landlock the audit hook alone refuses the helper process")
     (stores / "plots.py").write_text(MATPLOTLIB)
     g = grader.grade(f"{stores / 'plots.py'}:Good", pages=1, sweep=False)
     assert not g.problems and g.conformance_ok, str(g)
