@@ -288,6 +288,12 @@ class InProcess:
     def resume(self, directory: Path, state: dict, event: dict) -> dict:
         return resume_step(self.config, self.cls, directory, state, event)
 
+    def load_then_repair(self, directory: Path, real: list[str]) -> dict:
+        return load_then_repair(self.config, self.cls, directory, real)
+
+    def repair_then_resume(self, directory: Path, state, event) -> dict:
+        return repair_then_resume(self.config, self.cls, directory, state, event)
+
 
 class FreshProcesses:
     """The same steps, each in a new process that never ran the store
@@ -311,6 +317,12 @@ class FreshProcesses:
 
     def resume(self, directory: Path, state: dict, event: dict) -> dict:
         return self._run("_fresh_resume", directory, state=state, event=event)
+
+    def load_then_repair(self, directory: Path, real: list[str]) -> dict:
+        return self._run("_fresh_load_then_repair", directory, real=real)
+
+    def repair_then_resume(self, directory: Path, state, event) -> dict:
+        return self._run("_fresh_repair_then_resume", directory, state=state, event=event)
 
 
 def _outcome(fn) -> dict:
@@ -350,6 +362,48 @@ def resume_step(config, cls, directory: Path, state: dict, event: dict) -> dict:
         store.close()
         return {}
     return _outcome(step)
+
+
+def _changes(before: dict, after: dict) -> list[str]:
+    return sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
+
+
+def load_then_repair(config, cls, directory: Path, real: list[str]) -> dict:
+    """The crash state's load() (judged), then, if it changed no file and gave a state the run
+    was in, the first repair (`repair_step`) in the same process: it had written nothing before
+    that load. (Two steps, one process: each process costs a fork.)"""
+    before = _files_in(directory)
+    loaded = load_step(config, cls, directory)
+    changed = _changes(before, _files_in(directory))
+    out = {"load": loaded, "changed": changed}
+    if not changed and "state" in loaded and json.dumps(loaded["state"], sort_keys=True) in \
+            set(real):
+        out["repair"] = repair_step(config, cls, directory)
+    return out
+
+
+def repair_then_resume(config, cls, directory: Path, state, event) -> dict:
+    """The second repair (its load judged: a new process since the first repair wrote), whether
+    it changed the files, then, when `event` is given and the repair recovered, the resume's
+    commit of `event` (`resume_step`, whose own load is not judged)."""
+    before = _files_in(directory)
+    repaired = repair_step(config, cls, directory)
+    after = _files_in(directory)
+    out = {"repair": repaired, "differs": after != before,
+           "changed": sorted(n for n in before if after.get(n) != before[n])}
+    if event is not None and "state" in repaired:
+        out["resume"] = resume_step(config, cls, directory, state, event)
+    return out
+
+
+def _fresh_load_then_repair(*, spec, config, directory, real):
+    cls, config = _fresh_store(spec, config)
+    return load_then_repair(config, cls, Path(directory), real)
+
+
+def _fresh_repair_then_resume(*, spec, config, directory, state, event):
+    cls, config = _fresh_store(spec, config)
+    return repair_then_resume(config, cls, Path(directory), state, event)
 
 
 def _fresh_store(spec: str, config: dict):
@@ -401,7 +455,8 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
     _write(directory, files)
     report.checked["load-reads-only"] += 1
     report.checked[passed_rule] += 1
-    loaded = steps.load(directory)
+    first = steps.load_then_repair(directory, list(real))
+    loaded = first["load"]
     recovered = loaded.get("state")
     if "damage" in loaded:
         refusal = loaded["damage"]
@@ -414,11 +469,9 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
             violation(keeps_rule, f"{acknowledged} commits had returned, but load() raised "
                                   f"{loaded['raised'][0]}")
         return
-    if _files_in(directory) != files:
-        changed = sorted(n for n in set(files) | set(_files_in(directory))
-                         if files.get(n) != _files_in(directory).get(n))
-        violation("load-reads-only", f"load() changed {', '.join(changed)}",
-                  changed[0] if changed else None)
+    if first["changed"]:
+        changed = first["changed"]
+        violation("load-reads-only", f"load() changed {', '.join(changed)}", changed[0])
         _write_over(directory, files)
     index = None
     if "state" in loaded:
@@ -437,7 +490,7 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
     if index is None:
         return
     _check_repair_and_resume(config, cls, directory, files, index, states, events, violation,
-                             report, steps)
+                             report, steps, first.get("repair"))
 
 
 def _write_over(directory: Path, files: dict[str, bytes]) -> None:
@@ -450,11 +503,14 @@ def _write_over(directory: Path, files: dict[str, bytes]) -> None:
 
 
 def _check_repair_and_resume(config, cls, directory, files, index, states, events, violation,
-                             report, steps):
+                             report, steps, first=None):
     report.checked["repair-is-idempotent"] += 1
-    first = steps.repair(directory)
-    once = _files_in(directory)
-    second = steps.repair(directory) if "state" in first else first
+    first = first if first is not None else steps.repair(directory)
+    resume = index < len(events)
+    then = (steps.repair_then_resume(directory, states[index + 1] if resume else None,
+                                     events[index] if resume else None)
+            if "state" in first else {"repair": first})
+    second = then["repair"]
     for outcome in (first, second):
         if "damage" in outcome:
             violation("repair-is-idempotent", f"after the repair, load() refused: "
@@ -464,8 +520,8 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
             violation("repair-is-idempotent", f"the repair raised {_raised(outcome)}")
             return
     state, again = first["state"], second["state"]
-    if _files_in(directory) != once:
-        changed = sorted(n for n in once if _files_in(directory).get(n) != once[n])
+    if then["differs"]:
+        changed = then["changed"]
         violation("repair-is-idempotent", "a second open_for_append() changed the files again",
                   changed[0] if changed else None)
     elif again != state:
@@ -474,7 +530,7 @@ def _check_repair_and_resume(config, cls, directory, files, index, states, event
     if index >= len(events):
         return                                  # the run was complete: nothing to resume
     report.checked["resume-appends-cleanly"] += 1
-    resumed = steps.resume(directory, states[index + 1], events[index])
+    resumed = then["resume"]
     got = steps.load(directory) if not set(resumed) & {"damage", "raised"} else resumed
     if "damage" in got:
         violation("resume-appends-cleanly", f"after recovering and committing event "
