@@ -12,11 +12,15 @@ in the caller's), through an I/O door that journals every disk operation
   prefix per file, the last write possibly torn, directory changes only if the directory was
   fsynced (`bughunt.powerloss`: the extremes and seeded mixes, as ALICE and LazyFS explore them).
 
-At each state it opens fresh stores on a copy of the files and checks the rules of the store
-contract (`bughunt.stores.contract.RULES`): load reads only; what it returns is a state the run
-really passed through (or a refusal naming a file); nothing acknowledged is lost where the design
-promises it; the repair is idempotent; the next commit after recovery reads back as written. A
-violation names the rule, the crash state (which operation, which file), and what was on disk.
+At each state it opens fresh stores on a copy of the files (a learner's store: in new processes,
+never the one that recorded the run, as after a real kill -9; `FreshProcesses`) and checks the
+rules of the store contract (`bughunt.stores.contract.RULES`): load reads only; what it returns is
+a state the run really passed through (or a refusal naming a file); nothing acknowledged is lost
+where the design promises it; the repair is idempotent; the next commit after recovery reads back
+as written. A violation names the rule, the crash state (which operation, which file), and what
+was on disk. A store whose files the door did not see written (`unseen_by_door`) cannot have its
+crash states built from the journal: only the files as its run left them are checked, and the
+report says so (a real-SIGKILL sweep judges the rest).
 
 It grades a learner's store the same way (`conform(config, MyStore)`), and, with the lab's
 mutants (`bughunt.instruments.mutants`), shows which planted bug breaks which rule.

@@ -11,9 +11,10 @@ So the boundary's child forks, before it imports any learner code, a **pristine*
 (`start`, called by `child.main`). When the suite first needs a new process it sends the pristine
 process the store's spec: the pristine process imports the store's file then (a new process does
 that first too) and, for each step it is given, forks a process that runs the step and answers,
-then exits. Every `load()`, repair, resume and rebuild after a simulated crash runs in such a
-fork (`run`): it has the store's module as a fresh import left it, and nothing any call into the
-store did. Forking (instead of starting `python` for each step) costs a millisecond or two per step
+then exits. After each simulated crash the suite asks for three (`conformance.FreshProcesses`):
+the judged `load()` and the first repair (nothing was written in that process before the load),
+the second repair and the resume's commit, and the read-back `load()`. Each has the store's module
+as a fresh import left it, and nothing any call into the store did before. Forking (instead of starting `python` for each step) costs a millisecond or two per step
 instead of a hundred; what this gives up against a real new process is only what an import
 reads of the world that differs between two imports (the time, the pid).
 
