@@ -213,6 +213,9 @@ ROWS = {
                                        "    except OSError:",
                                        "        pass"), "channel",
                                 "closed or replaced the lab's channel to its process", 9, {}),
+    "SetsASigchldHandler": (method("load", "signal.signal(signal.SIGCHLD, lambda *a: 1 / 0)"),
+                            "patched", "The store replaced the handler of SIGCHLD (signal.signal),"
+                                       " which the lab's own code in its process uses", 9, {}),
     "TakesTheRunLock": (method("commit", "open(self.path.with_name('run.lock'), 'w').close()"),
                         "refused", "write run.lock in its run directory: that is the name of "
                                    "the worker's lock on the run", 9, {}),

@@ -28,6 +28,7 @@ import importlib
 import importlib.util
 import os
 import re
+import signal
 import socket
 import sys
 import traceback
@@ -185,6 +186,7 @@ def _call_store(fence, directory, label: str, fn):
     where = label
     depth = fence.enter(directory, label, at)
     status({"begin": label, "at": at})
+    handlers = _handlers()
     try:
         result = fn()
     except _fence.StoreStopped:
@@ -220,7 +222,7 @@ def _call_store(fence, directory, label: str, fn):
     finally:
         fence.leave(depth)
         status({"end": where})
-    patched = _patched()
+    patched = _patched() or _handler_set(handlers)
     if patched:
         raise _stopped(fence, "patched", f"replaced {patched}, which the lab's own code in its "
                                          "process uses", where, directory, None) from None
@@ -275,6 +277,32 @@ def _patched() -> str | None:
         if getattr(module, attr, None) is not original:
             setattr(module, attr, original)
             return name
+    return None
+
+
+#: Signals whose handlers the lab's own code in the store's process relies on (a child's end,
+#: an interrupt, a broken pipe): a store that sets one is named, and the handler put back.
+_LAB_SIGNALS = tuple(getattr(signal, n) for n in (
+    "SIGCHLD", "SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGALRM") if hasattr(signal, n))
+
+
+def _handlers() -> dict:
+    return {s: signal.getsignal(s) for s in _LAB_SIGNALS}
+
+
+def _handler_set(before: dict) -> str | None:
+    """ "a handler for SIGCHLD (signal.signal)" when the store's call changed one of
+    `_LAB_SIGNALS`' handlers (put back, where this is the main thread), else None."""
+    import threading
+
+    for s, handler in before.items():
+        if signal.getsignal(s) is not handler:
+            if threading.current_thread() is threading.main_thread():
+                try:
+                    signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+                except (ValueError, OSError, TypeError):
+                    pass
+            return f"the handler of {signal.Signals(s).name} (signal.signal)"
     return None
 
 
