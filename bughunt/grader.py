@@ -556,9 +556,9 @@ def _hint_for_problem(p: StoreProblem) -> Hint:
         "channel": "a store writes only to files it opened itself, through the door.",
         "output": "print text (str) only: the lab reads what a worker prints as UTF-8 text; "
                   "bytes of your own belong in a file of your own, in run_dir.",
-        "patched": "a store leaves the modules it shares with the lab as they are (json.dumps, "
-                   "json.loads): the lab's code runs in the same process. Use a function of "
-                   "your own instead.",
+        "patched": "a store leaves what it shares with the lab's code in its process as it "
+                   "found it (json.dumps and json.loads, the handlers of signals): use a function "
+                   "of your own instead, and no signal handler.",
         "name": "name every file with text (a str such as \"state.json\"): a name built from "
                 "bytes that are not UTF-8 cannot be kept in the journal or shown in a report.",
         "lab": "this is the lab failing, not your store: the output above says where.",
