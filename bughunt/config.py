@@ -26,12 +26,16 @@ CONFIG_FILE = "config.json"
 
 
 MAX_PAGES = 1_000_000          # a bound, so that a typo cannot ask for a billion pages
-_STORE_FILE = re.compile(r"^.+\.py:[A-Za-z_][A-Za-z0-9_]*$")
-
-
 def is_store_file(spec: str) -> bool:
-    """A learner's store: `path/to/module.py:ClassName`."""
-    return bool(_STORE_FILE.match(spec))
+    """A learner's store: `path/to/module.py:ClassName`, the class any valid Python identifier
+    (`Störe` too: Python's own rule, `str.isidentifier`)."""
+    import keyword
+
+    if not isinstance(spec, str):
+        return False
+    file, sep, name = spec.rpartition(":")
+    return bool(sep) and len(file) > 3 and file.endswith(".py") and name.isidentifier() and \
+        not keyword.iskeyword(name)
 
 
 class ConfigError(ValueError):

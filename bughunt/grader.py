@@ -19,13 +19,20 @@ the caller's process: both parts run behind the lab's boundary (`bughunt.boundar
 process with a private channel for the results, a time limit per call into the store and per part,
 a memory cap, and a supervisor that ends the child with every process it started. Its fence (an
 audit hook, `bughunt.boundary.fence`) refuses process creation, ctypes, signals to other processes
-and writes outside the run directory; a store that tries is graded "refused: the store tried to
-..." with where it was, never "Passes". A store that ends its process, hangs or runs out of memory
-gets a verdict that says so, from what happened.
+and writes outside the run directory; on Linux with Landlock the kernel enforces it too
+(`bughunt.boundary.landlock`: no write outside the boundary's folder and the run directories, no
+TCP, no signal outside), and stops what the hook cannot see (a `dir_fd`, `mkfifo`, SQLite's
+`ATTACH`, C code). A store that tries is graded "refused: the store tried to ..." with where it
+was, never "Passes". A store that ends its process, hangs or runs out of memory gets a verdict that
+says so, from what happened. Every crash state is loaded in a new process (a kill -9 takes the
+store's memory with it), and a store the door saw no write of is judged by the sweep's real kills,
+the verdict saying so.
 
-The fence guards against accidents; it is not a security sandbox. A store written to escape it
-can (`bughunt.boundary.fence` lists how), and a real grader of untrusted code would use the
-operating system instead: a container, a seccomp filter, a separate user.
+With the kernel's half, a store written to escape the fence is stopped, as far as writes, the
+network and signals go (it may still read any file the user may read: `bughunt.boundary.fence`
+lists what each layer cannot stop). Without Landlock (macOS, an older kernel) the fence is the
+audit hook alone, which guards against accidents, not against an attacker; the verdict then says
+so and lists what it lets by.
 """
 
 from __future__ import annotations
@@ -127,6 +134,9 @@ class Grade:
     hint: Hint | None = None
     seconds: float = 0.0
     printed: Printed = Printed()
+    kernel_abi: int | None = None   # the Landlock ABI that held the store (0: the audit hook alone)
+    unseen: tuple[str, ...] = ()    # the store's files the door did not see written
+    door_writes: bool = True        # ... and whether it saw any write of the store's at all
 
     @property
     def conformance_ok(self) -> bool:
@@ -179,7 +189,16 @@ class Grade:
 
     @property
     def verdict(self) -> str:
-        """The grade in plain words, a few sentences."""
+        """The grade in plain words, a few sentences (and, where the kernel did not hold the
+        store, what the fence was instead)."""
+        words = self._verdict()
+        if self.kernel_abi == 0:
+            from .boundary.landlock import HOOK_ALONE_GAPS
+            words += (" The fence here was the audit hook alone (no Landlock on this system), "
+                      "which does not stop " + "; ".join(HOOK_ALONE_GAPS) + ".")
+        return words
+
+    def _verdict(self) -> str:
         if self.problems:
             parts = [_sentence(p.message) for p in self.problems]
             if self.problems[0].kind == "refused":
@@ -188,7 +207,22 @@ class Grade:
         if not self.rules:
             return "Not graded to the end."
         parts = []
-        if self.conformance_ok:
+        if self.unseen:
+            shown = ", ".join(self.unseen[:5]) + (f" and {len(self.unseen) - 5} more"
+                                                  if len(self.unseen) > 5 else "")
+            saw = ("saw none of its writes" if not self.door_writes
+                   else "did not see all of its writes")
+            held = ("every rule checked there holds" if self.conformance_ok else
+                    f"broken there: {', '.join(self.broken())}")
+            parts.append(f"The door {saw} ({shown}), so the conformance suite could not build "
+                         "the crash states between them: it checked the files as the run left "
+                         f"them, loaded in a new process ({held}); the sweep's real kills are "
+                         "the verdict on every moment in between, and the power-cut rules were "
+                         "not checked.")
+            if not self.conformance_ok:
+                first = self.first(self.broken()[0])
+                parts.append(f"First: {first.rule} at {first.state}: {first.detail}.")
+        elif self.conformance_ok:
             parts.append(f"Every rule of the contract holds at all {self.states} crash states.")
         else:
             broken = self.broken()
@@ -231,6 +265,7 @@ class Grade:
                 "broken": self.broken(), "hint": str(self.hint) if self.hint else None,
                 "hint_lesson": self.hint.lesson if self.hint else None,
                 "problems": [dataclasses.asdict(p) for p in self.problems],
+                "fence": {"audit_hook": True, "landlock_abi": self.kernel_abi},
                 "summary": self.summary, "printed": self.printed.to_json()}
 
 
@@ -288,7 +323,9 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
                            {"spec": spec, "config": config.to_json(), "workers": workers or 0,
                             "run_timeout": run_timeout}, timeout=sweep_timeout)
             problems += [p for p in [problem_of(swept, b.tidy)] if p]
-        changed = _changes(before, _listing(store_dir))
+        # With the kernel's half of the fence nothing of the store's can write beside its file: a
+        # name that appears there is another program's (a notebook's autosave, an editor).
+        changed = _changes(before, _listing(store_dir)) if not b.kernel_abi else []
         if changed:
             problems.append(StoreProblem("refused", (
                 f"refused: files appeared or vanished beside the store's file while it was "
@@ -296,9 +333,10 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
         printed = conformed.printed + (swept.printed if swept else Printed())
         if conformed.store_name and not conformed.ok:
             conformed = dataclasses.replace(conformed, result={"name": conformed.store_name})
-        return _assemble(store, config, conformed.result or {},
-                         (swept.result if swept and swept.ok else None) or {}, problems,
-                         time.perf_counter() - t0, b.tidy, printed)
+        g = _assemble(store, config, conformed.result or {},
+                      (swept.result if swept and swept.ok else None) or {}, problems,
+                      time.perf_counter() - t0, b.tidy, printed)
+        return dataclasses.replace(g, kernel_abi=b.kernel_abi)
 
 
 def _resolve(store: str) -> tuple[str, StoreProblem | None]:
@@ -457,7 +495,9 @@ def _assemble(store, config, conformed, swept, problems, seconds, tidy, printed)
                              for k, v in conformed.get("profile", {}).items()})
     g = Grade(store=store, name=conformed.get("name", store.rpartition(":")[2]), config=config,
               problems=tuple(problems), states=report.get("states", 0), rules=tuple(rules),
-              records=records, profile=profile, seconds=seconds, printed=printed)
+              records=records, profile=profile, seconds=seconds, printed=printed,
+              unseen=tuple(report.get("unseen", ())),
+              door_writes=report.get("door_writes", True))
     return dataclasses.replace(g, hint=choose_hint(g))
 
 
@@ -514,6 +554,13 @@ def _hint_for_problem(p: StoreProblem) -> Hint:
         "memory": "a store holds one run's state, a few kilobytes: look for a buffer or a list "
                   "that grows at every call, or a file read whole that never stops growing.",
         "channel": "a store writes only to files it opened itself, through the door.",
+        "output": "print text (str) only: the lab reads what a worker prints as UTF-8 text; "
+                  "bytes of your own belong in a file of your own, in run_dir.",
+        "patched": "a store leaves what it shares with the lab's code in its process as it "
+                   "found it (json.dumps and json.loads, the handlers of signals): use a function "
+                   "of your own instead, and no signal handler.",
+        "name": "name every file with text (a str such as \"state.json\"): a name built from "
+                "bytes that are not UTF-8 cannot be kept in the journal or shown in a report.",
         "lab": "this is the lab failing, not your store: the output above says where.",
         "interrupted": "the grade was interrupted: grade again.",
     }.get(p.kind, "see the sentence above: it says what happened, and where.")
@@ -541,6 +588,13 @@ def choose_hint(g: Grade) -> Hint:
     kill = {"crash-leaves-a-real-state", "kill-keeps-acknowledged"} & broken
     if kill:
         first = g.first(sorted(kill, key=list(RULES).index)[0])
+        keeps = g.first("kill-keeps-acknowledged")
+        if keeps is not None and not keeps.ok and "memory" in (keeps.detail or ""):
+            return Hint(6, "the store kept what commit() was given in memory (a module or class "
+                           "variable, a cache) and load() found it there; a kill -9 ends the "
+                           "process and its memory with it, and the suite loads every crash state "
+                           "in a new process. Put the state on disk (through self.door) before "
+                           "commit() returns, and let load() read only the disk.")
         if p.in_place:
             return Hint(5, "commit() overwrites the file in place, so a kill between the "
                            "truncate and the write leaves it empty or half written. Write the new "

@@ -26,6 +26,7 @@ from bughunt import grader
 from bughunt.boundary import Boundary, problem_of
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = Path(__file__).resolve().parent
 LINUX = sys.platform.startswith("linux")
 
 GOOD = '''
@@ -175,7 +176,65 @@ ROWS = {
                      "CloseReturns.close() returned 'closed' (a str)", 9, {}),
     "RunsOutOfMemory": (method("load", "x = bytes(3 << 30)"), "memory",
                         "ran out of memory (MemoryError", 9, {}),
+    # Blame the right party: what the store did to its own process, named as the store's.
+    "TimesItselfOut": (method("load", "signal.setitimer(signal.ITIMER_REAL, 0.001)",
+                              "time.sleep(60)"), "signal",
+                       "died by SIGALRM, in TimesItselfOut.load, while the suite records its "
+                       "run: a timer of its own process", 9, {}),
+    "TermsItself": (method("load", "os.kill(os.getpid(), signal.SIGTERM)"), "signal",
+                    "The store sent SIGTERM to its own process, in TermsItself.load", 9, {}),
+    "KillsItsGroup": (method("load", "os.killpg(0, signal.SIGKILL)"), "signal",
+                      "sent SIGKILL to its own process, in KillsItsGroup.load", 9, {}),
+    "PrintsBytes": (method("commit", "sys.stdout.buffer.write(b'\\xff\\xfe not text\\n')",
+                           "sys.stdout.flush()"), "output",
+                    "printed bytes that are not text (not UTF-8) in the worker", 9, {}),
+    "PatchesJson": (method("commit", "import json", "json.dumps = lambda *a, **k: 'garbage'"),
+                    "patched", "The store replaced json.dumps, which the lab's own code in its "
+                               "process uses, in PatchesJson.commit", 9, {}),
+    "NamesItsFileTrackerDb": (method("commit", "self.path = self.path.with_name('tracker.db')"),
+                              "refused", "rename tracker.db in its run directory: that is the "
+                                         "name of the tracker's database", 9, {}),
+    "ClosesTheLabsChannel": (method("commit", "super().commit(state, event, mid=mid)",
+                                    "import stat",
+                                    "for fd in range(3, 1024):",
+                                    "    try:",
+                                    "        if stat.S_ISSOCK(os.fstat(fd).st_mode):",
+                                    "            os.close(fd)",
+                                    "    except OSError:",
+                                    "        pass"), "channel",
+                             "closed or replaced the lab's channel to its process", 9, {}),
+    "Dup2sOverTheLabsChannel": (method("commit", "super().commit(state, event, mid=mid)",
+                                       "import stat",
+                                       "null = os.open(os.devnull, os.O_WRONLY)",
+                                       "for fd in range(3, 1024):",
+                                       "    try:",
+                                       "        if stat.S_ISSOCK(os.fstat(fd).st_mode):",
+                                       "            os.dup2(null, fd)",
+                                       "    except OSError:",
+                                       "        pass"), "channel",
+                                "closed or replaced the lab's channel to its process", 9, {}),
+    "SetsASigchldHandler": (method("load", "signal.signal(signal.SIGCHLD, lambda *a: 1 / 0)"),
+                            "patched", "The store replaced the handler of SIGCHLD (signal.signal),"
+                                       " which the lab's own code in its process uses", 9, {}),
+    "TakesTheRunLock": (method("commit", "open(self.path.with_name('run.lock'), 'w').close()"),
+                        "refused", "write run.lock in its run directory: that is the name of "
+                                   "the worker's lock on the run", 9, {}),
 }
+#: A store's way to the lab's channel, without a name for it: every socket it holds.
+FORGE = """import json, os, stat, struct
+from good import Good
+
+
+def forge(message):
+    data = json.dumps(message).encode()
+    for fd in range(3, 1024):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack(">I", len(data)) + data)
+        except OSError:
+            pass
+
+"""
 #: store files of their own: (source, class, kind, words, lesson)
 FILES = {
     "megabytes.py": ("from good import Good\nfor i in range(20000):\n    print('x' * 50, i)\n",
@@ -191,6 +250,26 @@ FILES = {
     "syntax.py": ("class Good:\n    def load(self) return 1\n", "Good", "load",
                   "syntax.py:2: expected ':'", 9),
     "missing.py": ("from good import Good\n", "Nope", "load", "missing.py has no class Nope", 9),
+    "forges_results.py": (FORGE + "forge({'t': 'result', 'result': {'name': 'forged', 'report': "
+                          "{'states': 99, 'ok': True}}})\nforge({'t': 'result', 'result': "
+                          "{'records': []}})\n\nclass Forges(Good):\n    pass\n", "Forges",
+                          "channel", "The store wrote to the lab's channel, in importing "
+                          "forges_results.py", 9),
+    "out_of_order.py": (FORGE + "\nclass OutOfOrder(Good):\n"
+                        "    def commit(self, state, event, *, mid):\n"
+                        "        super().commit(state, event, mid=mid)\n"
+                        "        forge({'t': 'status', 'seq': 1, 'end': 'OutOfOrder.commit'})\n",
+                        "OutOfOrder", "channel", "The store wrote to the lab's channel, in "
+                        "OutOfOrder.commit (event 1", 9),
+    "looks_for_the_channel.py": (
+        "import socket, sys\nfrom good import Good\nfrom bughunt.boundary import child\n"
+        "from bughunt.boundary.channel import Channel\n"
+        "def holds(v):\n"
+        "    return isinstance(v, (Channel, socket.socket)) or (isinstance(v, (list, tuple, dict))"
+        " and any(holds(x) for x in (v.values() if isinstance(v, dict) else v)))\n"
+        "found = [k for k, v in vars(child).items() if holds(v)]\n"
+        "if found or sys.argv[1:]:\n    raise RuntimeError(f'the channel: {found} {sys.argv}')\n",
+        "Good", None, "Passes.", 10),
 }
 
 
@@ -274,6 +353,307 @@ def test_each_store_gets_the_verdict_its_behaviour_deserves(stores, sealed, name
         assert "Passes" not in said
 
 
+# --- a kill is a new process ----------------------------------------------------------------------
+
+MEMORY_STORES = {
+    "module_dict.py": '''
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+_LATEST = [initial_state()]       # everything in memory: no file is ever written
+
+
+class Mem:
+    name = "memory"
+
+    def __init__(self, run_dir, config, door):
+        pass
+
+    def load(self):
+        return Recovered(_LATEST[-1])
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        mid()
+        _LATEST.append(state)
+
+    def close(self):
+        pass
+''',
+    "class_cache.py": '''
+import json
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class Mem:
+    """A class-level cache in front of a file that only every other commit writes."""
+    name = "class cache"
+    cache = []
+
+    def __init__(self, run_dir, config, door):
+        self.path, self.door = run_dir / "state.json", door
+
+    def load(self):
+        if Mem.cache:
+            return Recovered(Mem.cache[-1])
+        if self.path.exists():
+            return Recovered(json.loads(self.path.read_bytes()))
+        return Recovered(initial_state())
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        mid()
+        Mem.cache.append(state)
+        if state["seq"] % 2 == 0:
+            self.door.write_atomic(self.path, json.dumps(state).encode())
+
+    def close(self):
+        pass
+''',
+}
+
+
+@pytest.mark.parametrize("file", list(MEMORY_STORES))
+def test_a_store_that_keeps_its_state_in_memory_fails_kill_keeps_acknowledged(sealed, tmp_path,
+                                                                              file):
+    """The suite loads every crash state in a new process, never in the one that wrote: what a
+    store kept in a module's dict or a class attribute is gone, as after a real kill -9."""
+    (tmp_path / file).write_text(MEMORY_STORES[file])
+    g = grader.grade(f"{tmp_path / file}:Mem", pages=2, sweep=False)
+    said = str(g)
+    assert not g.passed and not g.problems, said
+    assert "kill-keeps-acknowledged" in g.broken(), said
+    first = g.first("kill-keeps-acknowledged")
+    assert "(commit of event 1 returned)" in first.state, said
+    assert "kept in the process's memory" in first.detail, said
+    assert g.hint.lesson == 6 and "memory" in g.hint.text, said
+    proc = bughunt("conformance", "--store", f"{file}:Mem", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "breaks kill-keeps-acknowledged" in proc.stdout, proc.stdout
+    assert "kept in the process's memory" in proc.stdout, proc.stdout
+
+
+# --- the fence is the kernel's too (Landlock) ----------------------------------------------------
+
+from bughunt.boundary import landlock  # noqa: E402
+
+KERNEL = "outside its run directory (the kernel refused it, Landlock"
+VICTIM = "Path(os.environ['BUGHUNT_TEST_VICTIM'])"
+#: class name -> (its commit's body, after Good's commit; words in the verdict; whether only the
+#: kernel stops it: skipped where the system has no Landlock)
+ESCAPES = {
+    "DirFdAfterChdir": (["d = os.open(OUTSIDE, os.O_RDONLY)", "os.chdir(self.path.parent)",
+                         "os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, dir_fd=d))"],
+                        KERNEL, True),
+    "DirFdThroughProc": (["d = os.open(OUTSIDE, os.O_RDONLY)",
+                          "e = os.open(f'/proc/self/fd/{d}', os.O_RDONLY)",
+                          "os.chdir(self.path.parent)",
+                          "os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, dir_fd=e))"],
+                         KERNEL, True),
+    "TruncatesThroughDirFd": ([f"d = os.open({VICTIM}.parent, os.O_RDONLY)",
+                               "os.chdir(self.path.parent)",
+                               f"os.close(os.open({VICTIM}.name, os.O_WRONLY | os.O_TRUNC, "
+                               "dir_fd=d))"], KERNEL, True),
+    "TruncatesTheFencesLog": (["import json",
+                               "log = json.loads(os.environ['BUGHUNT_BOUNDARY'])['log']",
+                               "d = os.open(os.path.dirname(log), os.O_RDONLY)",
+                               "os.chdir(self.path.parent)",
+                               "os.open(os.path.basename(log), os.O_WRONLY | os.O_TRUNC, "
+                               "dir_fd=d)"], KERNEL, True),
+    "MakesAFifo": (["os.mkfifo(OUTSIDE / 'fifo')"], KERNEL, True),
+    "MakesANode": (["os.mknod(OUTSIDE / 'node')"], KERNEL, True),
+    "BindsAUnixSocket": (["import socket", "s = socket.socket(socket.AF_UNIX)",
+                          "s.bind(str(OUTSIDE / 'sock'))"], "bind a Unix socket at", False),
+    "AttachesOutside": (["import sqlite3",
+                         "db = sqlite3.connect(self.path.parent / 'mine.db')",
+                         "db.execute(f\"ATTACH DATABASE '{OUTSIDE / 'o.db'}' AS o\")",
+                         "db.execute('CREATE TABLE o.t (x)')"],
+                        "open the SQLite database", True),
+    "VacuumsIntoOutside": (["import sqlite3",
+                            "db = sqlite3.connect(self.path.parent / 'mine.db')",
+                            "db.execute(f\"VACUUM INTO '{OUTSIDE / 'v.db'}'\")"],
+                           "open the SQLite database", True),
+    "UriWithModeRoInside": (["import sqlite3",
+                             "db = sqlite3.connect(f'file:{OUTSIDE / \"u.db\"}?mode=rwc&x=mode=ro',"
+                             " uri=True)", "db.execute('CREATE TABLE t (x)')"],
+                            "open the SQLite database", False),
+    "WritesHistory": (["import readline", "readline.write_history_file(str(OUTSIDE / 'h'))"],
+                      KERNEL, True),
+    "CtypesThroughExec": (["exec(compile('import ctypes\\nctypes.CDLL(None)', '<string>', "
+                           "'exec'))"], "load a C library or function through ctypes", False),
+    "ThreadWithNoStoreFrame": (["import functools, shutil, threading",
+                                "t = threading.Thread(target=functools.partial(shutil.copyfile, "
+                                "__file__, OUTSIDE / 't.txt'))", "t.start()", "t.join()"],
+                               "copy a file to", True),
+}
+
+
+@pytest.fixture
+def victim(tmp_path, monkeypatch):
+    folder = tmp_path / "victim"
+    folder.mkdir()
+    path = folder / "victim.txt"
+    path.write_text("the victim's bytes\n")
+    monkeypatch.setenv("BUGHUNT_TEST_VICTIM", str(path))
+    yield path
+    assert path.read_text() == "the victim's bytes\n", "the store changed a file outside"
+    assert sorted(p.name for p in folder.iterdir()) == ["victim.txt"]
+
+
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_an_escape_past_the_audit_hook_is_refused_and_changes_nothing_outside(
+        tmp_path, sealed, victim, name):
+    """Each of these got past the audit hook alone; the kernel (Landlock) stops them all, and the
+    verdict names the refusal: the hook's words where it saw the attempt, else the kernel's
+    EACCES as the store's write outside its run directory. The fixtures check that nothing
+    appeared in the outside folder and that the victim file is unchanged."""
+    body, words, kernel_only = ESCAPES[name]
+    if kernel_only and landlock.abi() == 0:
+        pytest.skip("no Landlock on this system: the audit hook alone cannot stop this one")
+    source = GOOD + f"\n\nclass {name}(Good):\n" + textwrap.indent(
+        method("commit", *body), "    ") + "\n"
+    (tmp_path / "escape.py").write_text(source)
+    g = grader.grade(f"{tmp_path / 'escape.py'}:{name}", pages=1, sweep=False)
+    said = str(g)
+    assert not g.passed and g.problems and g.problems[0].kind == "refused", said
+    assert g.verdict.startswith("Refused: the store tried to"), said
+    assert words in said, said
+    assert g.kernel_abi == landlock.abi(), said
+
+
+def test_the_verdict_says_when_the_fence_is_the_audit_hook_alone(stores, sealed, monkeypatch):
+    monkeypatch.setenv("BUGHUNT_LANDLOCK", "off")
+    g = grader.grade(f"{stores / 'good.py'}:Good", pages=1, sweep=False)
+    assert g.kernel_abi == 0
+    assert "the fence here was the audit hook alone (no landlock on this system)" in \
+        g.verdict.lower() and "dir_fd" in g.verdict and "os.mkfifo" in g.verdict, g.verdict
+    if landlock.abi():
+        monkeypatch.delenv("BUGHUNT_LANDLOCK")
+        g = grader.grade(f"{stores / 'good.py'}:Good", pages=1, sweep=False)
+        assert g.kernel_abi == landlock.abi() and "audit hook alone" not in g.verdict
+
+
+# --- correct stores pass -------------------------------------------------------------------------
+
+CORRECT = TESTS_DIR / "boundary_correct_stores.py"
+
+
+@pytest.mark.parametrize("name", ["Plain", "Sub", "Sql", "Störe"])
+def test_a_correct_store_that_writes_without_the_door_passes_on_the_sweeps_word(sealed, name):
+    """By hand (open, os.fsync, os.replace, a directory fsync), in a subdirectory it made with
+    os.mkdir, or in SQLite with synchronous=FULL: the door's journal holds none of it, so the
+    suite checks the files as the run left them and the sweep's real kills judge the rest."""
+    g = grader.grade(f"{CORRECT}:{name}", pages=2)
+    said = str(g)
+    assert g.passed and not g.problems, said
+    assert "The door saw none of its writes" in g.verdict, said
+    assert "the power-cut rules were not checked" in g.verdict, said
+    assert "recovered correctly, none twice, none lost" in g.verdict, said
+
+
+ENVIRONMENT = """
+import os, sys, tempfile
+from good import Good
+folder = os.path.realpath(tempfile.gettempdir())
+for name in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+             "TMPDIR"):
+    value = os.path.realpath(os.environ.get(name, "/nowhere"))
+    if os.path.commonpath([value, folder]) != folder or "bughunt-boundary-" not in value:
+        raise RuntimeError(f"{name} is {value}, outside the boundary's folder {folder}")
+os.makedirs(os.path.expanduser("~/.config/mine"), exist_ok=True)
+"""
+MATPLOTLIB = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot
+from good import Good
+"""
+UNDECODABLE = """
+import os
+from good import Good
+
+
+class ThroughTheDoor(Good):
+    def commit(self, state, event, *, mid):
+        super().commit(state, event, mid=mid)
+        name = os.fsdecode(bytes(self.path.parent) + b"/\\xff.json")
+        fd = self.files.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, b"x", name)
+        self.files.close(fd)
+
+
+class ByHand(Good):
+    def commit(self, state, event, *, mid):
+        super().commit(state, event, mid=mid)
+        with open(bytes(self.path.parent) + b"/\\xff.json", "wb") as f:
+            f.write(b"x")
+"""
+
+
+def test_home_xdg_and_tmpdir_point_into_the_boundarys_folder(stores, sealed):
+    (stores / "environment.py").write_text(ENVIRONMENT)
+    g = grader.grade(f"{stores / 'environment.py'}:Good", pages=1, sweep=False)
+    assert not g.problems and g.conformance_ok, str(g)
+
+
+def test_a_store_that_imports_matplotlib_pyplot_at_the_top_is_graded(stores, sealed):
+    """Its first import builds a font cache in HOME (the boundary's) and runs fc-list: a helper
+    a library starts, which the fence lets run where the kernel holds it as it holds the store."""
+    pytest.importorskip("matplotlib")
+    if landlock.abi() == 0:
+        pytest.skip("without Landlock the audit hook alone refuses the helper process")
+    (stores / "plots.py").write_text(MATPLOTLIB)
+    g = grader.grade(f"{stores / 'plots.py'}:Good", pages=1, sweep=False)
+    assert not g.problems and g.conformance_ok, str(g)
+
+
+@pytest.mark.parametrize("name", ["ThroughTheDoor", "ByHand"])
+def test_a_file_name_that_is_not_text_is_the_stores_problem_named(stores, sealed, name):
+    (stores / "undecodable.py").write_text(UNDECODABLE)
+    g = grader.grade(f"{stores / 'undecodable.py'}:{name}", pages=1, sweep=False)
+    said = str(g)
+    assert g.problems and g.problems[0].kind == "name", said
+    assert "named a file with bytes that are not text (not UTF-8): b'\\xff.json'" in said, said
+    assert "lab failing" not in said and g.hint.lesson == 9, said
+
+
+def test_a_file_another_program_makes_beside_the_store_during_the_grade_is_not_the_stores(
+        stores, sealed, tmp_path):
+    """An editor or a notebook saving beside the store while it is graded: with the kernel's half
+    of the fence the store cannot write there, so the name is not held against it. The store
+    waits (reading, which is allowed) until the file is there, so the file is made mid-grade."""
+    if landlock.abi() == 0:
+        pytest.skip("without Landlock a name beside the store's file may be the store's doing")
+    folder = tmp_path / "store"
+    folder.mkdir()
+    shutil.copy(stores / "good.py", folder / "good.py")
+    (folder / "waits.py").write_text(
+        "import time\nfrom pathlib import Path\nfrom good import Good\n\n"
+        "class Waits(Good):\n    def load(self):\n"
+        "        while not Path(__file__).with_name('autosave.txt').exists():\n"
+        "            time.sleep(0.01)\n        return super().load()\n")
+    import threading
+    started = threading.Event()
+
+    def autosave():
+        wait_for(lambda: any(sealed["ram"].glob("bughunt-boundary-*/out/fence.jsonl")) or
+                 any(sealed["tmp"].glob("bughunt-boundary-*/out/fence.jsonl")))
+        (folder / "autosave.txt").write_text("saved")
+        started.set()
+
+    thread = threading.Thread(target=autosave, daemon=True)
+    thread.start()
+    g = grader.grade(f"{folder / 'waits.py'}:Waits", pages=1, sweep=False)
+    thread.join(60)
+    assert started.is_set()
+    assert not g.problems and g.conformance_ok, str(g)
+
+
 # --- the boundary itself -------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent
@@ -283,7 +663,8 @@ def test_a_double_forked_daemon_is_ended_with_the_boundary(sealed, tmp_path):
     """The lab's own code in the child (not a store: the fence lets it) double-forks a sleeper
     that holds a file open; once the boundary has closed, nothing holds it."""
     held = tmp_path / "held.log"
-    with Boundary(paths=[TESTS]) as b:
+    # The job writes `held` from the child: the kernel lets it only where it may write.
+    with Boundary(paths=[TESTS], writable=[tmp_path]) as b:
         ended = b.call("boundary_jobs:double_fork_sleeper", {"holding": str(held)}, timeout=30)
         assert ended.ok, ended
         daemon = ended.result["daemon"]
@@ -485,6 +866,45 @@ def test_conformance_names_a_store_that_ends_its_process(stores, sealed):
     ok = bughunt("conformance", "--store", "bad.py:PrintsStderr", cwd=stores)
     assert ok.returncode == 0 and "passes every rule" in ok.stdout
     assert "What the store printed on stderr" in ok.stderr and "a warning" in ok.stderr
+
+
+def test_run_without_crash_at_killed_by_sigkill_from_outside_says_it_was_killed(
+        stores, sealed, tmp_path):
+    """A run given no --crash-at that dies of SIGKILL (the OOM killer, a kill -9 from a shell)
+    did not reach a planned crash point: it says it was killed, and exits 1. The store marks
+    that its load() is running, and waits there until the test SIGKILLs its processes."""
+    (stores / "waits_for_kill.py").write_text(
+        "import time\nfrom pathlib import Path\nfrom good import Good\n\n"
+        "class Waits(Good):\n    def load(self):\n"
+        "        (self.path.parent / 'waiting').touch()\n"
+        "        while True:\n            time.sleep(0.01)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "bughunt", "run", "--dir",
+                             str(tmp_path / "run"), "--store", "waits_for_kill.py:Waits"],
+                            cwd=stores, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def child_processes():
+        found = []
+        for pid in tagged(sealed["marker"]):
+            try:
+                if b"bughunt.boundary" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                pass
+        return found
+
+    if not LINUX:
+        proc.kill()
+        proc.communicate()
+        pytest.skip("finds the store's processes in /proc")
+    wait_for(lambda: (tmp_path / "run" / "waiting").exists() or proc.poll() is not None)
+    for pid in child_processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert "died by SIGKILL" in err and "Traceback" not in err, err
 
 
 # --- interrupts ---------------------------------------------------------------------------------

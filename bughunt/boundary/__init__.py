@@ -10,9 +10,10 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
 - **A child process the lab controls.** `python -m bughunt.boundary` (`child.py`), started by a small
   supervisor (`supervisor.py`) in a session of its own, in a process group of its own.
 - **A private channel.** Jobs and their results, and where the store is ("begin
-  MyStore.commit..."), travel over a socket pair the lab opened and passed by descriptor; never
-  the child's stdout or stderr. Those are the store's: captured here and shown under the verdict
-  (`Printed`: the first lines, then "... N more lines").
+  MyStore.commit..."), travel over a socket pair the lab opened and passed by descriptor (which
+  the child moves to a number nothing names); never the child's stdout or stderr. Those are
+  the store's: captured here and shown under the verdict (`Printed`: the first lines, then
+  "... N more lines").
 - **Limits.** A wall-clock limit per call into the store (`Limits.operation_s`) and per job
   (`timeout`), each ending in a verdict that names it and what the store was doing; a memory cap
   (RLIMIT_AS on Linux; macOS accepts the limit and does not enforce it, so there the time limits
@@ -24,10 +25,18 @@ Every path that runs a learner's store goes through here: the grader (`bughunt.g
   boundary's temporary folder is gone. On macOS, a process the store moved to a session of its
   own escapes (there is no subreaper there).
 - **The fence** (`fence.py`): an audit hook in every process of the boundary that refuses what a
-  store has no business doing, and logs it here.
+  store has no business doing, names it and logs it here; and, on Linux with Landlock
+  (`landlock.py`), the kernel, which the child asks before it imports the store to refuse every
+  write outside the boundary's folder and its run directories, TCP, and signals outside.
+- **A kill is a new process** (`pristine.py`): the conformance suite loads every crash state in a
+  process that never ran the store, as a resume after a real kill -9 would.
+- **Results the store cannot forge**: the channel's descriptor is held in a closure, not a module
+  attribute, and every frame carries the unguessable number of the request it answers; a frame
+  that answers no request ends the job with "the store wrote to the lab's channel".
 
-It guards against accidents, not against an attacker: see `fence.py` for what it cannot stop, and
-why a real grader of untrusted code uses the operating system (a container, seccomp, a user).
+With the kernel's half it holds against a store written to get out, as far as writing, processes'
+effects, the network and signals go; without it (macOS, an older kernel) it guards against
+accidents only, and the grader's verdict says so. `fence.py` lists what each layer cannot stop.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -205,8 +215,10 @@ class StoreProblem:
     class), "refused" (the fence refused an operation), "exit" (the store ended its process),
     "signal" (its process died by a signal), "sigstop", "timeout" (a call or a job never
     returned), "memory" (MemoryError), "returns" (a method returned what the contract does not
-    say), "exception" (the store raised where the lab cannot go on), "channel", "lab" (the lab
-    itself failed), "interrupted".
+    say), "exception" (the store raised where the lab cannot go on), "channel" (the store wrote
+    to the lab's channel), "name" (it named a file with bytes that are not text), "output" (it
+    printed bytes that are not text where the lab reads text), "patched" (it replaced a function
+    of the lab's in its process: json.dumps), "lab" (the lab itself failed), "interrupted".
     """
 
     kind: str
@@ -244,6 +256,12 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
                                        f"{_place(e, ended)}"), _loading(e.get("where")))
     notes = [e for e in ended.events if e.get("kind") == "note"]
     how = ended.how
+    if any(e.get("kind") == "lost" for e in ended.events) and how in ("exit", "channel"):
+        at = _in(ended.where, ended.at)
+        return StoreProblem("channel", tidy(
+            f"the store closed or replaced the lab's channel to its process (os.close or os.dup2 "
+            f"on a descriptor it did not open){', ' + at if at else ''}; the lab stopped it"),
+            _loading(ended.where))
     if how == "returned":
         other = [e for e in ended.events if e.get("kind") in ("stopped", "returns")]
         return _from_record(other[0], ended, tidy) if other else None
@@ -277,6 +295,11 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
             return StoreProblem("signal", tidy(f"the store {mine[0]['what']}, "
                                           f"{_place(mine[0], ended)}"),
                            _loading(mine[0].get("where")))
+        if ended.signal in TIMERS:
+            return StoreProblem("signal", tidy(
+                f"the process running the store died by {name}{', ' + at if at else ''}: a "
+                "timer of its own process (signal.setitimer, signal.alarm: the lab sets none) "
+                "that nothing handled"), _loading(where))
         cause = ("a crash in C code" if ended.signal in (signal.SIGSEGV, signal.SIGBUS,
                                                          signal.SIGABRT, signal.SIGILL)
                  else "its CPU-time limit" if ended.signal == signal.SIGXCPU
@@ -307,11 +330,16 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
                                        f"{ended.limit_s:g} s ({where_}); the lab stopped it"),
                        _loading(where))
     if how == "channel":
-        return StoreProblem("channel", tidy(f"the lab's private channel to the store's process was "
-                                       f"damaged{', ' + at if at else ''}: something wrote to a "
-                                       "descriptor it did not open; the lab stopped it"),
-                       _loading(where))
+        return StoreProblem("channel", tidy(f"the store wrote to the lab's channel"
+                                       f"{', ' + at if at else ''} (a frame that answers no "
+                                       "request of the lab's, or a descriptor it did not open); "
+                                       "the lab stopped it"), _loading(where))
     if how == "interrupted":
+        mine = [n for n in notes if n["what"].startswith(("sent SIGTERM", "sent SIGINT"))]
+        if mine:                       # the store's own os.kill, not the lab's Ctrl-C or SIGTERM
+            return StoreProblem("signal", tidy(f"the store {mine[0]['what']}, "
+                                          f"{_place(mine[0], ended)}"),
+                           _loading(mine[0].get("where")))
         return StoreProblem("interrupted", "interrupted")
     return StoreProblem("lab", f"the lab's job {ended.job} ended as {how}")
 
@@ -348,19 +376,27 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
     if kind == "stopped":
         how = record.get("how")
         what = record.get("what", "")
-        return StoreProblem({"memory": "memory", "exit": "exit"}.get(how, "exception"),
+        return StoreProblem({"memory": "memory", "exit": "exit", "patched": "patched"}.get(
+                                how, "exception"),
                        tidy(f"the store {what}, {_place(record, ended)}"), loading)
     if kind == "note":
         return StoreProblem("signal", tidy(f"the store {record.get('what')}, "
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
         return StoreProblem("returns", tidy(record.get("what", "")), loading)
-    if kind in ("timeout", "exit", "signal"):
+    if kind in ("timeout", "exit", "signal", "channel", "name", "output"):
         return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
     return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 
 
 # --- the boundary ----------------------------------------------------------------------------------
+
+#: Signals only a process's own timers send (the lab sets none).
+TIMERS = tuple(getattr(signal, n) for n in ("SIGALRM", "SIGVTALRM", "SIGPROF")
+               if hasattr(signal, n))
+
+#: What a frame on the channel that answers no request of the lab's means.
+FORGED = "a frame that answers no request of the lab's (the store wrote to the lab's channel)"
 
 class Boundary:
     """A temporary folder, a supervisor, and a child process running jobs on a learner's store.
@@ -376,8 +412,11 @@ class Boundary:
 
     def __init__(self, store: str | None = None, *, limits: Limits = Limits(), writable=(),
                  paths=(), stdin: int | None = None, stream: tuple[int, int] | None = None,
-                 cwd: str | None = None):
+                 cwd: str | None = None, connect=()):
         self.store, self.limits, self.cwd = store, limits, cwd
+        self.connect = [int(p) for p in connect]
+        self.kernel_abi: int | None = None     # the Landlock ABI the child reported (0: none)
+        self._made: list[str] = []
         file = store.rpartition(":")[0] if store and ":" in store else None
         self.store_dir = str(Path(file).resolve().parent) if file else None
         self.writable = [str(Path(w).resolve()) for w in writable]
@@ -397,8 +436,20 @@ class Boundary:
             with deferred():
                 self.root = Path(tempfile.mkdtemp(prefix="bughunt-boundary-", dir=_ram_dir()))
             self.real_root = os.path.realpath(self.root)
-            for d in ("tmp", "out", "cwd", "hook"):
+            for d in ("tmp", "out", "cwd", "hook", "tmp/home"):
                 (self.root / d).mkdir()
+            for w in self.writable:              # the kernel's rules need a directory there
+                missing = []
+                path = Path(w)
+                while not path.exists() and path != path.parent:
+                    missing.append(path)
+                    path = path.parent
+                for d in reversed(missing):
+                    try:
+                        d.mkdir()
+                        self._made.append(str(d))
+                    except OSError:
+                        break
             (self.root / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE)
             self.log = self.root / "out" / "fence.jsonl"
             self.log.touch()
@@ -410,13 +461,23 @@ class Boundary:
                 paths.append(os.environ["PYTHONPATH"])
             limits = {"memory_bytes": self.limits.memory_bytes,
                       "file_bytes": self.limits.file_bytes, "cpu_s": self.limits.cpu_s}
-            self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
+            home = self.root / "tmp" / "home"
+            self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("XDG_")},
+                        "PYTHONPATH": os.pathsep.join(paths),
                         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
                         "TMPDIR": str(self.root / "tmp"), "BUGHUNT_RAM_DIR": "",
+                        "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+                        "XDG_CACHE_HOME": str(home / ".cache"),
+                        "XDG_DATA_HOME": str(home / ".local" / "share"),
+                        "XDG_STATE_HOME": str(home / ".local" / "state"),
+                        "XDG_RUNTIME_DIR": str(home / ".run"),
                         _fence.ENV: _fence.settings(
                             roots=[self.root, *self.writable], default_dir=self.root / "tmp",
                             learner_dirs=[self.store_dir] if self.store_dir else [],
-                            log=self.log, limits=limits)}
+                            log=self.log, limits=limits,
+                            kernel={"dirs": [str(self.root / "tmp"), *self.writable],
+                                    "files": [os.devnull], "append": [str(self.log)],
+                                    "ports": self.connect})}
         except BaseException:
             self.close()
             raise
@@ -435,6 +496,12 @@ class Boundary:
             if self.root is not None:
                 shutil.rmtree(self.root, ignore_errors=True)
                 self.root = None
+            for d in reversed(self._made):   # made for the kernel's rules, and still empty
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            self._made = []
 
     def tidy(self, text):
         """`text` without the boundary's temporary paths and the store's folder."""
@@ -603,6 +670,10 @@ class Boundary:
         answer: list[dict] = []
 
         def on_message(message: dict) -> None:
+            # Every frame answers this call's request, by its number; the reply comes once, and
+            # last. Anything else was written by someone else: the store.
+            if message.get("seq") != seq or answer:
+                raise ChannelDamaged(FORGED)
             if message["t"] != "status":
                 answer.append(message)
                 return
@@ -616,6 +687,8 @@ class Boundary:
                 track["state"] = message["state"]
             elif "store_name" in message:
                 track["store_name"] = message["store_name"]
+            elif "fence" in message:
+                self.kernel_abi = int((message["fence"] or {}).get("kernel") or 0)
             elif "point" in message:
                 if message.get("phase") == "begin":
                     track["points"][message["point"]] = time.monotonic()
@@ -627,8 +700,9 @@ class Boundary:
                 on_status(message)
 
         how, extra = None, {}
+        seq = secrets.token_hex(16)      # a number the store cannot guess
         try:
-            self._channel.send({"t": "job", "job": job, "args": args or {}})
+            self._channel.send({"t": "job", "job": job, "args": args or {}, "seq": seq})
             while how is None:
                 now = time.monotonic()
                 op_deadline = open_calls[-1][2] + self.limits.operation_s if open_calls else None
@@ -646,7 +720,12 @@ class Boundary:
                     how, extra = "sigstop", {"signal": self._stopped_signal}
                     self._end("kill", captures)
                 elif not self._child_alive:
-                    self._drain_after_exit(captures, on_message)
+                    try:
+                        self._drain_after_exit(captures, on_message)
+                    except ChannelDamaged as e:
+                        how, extra = "channel", {"error": {"text": str(e)}}
+                        self._end("stop", captures)
+                        break
                     if answer:
                         how = answer[0]["t"]
                     else:

@@ -14,6 +14,10 @@ import struct
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20
+# Bound at import, before any learner code runs in the process: a store that replaces json.dumps
+# or json.loads changes nothing here (and is named for it, `child._patched`).
+_ENCODE = json.JSONEncoder(default=str).encode
+_DECODE = json.JSONDecoder().decode
 
 
 class ChannelDamaged(ValueError):
@@ -30,7 +34,7 @@ class Channel:
         return self.sock.fileno()
 
     def send(self, message: dict) -> None:
-        data = json.dumps(message, default=str).encode()
+        data = _ENCODE(message).encode()
         self.sock.sendall(_HEADER.pack(len(data)) + data)
 
     def feed(self) -> bool:
@@ -58,8 +62,8 @@ class Channel:
             raw = bytes(self._buffer[_HEADER.size:_HEADER.size + size])
             del self._buffer[:_HEADER.size + size]
             try:
-                message = json.loads(raw)
-            except ValueError:
+                message = _DECODE(raw.decode("utf-8"))
+            except ValueError:          # UnicodeDecodeError too
                 raise ChannelDamaged(f"a frame that is not JSON: {raw[:60]!r}") from None
             if not isinstance(message, dict) or "t" not in message:
                 raise ChannelDamaged(f"a frame that is not a message: {raw[:60]!r}")

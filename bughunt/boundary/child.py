@@ -27,6 +27,8 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
+import signal
 import socket
 import sys
 import traceback
@@ -35,20 +37,59 @@ from pathlib import Path
 from . import fence as _fence
 from .channel import Channel
 
-#: The channel of this process when it is the boundary's child (None in the sweep's workers).
-_STATUS: list = []
 #: What the conformance suite is checking right now (a crash state), for the guard's labels.
 _STATE: list[str] = []
 _LOADED: dict[tuple[str, int], type] = {}
 
 
-def status(message: dict) -> None:
-    """Tell the lab (the boundary's caller) where this process is, if it is listening."""
-    if _STATUS:
+def _speaker():
+    """`status`, `answer` and `tag`, sharing the channel of this process in their closure and
+    nowhere else: no module attribute holds it or its descriptor (a store that imports this
+    module finds no channel to write to), and every frame carries the number of the request it
+    answers, which the lab checks (see `main`)."""
+    held: list = []                 # [channel, the request's number]
+
+    def status(message: dict) -> None:
+        """Tell the lab (the boundary's caller) where this process is, if it is listening."""
+        if held:
+            try:
+                held[0].send({"t": "status", "seq": held[1], **message})
+            except BrokenPipeError:
+                pass                     # the lab is gone: the supervisor ends this process
+            except OSError:
+                lost()
+
+    def answer(message: dict) -> None:
         try:
-            _STATUS[0].send({"t": "status", **message})
+            held[0].send({**message, "seq": held[1]})
+        except BrokenPipeError:
+            raise
         except OSError:
-            pass
+            lost()
+
+    def lost() -> None:
+        """The channel's descriptor is closed, or is something else now (os.close, os.dup2 by
+        the store): say so in the fence's log, the one way left, and end this process."""
+        fence = _fence.installed()
+        if fence is not None:
+            fence.log({"kind": "lost", "what": "closed or replaced the lab's channel",
+                       "where": "", "at": "", "dir": "", "line": ""})
+        os._exit(CHANNEL_LOST)
+
+    def tag(channel=None, seq=None) -> None:
+        if channel is not None:
+            held[:] = [channel, seq]
+        elif held:
+            held[1] = seq
+
+    return status, answer, tag
+
+
+#: The exit status of a child whose channel the store closed or replaced (with a "lost" record).
+CHANNEL_LOST = 86
+
+status, _answer, _tag = _speaker()
+del _speaker
 
 
 def set_state(at: str | None) -> None:
@@ -122,7 +163,10 @@ def load_store(spec: str):
 def _guarded(module, spec: str, name: str):
     from ..stores import StoreSpecError
 
-    cls = getattr(module, name, None)
+    import unicodedata
+
+    # Python keeps an identifier in its NFKC form (PEP 3131): `Störe` typed either way.
+    cls = getattr(module, name, None) or getattr(module, unicodedata.normalize("NFKC", name), None)
     if not isinstance(cls, type):
         raise StoreSpecError(f"--store {spec}: {Path(module.__file__).name} has no class {name}")
     missing = [m for m in ("load", "open_for_append", "commit", "close")
@@ -142,20 +186,32 @@ def _call_store(fence, directory, label: str, fn):
     where = label
     depth = fence.enter(directory, label, at)
     status({"begin": label, "at": at})
+    handlers = _handlers()
     try:
-        return fn()
+        result = fn()
     except _fence.StoreStopped:
         raise
     except MemoryError as e:
         raise _stopped(fence, "memory", f"ran out of memory (MemoryError{_memory_limit()})",
                        where, directory, e) from None
     except Exception as e:
+        refused = _kernel_refusal(fence, e)
+        if refused:
+            record = {"kind": "refused", "event": "kernel", "what": refused, "where": where,
+                      "at": at, "dir": str(directory), "line": learner_line(e.__traceback__)}
+            fence.log(record)
+            raise _fence.FenceRefused({**record, "sentence": f"the kernel refused: the store "
+                                                              f"tried to {refused}"}) from None
         try:
             e._bughunt_where = (label, at)   # the suite or the worker judges it; the lab names it
         except AttributeError:
             pass
         raise
     except BaseException as e:
+        from ..interrupts import Interrupted
+        if isinstance(e, Interrupted):
+            raise                        # Ctrl-C, SIGTERM: the lab's to handle (the store's own
+            #                              os.kill of its process is named from the fence's note)
         if isinstance(e, SystemExit):
             code = e.code
             what = f"ended its process with sys.exit({'' if code is None else repr(code)})"
@@ -166,6 +222,88 @@ def _call_store(fence, directory, label: str, fn):
     finally:
         fence.leave(depth)
         status({"end": where})
+    patched = _patched() or _handler_set(handlers)
+    if patched:
+        raise _stopped(fence, "patched", f"replaced {patched}, which the lab's own code in its "
+                                         "process uses", where, directory, None) from None
+    return result
+
+
+def _kernel_refusal(fence, e: BaseException) -> str | None:
+    """What the store tried, when `e` is the kernel's refusal (Landlock holds this process, and
+    a PermissionError came out of the store's call that the file's own mode does not explain):
+    "write x.txt outside its run directory (the kernel refused it: ...)", else None."""
+    import errno
+
+    if not fence.kernel_abi:
+        return None
+    if type(e).__name__ == "OperationalError" and type(e).__module__ == "sqlite3":
+        # SQLite's own words for a file it could not open (ATTACH, VACUUM INTO): the path
+        opened = re.fullmatch(r"unable to open database: (.+)", str(e))
+        if opened and fence.outside_kernel(os.path.realpath(opened.group(1))):
+            return (f"open the SQLite database {opened.group(1)} outside its run directory "
+                    f"(the kernel refused it, Landlock: {e})")
+        return None
+    if not isinstance(e, PermissionError) or e.errno not in (errno.EACCES, errno.EPERM):
+        return None
+    name = e.filename
+    shown = os.fsdecode(name) if isinstance(name, (str, bytes)) else None
+    if shown is not None:
+        real = os.path.realpath(shown)
+        if not fence.outside_kernel(real) and (
+                os.path.lexists(real) and not os.access(real, os.W_OK) or
+                not os.access(os.path.dirname(real) or ".", os.W_OK)):
+            return None                  # the mode of a file of its own: the store's exception
+    where = f" {shown}" if shown else ""
+    return (f"write{where} outside its run directory (the kernel refused it, Landlock: "
+            f"{e.strerror or e})")
+
+
+def _lab_functions() -> dict:
+    import json
+    return {"json.dumps": (json, "dumps", json.dumps), "json.loads": (json, "loads", json.loads),
+            "json.dump": (json, "dump", json.dump), "json.load": (json, "load", json.load)}
+
+
+#: Functions of the standard library the lab's code calls in the store's process, as they were
+#: when this module was imported (before any learner code).
+_ORIGINALS = _lab_functions()
+
+
+def _patched() -> str | None:
+    """The first of `_ORIGINALS` the store replaced (then put back: the lab's code goes on
+    with the real one), or None."""
+    for name, (module, attr, original) in _ORIGINALS.items():
+        if getattr(module, attr, None) is not original:
+            setattr(module, attr, original)
+            return name
+    return None
+
+
+#: Signals whose handlers the lab's own code in the store's process relies on (a child's end,
+#: an interrupt, a broken pipe): a store that sets one is named, and the handler put back.
+_LAB_SIGNALS = tuple(getattr(signal, n) for n in (
+    "SIGCHLD", "SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGALRM") if hasattr(signal, n))
+
+
+def _handlers() -> dict:
+    return {s: signal.getsignal(s) for s in _LAB_SIGNALS}
+
+
+def _handler_set(before: dict) -> str | None:
+    """ "a handler for SIGCHLD (signal.signal)" when the store's call changed one of
+    `_LAB_SIGNALS`' handlers (put back, where this is the main thread), else None."""
+    import threading
+
+    for s, handler in before.items():
+        if signal.getsignal(s) is not handler:
+            if threading.current_thread() is threading.main_thread():
+                try:
+                    signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+                except (ValueError, OSError, TypeError):
+                    pass
+            return f"the handler of {signal.Signals(s).name} (signal.signal)"
+    return None
 
 
 def _memory_limit() -> str:
@@ -181,10 +319,10 @@ def _memory_limit() -> str:
     return f"; the lab's limit is {soft / (1 << 30):g} GiB of address space"
 
 
-def _stopped(fence, how: str, what: str, where: str, directory, e: BaseException):
+def _stopped(fence, how: str, what: str, where: str, directory, e: BaseException | None):
     record = {"kind": "stopped", "how": how, "what": what, "where": where,
               "at": _STATE[0] if _STATE else "", "dir": str(directory),
-              "line": learner_line(e.__traceback__)}
+              "line": learner_line(e.__traceback__) if e is not None else ""}
     fence.log(record)
     return _fence.StoreStopped({**record, "sentence": f"the store {what}, in {where}"})
 
@@ -348,13 +486,25 @@ def describe_failure(e: BaseException) -> dict:
 def main(argv: list[str]) -> int:
     from ..interrupts import Interrupted, interruptible
 
+    import fcntl
+
     fence = _fence.installed()
-    channel = Channel(socket.socket(fileno=int(argv[0])))
+    # The channel moves to a descriptor number nothing names (the one on the command line is
+    # closed, and the command line forgotten), held only in `status`'s closure.
+    given = int(argv[0])
+    moved = fcntl.fcntl(given, fcntl.F_DUPFD_CLOEXEC, 512 + (os.getpid() % 512))
+    os.close(given)
+    sys.argv[1:] = []
+    channel = Channel(socket.socket(fileno=moved))
+    _tag(channel, None)
     if fence is None:
-        channel.send({"t": "raised", "type": "RuntimeError", "text": "the process is not fenced",
-                      "line": "", "where": "", "spec": False, "traceback": ""})
+        _answer({"t": "raised", "type": "RuntimeError", "text": "the process is not fenced",
+                 "line": "", "where": "", "spec": False, "traceback": ""})
         return 70
-    _STATUS.append(channel)
+    # The kernel's half of the fence, before any learner code runs here and before any thread.
+    abi = _fence.confine()
+    from . import pristine
+    pristine.start(moved)       # before any learner code is imported here: a kill's new process
     context = Context(channel, fence)
     try:
         with interruptible():
@@ -362,21 +512,24 @@ def main(argv: list[str]) -> int:
                 request = channel.recv()
                 if request is None:
                     break
+                _tag(seq=request.get("seq"))
+                status({"fence": {"kernel": abi}})
                 try:
                     result = _job_entry(request["job"])(context, **request.get("args", {}))
-                    channel.send({"t": "result", "result": result})
+                    reply = {"t": "result", "result": result}
                 except _fence.StoreStopped as e:
-                    channel.send({"t": "stopped", "record": e.record})
+                    reply = {"t": "stopped", "record": e.record}
                 except Interrupted:
                     raise
                 except BaseException as e:       # noqa: the job's own failure is its answer
-                    channel.send({"t": "raised", **describe_failure(e)})
-                finally:
-                    set_state(None)
+                    reply = {"t": "raised", **describe_failure(e)}
+                set_state(None)
+                _answer(reply)                   # the request's one reply, and its last frame
+                _tag(seq=None)
     except Interrupted as e:
         try:
-            channel.send({"t": "interrupted", "signal": e.signum})
-        except OSError:
+            _answer({"t": "interrupted", "signal": e.signum})
+        except (OSError, IndexError):
             pass
         return e.code
     return 0

@@ -83,7 +83,8 @@ def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None,
         if progress is not None and "progress" in message:
             progress(*message["progress"])
 
-    with Boundary(spec, writable=writable) as b:
+    with Boundary(spec, writable=writable,
+                  connect=[_port(model.url)] if model is not None else []) as b:
         ended = b.call("bughunt.boundary.jobs:sweep_job",
                        {"spec": spec, "config": config.replace(store=spec).to_json(),
                         "points": points, "workers": workers or 0, "run_timeout": run_timeout,
@@ -100,6 +101,29 @@ def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None,
         return records, p, ended.printed
 
 
+def _port(url: str | None) -> int | None:
+    """The TCP port of a model server's URL: the one port the kernel lets the store's processes
+    connect to (Landlock ABI 4 and later)."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def run_store(argv: list[str], config, run_dir: Path) -> int:
     """`python -m bughunt run ARGV` with a learner's store: the worker runs behind the boundary,
     its stdout and stderr streamed to this process's (a learner's prints go to stderr when the
@@ -114,7 +138,8 @@ def run_store(argv: list[str], config, run_dir: Path) -> int:
     try:
         with Boundary(spec, writable=[Path(run_dir).expanduser().resolve()],
                       limits=Limits(operation_s=RUN_TIMEOUT_S), stdin=stdin,
-                      stream=(1, 2), cwd=os.getcwd()) as b:   # ARGV's paths, as given
+                      stream=(1, 2), cwd=os.getcwd(),   # ARGV's paths, as given
+                      connect=[p for p in [_port(_flag(argv, "--model-url"))] if p]) as b:
             try:
                 ended = b.call("bughunt.boundary.jobs:worker_job", {"argv": argv},
                                timeout=24 * 3600)
@@ -125,8 +150,12 @@ def run_store(argv: list[str], config, run_dir: Path) -> int:
             p = problem_of(ended, b.tidy)
     finally:
         os.close(stdin)
+    # Only a run given --crash-at kills itself at a planned point (argparse takes a flag's
+    # unambiguous prefix too); any other SIGKILL came from outside, and is said so.
     planned = (ended.how == "signal" and ended.signal == signal.SIGKILL
-               and not any(e.get("kind") == "note" for e in ended.events))
+               and not any(e.get("kind") == "note" for e in ended.events)
+               and any(a.split("=", 1)[0] in {"--crash-at"[:n] for n in range(4, 11)}
+                       for a in argv))
     if planned:                          # the crash point: die as the worker died
         sys.stdout.flush()
         sys.stderr.flush()

@@ -7,13 +7,15 @@ is running, the hook refuses them with `FenceRefused`, and writes what was tried
 boundary's log, which the lab reads afterwards (a store that catches the refusal is still named):
 
 - starting a process: `subprocess`, `os.system`, `os.fork`, `os.forkpty`, `os.posix_spawn`,
-  `os.exec*`, `os.spawn*`;
+  `os.exec*`, `os.spawn*` (where the kernel holds the process, a library the store calls may start
+  a helper of its own, as matplotlib runs fc-list: the helper is held as the store is);
 - loading a C library or a C function through `ctypes` (`ctypes.dlopen`, `ctypes.dlsym`...),
   when the store's own code asks for it (a library it imports, numpy say, may use ctypes itself);
 - a signal to any process but the store's own (and its own process group, where it leads one);
 - changing a file outside the run directory of the store being called: opening it for writing,
   renaming, removing, truncating, linking, changing its times or mode, making or removing a
-  directory, `shutil`'s tree operations, a SQLite database;
+  directory, `shutil`'s tree operations, a SQLite database (a `file:` URI counts as read-only
+  only when its last `mode` is `ro`), a Unix socket bound at a path;
 - changing its own resource limits (the boundary's memory and time caps).
 
 "While the store's code is running" means: the thread is inside a call the lab made into the store
@@ -26,14 +28,29 @@ The state of the hook lives in its closure: the directories, the log, the bracke
 attribute turns it off, and an audit hook cannot be removed. The functions it calls are bound when
 it is installed, so replacing `os.path.realpath` or `json.dumps` changes nothing for it.
 
-What it is not: a security sandbox. It guards against accidents (a path built from the working
-directory, a debugging `subprocess.run`, a helper that signals the wrong pid). Code that wants out
-can get out: a thread it starts, or a `weakref.finalize` or `atexit` callback, that calls
-`os.system` with no frame of the store's on the stack (Python 3.12 adds an audit event for thread
-starts, and the hook refuses those from the store there); `_posixsubprocess.fork_exec` called
-directly (it raises no audit event); the interpreter's frames and objects walked to the hook's
-closure; a C extension. A real grader of untrusted code uses the operating system: a container, a
-seccomp filter, a separate user.
+The kernel's half (`confine`, `landlock.py`): on Linux with Landlock, the boundary's child
+restricts itself before it imports any learner code, and every process it starts inherits the
+restriction: nothing is made, written, truncated, renamed or removed outside the boundary's
+temporary folder and the run directories it was given, no TCP port is bound or connected to (but a
+model server's), and (Landlock ABI 6) no signal reaches a process outside. The hook stays the layer
+that *names* a refusal in one sentence, where Python tells it what is being tried; the kernel is
+what stops it, including what the hook cannot see: an `os.open` with a `dir_fd`, `os.mkfifo` and
+`os.mknod`, SQLite's `ATTACH` and `VACUUM INTO`, `readline.write_history_file`, C code, a process
+started past the hook. Where the kernel refuses, the store's call fails with EACCES, and the guard
+(`child.py`) names it as the store's write outside its run directory; a write from a thread or a
+callback with no frame of the store's on the stack, which the hook sees but cannot place, is
+logged as refused too, since the lab's own code never writes where the kernel refuses.
+
+What it is still not: a complete sandbox. Reading is not restricted (any file the user may read,
+the store may read); within the boundary's temporary folder one crash state's directory is not
+fenced from another's by the kernel, only by the hook; the hook's state can be reached by code that
+walks the interpreter's frames and objects, and a store that catches the kernel's refusal and
+carries on is stopped without being named. Where Landlock is missing (macOS, a kernel before 5.13,
+a container whose seccomp profile forbids it), the fence is this hook alone, and the grader's
+verdict says so and lists what the hook alone lets by (`landlock.HOOK_ALONE_GAPS`): code written to
+get out of it can (a thread, a `weakref.finalize` or `atexit` callback that calls `os.system` with
+no frame of the store's on the stack; `_posixsubprocess.fork_exec` called directly; a `dir_fd`; a C
+extension).
 """
 
 from __future__ import annotations
@@ -75,6 +92,15 @@ _PROCESS_EVENTS = {
     "start a program", "os.startfile": "start a program", "pty.spawn": "start a program",
     "_thread.start_new_thread": "start a thread",
 }
+#: The lab's own files in a run directory: a store that writes one of these names is told so.
+_LAB_NAMES = {
+    "tracker.db": "the tracker's database", "tracker.db-journal": "the tracker's journal",
+    "tracker.db-wal": "the tracker's journal", "tracker.db-shm": "the tracker's journal",
+    "bill.jsonl": "the model's bill", "run.lock": "the worker's lock on the run",
+    "config.json": "the run's configuration", "config.json.tmp": "the run's configuration",
+    "io.jsonl": "the door's journal", "calls.jsonl": "the model calls' journal",
+    "trace.jsonl": "the run's trace",
+}
 _LIMIT_EVENTS = {"resource.setrlimit": "change its resource limits",
                  "resource.prlimit": "change its resource limits"}
 _SIGNAL_EVENTS = ("os.kill", "os.killpg", "signal.pthread_kill")
@@ -100,15 +126,18 @@ class FenceRefused(StoreStopped):
     """An operation the fence refused."""
 
 
-def settings(*, roots, default_dir, learner_dirs, log, limits: dict | None = None) -> str:
+def settings(*, roots, default_dir, learner_dirs, log, limits: dict | None = None,
+             kernel: dict | None = None) -> str:
     """The fence's settings, as the environment variable `ENV` carries them to child processes.
 
     roots: the directories a store may ever write under (the boundary's temporary folder, a run
     directory it was given); default_dir: where its code may write outside a call of the lab's
-    (its import); learner_dirs: where its files are; log: the boundary's log (JSON lines)."""
+    (its import); learner_dirs: where its files are; log: the boundary's log (JSON lines);
+    kernel: what the boundary's child asks Landlock for (`confine`): {"dirs": [...], "files":
+    [...], "ports": [...]}; once applied, "abi" says which version holds (0: none)."""
     return json.dumps({"roots": [str(r) for r in roots], "default_dir": str(default_dir),
                        "learner_dirs": [str(d) for d in learner_dirs], "log": str(log),
-                       "limits": limits or {}})
+                       "limits": limits or {}, "kernel": kernel or {}})
 
 
 _INSTALLED: list = []        # the Fence of this process, once installed (inherited by a fork)
@@ -127,9 +156,44 @@ def install_from_env() -> bool:
         return bool(_INSTALLED)
     s = json.loads(raw)
     apply_limits(s.get("limits") or {})
-    install(roots=s["roots"], default_dir=s["default_dir"], learner_dirs=s["learner_dirs"],
-            log=s["log"])
+    fence = install(roots=s["roots"], default_dir=s["default_dir"],
+                    learner_dirs=s["learner_dirs"], log=s["log"])
+    kernel = s.get("kernel") or {}
+    if kernel.get("abi"):           # a process the confined child started: inside its domain
+        fence.kernel_on(kernel["abi"], kernel.get("dirs", []),
+                        kernel.get("files", []) + kernel.get("append", []))
     return True
+
+
+def confine() -> int:
+    """The kernel's half of the fence (`landlock.restrict`), for this process and every process
+    it starts, as `ENV` asks; the boundary's child calls it once, before it imports learner code
+    or starts a thread. Returns the Landlock ABI in force (0: the audit hook alone), and tells
+    this process's hook and, through `ENV`, every process started from now on."""
+    from . import landlock
+
+    raw = os.environ.get(ENV)
+    fence = installed()
+    if not raw or fence is None:
+        return 0
+    s = json.loads(raw)
+    kernel = s.get("kernel") or {}
+    if "dirs" not in kernel or kernel.get("abi") is not None:
+        return int(kernel.get("abi") or 0)
+    try:
+        version = landlock.restrict(writable_dirs=kernel["dirs"],
+                                    writable_files=kernel.get("files", []),
+                                    appendable_files=kernel.get("append", []),
+                                    tcp_ports=kernel.get("ports", []))
+    except OSError:
+        version = 0                   # refused (a container's seccomp profile): the hook alone
+    kernel["abi"] = version
+    s["kernel"] = kernel
+    os.environ[ENV] = json.dumps(s)
+    if version:
+        fence.kernel_on(version, kernel["dirs"],
+                        kernel.get("files", []) + kernel.get("append", []))
+    return version
 
 
 def apply_limits(limits: dict) -> None:
@@ -158,10 +222,25 @@ class Fence:
     """What the lab's code holds of the fence: brackets around its calls into the store, and the
     log. Everything else is in the hook's closure."""
 
-    def __init__(self, enter, leave, log, where, *, roots, default_dir, learner_dirs, log_path):
+    def __init__(self, enter, leave, log, where, *, roots, default_dir, learner_dirs, log_path,
+                 kernel_on, kernel):
         self.enter, self.leave, self.log, self.where = enter, leave, log, where
         self.roots, self.default_dir, self.learner_dirs = roots, default_dir, learner_dirs
         self.log_path = log_path
+        self.kernel_on = kernel_on      # (abi, dirs, files): the kernel holds this process too
+        self._kernel = kernel
+
+    @property
+    def kernel_abi(self) -> int:
+        """The Landlock ABI that confines this process (0: the audit hook alone)."""
+        return self._kernel[0] if self._kernel else 0
+
+    def outside_kernel(self, path: str) -> bool:
+        """Whether `path` (absolute, resolved) is where the kernel lets nothing be written."""
+        if not self._kernel:
+            return False
+        _abi, dirs, files = self._kernel
+        return not (path in files or any(path == d or path.startswith(d + "/") for d in dirs))
 
     def call(self, directory, label: str, at: str = ""):
         """A context manager: the store's code runs in it, confined to `directory`."""
@@ -195,10 +274,12 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     encoding = sys.getfilesystemencoding()
     APPEND = posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT
     write_flags, path_events, verbs = _WRITE_FLAGS, dict(_PATH_EVENTS), dict(_VERBS)
+    lab_names = dict(_LAB_NAMES)
     process_events, limit_events = dict(_PROCESS_EVENTS), dict(_LIMIT_EVENTS)
     signal_events, ending = frozenset(_SIGNAL_EVENTS), dict(_ENDING)
     names = {int(s): s.name for s in signal.Signals}
-    watched = frozenset({"open", *path_events, *process_events, *limit_events, *signal_events})
+    watched = frozenset({"open", *path_events, *process_events, *limit_events, *signal_events,
+                         "socket.bind"})
     Refused_, isinstance_, str_, int_, bytes_ = FenceRefused, isinstance, str, int, bytes
 
     def text(path) -> str:
@@ -265,6 +346,22 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
     origins: dict[str, str] = {}
     brackets: dict[int, list[tuple[str, str]]] = {}
     busy: set[int] = set()
+    kernel: list = []                 # [abi, dirs, files] once Landlock holds this process
+    from urllib.parse import parse_qsl
+    unix = getattr(__import__("socket"), "AF_UNIX", None)
+
+    def kernel_on(abi: int, dirs, files) -> None:
+        if not kernel:
+            kernel.extend([int_(abi), tuple(resolve(text(d)) for d in dirs),
+                           tuple(resolve(text(f)) for f in files)])
+
+    def outside_kernel(real: str) -> bool:
+        return bool(kernel) and not (real in kernel[2] or inside(real, kernel[1]))
+
+    def read_only_uri(query: str) -> bool:
+        """A SQLite URI's query opens read-only (SQLite reads every `mode`; the last wins)."""
+        modes = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "mode"]
+        return bool(modes) and modes[-1] in ("ro", "memory")
 
     def origin(filename: str) -> str:
         """Whose code a frame runs: the store's ("learner"), the lab's, the standard library's,
@@ -282,7 +379,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
 
     def store_context():
         """(innermost bracket or None, the store's innermost frame as file/line/function or "",
-        whether the nearest frame that is not the standard library's is the store's)."""
+        whether the nearest frame that is not the standard library's is the store's). Code
+        compiled from a string (`<string>`: exec, eval) is its caller's: it is skipped."""
         stack = brackets.get(get_ident())
         bracket = stack[-1] if stack else None
         f = getframe(2)
@@ -290,7 +388,9 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
         while f is not None:
             code = f.f_code
             kind = origin(code.co_filename)
-            if nearest is None and kind != "std":
+            if nearest is None and kind != "std" and not (
+                    code.co_filename.startswith("<") and not
+                    code.co_filename.startswith("<frozen ")):
                 nearest = kind
             if kind == "learner" and not line:
                 line = (f"{code.co_filename.rsplit('/', 1)[-1]}, line {f.f_lineno}, "
@@ -364,9 +464,24 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
         try:
             bracket, line, by_store = store_context()
             if bracket is None and not line:
+                if kernel and event not in process_events and event not in signal_events:
+                    beyond(event, args)   # the lab's code never writes where the kernel refuses
                 return                            # the lab's own code: not fenced
+            if event == "socket.bind":
+                address = args[1] if len(args) > 1 else None
+                if (unix is not None and getattr(args[0], "family", None) == unix and
+                        isinstance_(address, (str_, bytes_)) and address and
+                        address[:1] not in ("\0", b"\0")):
+                    real = resolve(text(address))
+                    if not inside(real, (allowed_dir(bracket),)):
+                        refuse(event, f"bind a Unix socket at {real} (outside its run "
+                                      "directory)", bracket, line)
+                return
             if event.startswith("ctypes.") and not by_store:
                 return                # a library the store imports or calls uses ctypes itself
+            if event in process_events and kernel and not by_store:
+                return                # ... or starts a helper (matplotlib's fc-list): the kernel
+                #                       holds it as it holds the store (no write outside, no TCP)
             if event in process_events or event.startswith("ctypes.") or event in limit_events:
                 detail = ""
                 if event == "subprocess.Popen" and len(args) > 1:
@@ -409,7 +524,8 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 if event == "sqlite3.connect":
                     if shown.startswith("file:"):
                         shown, _, query = shown[5:].partition("?")
-                        if "mode=ro" in query or "mode=memory" in query:
+                        shown = shown.partition("#")[0]
+                        if read_only_uri(query.partition("#")[0]):
                             continue
                     if shown in ("", ":memory:"):
                         continue
@@ -417,7 +533,16 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 if dir_fd is not None and base is None:
                     continue                   # cannot tell where: not refused (said above)
                 real = resolve(shown, base)
-                if real == "/dev/null" or inside(real, (target_dir,)):
+                if real == "/dev/null":
+                    continue
+                if inside(real, (target_dir,)):
+                    name = real.rsplit("/", 1)[1]
+                    if bracket and real == bracket[0] + "/" + name and name in lab_names:
+                        refuse(event, f"{verbs.get(event, 'write') if event != 'open' else 'write'}"
+                                      f" {name} in its run directory: that is the name of "
+                                      f"{lab_names[name]}, one of the lab's own files there "
+                                      "(give the store's files names of their own)",
+                               bracket, line)
                     continue
                 verb = "write" if event == "open" else verbs.get(event, event)
                 place = ("outside its run directory" if bracket and bracket[0] != default_
@@ -434,6 +559,32 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 refuse(event, f"{verb} {what}", bracket, line)
         finally:
             busy.discard(me)
+
+    def beyond(event: str, args) -> None:
+        """An operation of no call into the store, in a process the kernel confines: one that
+        changes a path where the kernel lets nothing be written is the store's (a thread, a
+        finalizer, a callback it left): logged as refused; the kernel stops it."""
+        try:
+            changes = changed_paths(event, args) if event in path_events or event == "open" \
+                else ()
+        except (TypeError, ValueError, IndexError):
+            return
+        for path, dir_fd in changes:
+            shown = text(path)
+            if event == "sqlite3.connect":
+                query = shown.partition("?")[2] if shown.startswith("file:") else ""
+                if shown in ("", ":memory:") or read_only_uri(query):
+                    continue
+                shown = shown[5:].partition("?")[0] if shown.startswith("file:") else shown
+            base = fd_dir(dir_fd) if dir_fd is not None else None
+            real = resolve(shown, base)
+            if real == "/dev/null" or not outside_kernel(real):
+                continue
+            verb = "write" if event == "open" else verbs.get(event, event)
+            log_line({"kind": "refused", "event": event,
+                      "what": f"{verb} {real} (outside its run directory, from no call into "
+                              "the store: a thread or a callback it left; the kernel refused it)",
+                      "where": "", "at": "", "dir": "", "line": ""})
 
     def enter(directory, label: str, at: str = "") -> int:
         """Bracket a call into the store (`label`: which call; `at`: what the lab was doing);
@@ -457,6 +608,6 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
 
     sys.addaudithook(hook)
     fence = Fence(enter, leave, log_line, where, roots=roots_, default_dir=default_,
-                  learner_dirs=learners, log_path=log_path)
+                  learner_dirs=learners, log_path=log_path, kernel_on=kernel_on, kernel=kernel)
     _INSTALLED.append(fence)
     return fence

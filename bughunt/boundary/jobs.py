@@ -22,7 +22,8 @@ import subprocess
 from pathlib import Path
 
 from ..stores import store_class
-from . import child, fence as _fence
+from ..config import is_store_file
+from . import child, fence as _fence, pristine
 
 
 def conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
@@ -34,7 +35,8 @@ def conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     ctx.status(store_name=str(cls.name))
     config = RunConfig.from_json(config)
     child.set_state("while the suite records its run")
-    report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"))
+    report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"),
+                   fresh=spec if pristine.available() and is_store_file(spec) else None)
     return {"name": cls.name, "report": report.to_json()}
 
 
@@ -112,6 +114,13 @@ def sweep_job(ctx, *, spec: str, config: dict, points: list[str] | None = None, 
                     "sentence": f"the worker of the {which} {point.name} did not finish within "
                                 f"{run_timeout:g} s: a loop or a wait in the store? The lab "
                                 "stopped it"}) from None
+            except UnicodeDecodeError:            # the lab reads a worker's output as text
+                raise _fence.StoreStopped({
+                    "kind": "output", "where": "", "dir": str(run_dir),
+                    "sentence": f"the store printed bytes that are not text (not UTF-8) in the "
+                                f"worker of the run killed at {point.name} or its resume: the lab "
+                                "reads a worker's output as text; print str, or write bytes to a "
+                                "file of the store's own"}) from None
             except json.JSONDecodeError as e:     # a worker that exited 0 without its report
                 raise _fence.StoreStopped({
                     "kind": "exit", "where": "", "dir": str(run_dir),
