@@ -309,7 +309,7 @@ class FreshProcesses:
 
     def _run(self, step: str, directory: Path, **args) -> dict:
         from .boundary import pristine
-        return pristine.run(f"bughunt.conformance:{step}", {
+        return pristine.run_fresh(f"bughunt.conformance:{step}", {
             "spec": self.spec, "config": self.config, "directory": str(directory), **args},
             spec=self.spec, at=self.at)
 
@@ -368,7 +368,7 @@ def resume_step(config, cls, directory: Path, state: dict, event: dict) -> dict:
     return _outcome(step)
 
 
-def _changes(before: dict, after: dict) -> list[str]:
+def _changed_files(before: dict, after: dict) -> list[str]:
     return sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
 
 
@@ -378,7 +378,7 @@ def load_then_repair(config, cls, directory: Path, real: list[str]) -> dict:
     that load. (Two steps, one process: each process costs a fork.)"""
     before = _files_in(directory)
     loaded = load_step(config, cls, directory)
-    changed = _changes(before, _files_in(directory))
+    changed = _changed_files(before, _files_in(directory))
     out = {"load": loaded, "changed": changed}
     if not changed and "state" in loaded and json.dumps(loaded["state"], sort_keys=True) in \
             set(real):

@@ -325,7 +325,7 @@ def grade(store: str, *, idempotency_key: bool = True, intent: bool = True,
             problems += [p for p in [problem_of(swept, b.tidy)] if p]
         # With the kernel's half of the fence nothing of the store's can write beside its file: a
         # name that appears there is another program's (a notebook's autosave, an editor).
-        changed = _changes(before, _listing(store_dir)) if not b.kernel_abi else []
+        changed = _names_added_or_removed(before, _listing(store_dir)) if not b.kernel_abi else []
         if changed:
             problems.append(StoreProblem("refused", (
                 f"refused: files appeared or vanished beside the store's file while it was "
@@ -370,7 +370,7 @@ def _listing(directory: Path | None) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _changes(before: dict, after: dict) -> list[str]:
+def _names_added_or_removed(before: dict, after: dict) -> list[str]:
     """Names that appeared or vanished beside the store's file: what the fence cannot have let
     through, looked for afterwards. Changes to existing files are not counted: a notebook there
     autosaves, a learner edits."""

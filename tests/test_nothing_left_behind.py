@@ -21,14 +21,18 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(),
                                 reason="reads the process table from /proc (Linux)")
 
 
+READY_THEN_WAIT = "import sys; print('ready', flush=True); sys.stdin.read()"
+
+
 def test_a_marked_process_still_running_and_a_file_left_are_each_named(tmp_path):
     token = uuid.uuid4().hex
     env = {**os.environ, MARK: token}
     # A daemon a notebook forgot: a grandchild in a session of its own, still running.
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                            stdin=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", READY_THEN_WAIT], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, start_new_session=True)
     (tmp_path / "bughunt-sweep-x").mkdir()
     try:
+        assert proc.stdout.readline() == b"ready\n"         # it runs: a state we can see
         assert marked(token) == [proc.pid]
         left = left_behind(token, [tmp_path], grace_s=0)
         assert left[0].startswith(f"still running: {proc.pid}: ") and "sys.stdin.read" in left[0]

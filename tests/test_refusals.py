@@ -102,8 +102,8 @@ def test_a_directory_in_place_of_the_snapshot_is_refused(crashed_snapshot_run, t
     (run_dir / SNAPSHOT_FILE).mkdir()
     before = files(run_dir)
     proc = run(run_dir, SNAP)
-    assert proc.returncode == EXIT_REFUSED and "Is a directory" in proc.stderr
-    assert str(run_dir / SNAPSHOT_FILE) in proc.stderr
+    assert proc.returncode == EXIT_REFUSED
+    assert f"{run_dir / SNAPSHOT_FILE}: is a directory" in proc.stderr
     no_traceback(proc)
     assert files(run_dir) == before
 
@@ -144,7 +144,7 @@ def test_a_checkpoint_log_replaced_by_a_directory_is_refused_naming_it(tmp_path)
     before = files(run_dir)
     proc = run(run_dir, RunConfig())
     assert proc.returncode == EXIT_REFUSED
-    assert f"{run_dir / 'events.jsonl'}: cannot be read (Is a directory)" in proc.stderr
+    assert f"{run_dir / 'events.jsonl'}: is a directory" in proc.stderr
     assert files(run_dir) == before
 
 

@@ -91,7 +91,7 @@ def test_this_test_process_reads_the_folder_but_never_writes_it(tmp_path, monkey
     folder = tmp_path / "results"
     folder.mkdir()
     monkeypatch.setenv(results.RUN_DIR_VARIABLE, str(folder))
-    assert results._DISK == {"read": True, "write": False}        # tests/conftest.py
+    assert results._DISK["write"] is False                         # tests/conftest.py
     results.remember(("test", "faked", str(tmp_path)), lambda: "a faked sweep")
     assert list(folder.iterdir()) == []
 

@@ -42,10 +42,14 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/s
 TARGET_S = {"fast": 180, "full": 600}
 NOTEBOOKS_TIER = "notebooks (strict nbval)"
 SLOWEST = 15
+XDIST = ["-n", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
 
 
 def pytest(*args: str) -> list[str]:
-    return [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    """A pytest run on every core (pytest-xdist, at most 4 workers): whole files to a worker,
+    so a notebook's cells, a module's servers and the book's build stay together. Measured on 2
+    cores: the fast tier took 2.9 minutes so against 4.3 one file after another (README)."""
+    return [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *XDIST, *args]
 
 
 def tiers(name: str, lesson: int | None) -> list[tuple[str, list[str]]]:

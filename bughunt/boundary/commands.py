@@ -84,7 +84,7 @@ def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None,
             progress(*message["progress"])
 
     with Boundary(spec, writable=writable,
-                  connect=[_port(model.url)] if model is not None else []) as b:
+                  connect=[_model_port(model.url)] if model is not None else []) as b:
         ended = b.call("bughunt.boundary.jobs:sweep_job",
                        {"spec": spec, "config": config.replace(store=spec).to_json(),
                         "points": points, "workers": workers or 0, "run_timeout": run_timeout,
@@ -101,7 +101,7 @@ def sweep_store(config, *, points=None, workers=None, base_dir=None, model=None,
         return records, p, ended.printed
 
 
-def _port(url: str | None) -> int | None:
+def _model_port(url: str | None) -> int | None:
     """The TCP port of a model server's URL: the one port the kernel lets the store's processes
     connect to (Landlock ABI 4 and later)."""
     from urllib.parse import urlsplit
@@ -139,7 +139,7 @@ def run_store(argv: list[str], config, run_dir: Path) -> int:
         with Boundary(spec, writable=[Path(run_dir).expanduser().resolve()],
                       limits=Limits(operation_s=RUN_TIMEOUT_S), stdin=stdin,
                       stream=(1, 2), cwd=os.getcwd(),   # ARGV's paths, as given
-                      connect=[p for p in [_port(_flag(argv, "--model-url"))] if p]) as b:
+                      connect=[p for p in [_model_port(_flag(argv, "--model-url"))] if p]) as b:
             try:
                 ended = b.call("bughunt.boundary.jobs:worker_job", {"argv": argv},
                                timeout=24 * 3600)

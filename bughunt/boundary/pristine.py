@@ -153,7 +153,7 @@ class StepFailed(Exception):
     """The lab's own step raised in the new process (its type, words and traceback)."""
 
 
-def run(job: str, args: dict, *, spec: str, at: str | None = None):
+def run_fresh(job: str, args: dict, *, spec: str, at: str | None = None):
     """Run `job` ("module:function", called with `args`) in a new process forked from the
     pristine one, and return what it returned. A StoreStopped there is raised here; an end of
     that process is repeated by this one (see the module's docstring)."""
