@@ -119,6 +119,9 @@ def serve_forks(preload: tuple[str, ...] = ()) -> None:
 START_TIMEOUT_S = 300.0
 
 
+WAIT_SLICE_S = 0.25         # the longest a signal waits for the main thread (`_reply`)
+
+
 class ForkServer:
     """One server process; used by one caller at a time."""
 
@@ -153,9 +156,19 @@ class ForkServer:
             lifeline.watch_dir(self.tmp.name)
 
     def _reply(self, timeout: float | None) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError
+        # Waited for in short slices: a SIGINT the kernel hands to another thread of this
+        # process (kill(2) picks any thread that does not block it) only sets Python's flag, and
+        # the main thread acts on it when its select() returns, so within a slice, not after the
+        # whole timeout (a notebook's Ctrl-C during a 60 s model call).
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.proc.stdout], [], [],
+                                        WAIT_SLICE_S if left is None else min(left, WAIT_SLICE_S))
+            if ready:
+                break
+            if left is not None and left <= WAIT_SLICE_S:
+                raise TimeoutError
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError("the fork server died")

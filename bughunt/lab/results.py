@@ -87,7 +87,7 @@ def _read_kept(path: Path | None):
         return _MISSING
 
 
-def _keep(path: Path | None, value) -> None:
+def _write_kept(path: Path | None, value) -> None:
     """Written whole or not at all (a temporary file renamed), so a reader never sees half."""
     if path is None or not _DISK["write"]:
         return
@@ -136,9 +136,29 @@ def remember(key, compute):
     value = _read_kept(path)
     if value is _MISSING:
         value = compute()
-        _keep(path, value)
+        _write_kept(path, value)
     with _LOCK:
         return _STORE.setdefault(key, value)
+
+
+def recall(key):
+    """What `keep(key, ...)` kept in this process, or another process of the test run; else
+    None. For a lesson module that keeps results its own way (by its own keys)."""
+    with _LOCK:
+        if key in _STORE:
+            return _STORE[key]
+    found = _read_kept(_disk_path(key))
+    if found is _MISSING:
+        return None
+    with _LOCK:
+        return _STORE.setdefault(key, found)
+
+
+def keep(key, value) -> None:
+    """Keep `value` under `key` until `reset()` (and for the rest of the test run, if any)."""
+    with _LOCK:
+        _STORE[key] = value
+    _write_kept(_disk_path(key), value)
 
 
 def memoized(fn):
@@ -195,7 +215,7 @@ def sweeps_once(configs: dict[str, RunConfig], progress=None, *,
             mine = [r for r in records if r.sweep == tags[name]]
             key = _cache_key(cfg, measure)
             if key not in _STORE:
-                _keep(_disk_path(key), mine)
+                _write_kept(_disk_path(key), mine)
             remember(key, lambda mine=mine: mine)
     with _LOCK:
         return {name: _STORE[_cache_key(cfg, measure)] for name, cfg in configs.items()}

@@ -93,11 +93,9 @@ DETERMINISTIC = [(d, k) for d in LAB for k in ("user", "framework")] + [
 
 # --- cached sweeps -------------------------------------------------------------------------------
 
-_CACHE: dict[tuple, SweepResult] = results.table("lesson 10: framework sweeps")
-
-
 def _framework_key(settings: SweepSettings, points, repeat: int) -> tuple:
-    return (settings.resolved(), points, repeat)
+    """Where the lab's one cache keeps a sweep (`results.keep`, `results.recall`)."""
+    return ("lesson 10: framework sweep", settings.resolved(), points, repeat)
 
 
 def _plan(settings: SweepSettings, points, repeat: int):
@@ -105,9 +103,11 @@ def _plan(settings: SweepSettings, points, repeat: int):
 
     The comparison's sweep with the same settings answers every point it crashed at, so only the
     points it did not crash at are swept again."""
-    if _framework_key(settings, points, repeat) in _CACHE:
-        return _CACHE[_framework_key(settings, points, repeat)], None
-    wide = _CACHE.get(_framework_key(settings, COMPARE_POINTS.get(settings.framework, POINTS), repeat))
+    found = results.recall(_framework_key(settings, points, repeat))
+    if found is not None:
+        return found, None
+    wide = results.recall(_framework_key(settings, COMPARE_POINTS.get(settings.framework, POINTS),
+                                         repeat))
     if wide is None:
         return None, points
     want = [p.point for p in select_points(wide.clean.points, points, strict=False)]
@@ -141,14 +141,16 @@ def framework_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: 
         if plans[n][1] is not None:
             by_points.setdefault(plans[n][1], {})[n] = s
     for patterns, group in by_points.items():
-        results = sweep_many(list(group.values()), points=patterns, repeat=repeat,
-                             progress=progress)
-        for (n, s), res in zip(group.items(), results):
-            _CACHE[_framework_key(s, pts(s), repeat)] = _merge(plans[n][0], res)
-    return {n: _CACHE.get(_framework_key(s, pts(s), repeat)) or plans[n][0] for n, s in named.items()}
+        swept = sweep_many(list(group.values()), points=patterns, repeat=repeat,
+                           progress=progress)
+        for (n, s), res in zip(group.items(), swept):
+            results.keep(_framework_key(s, pts(s), repeat), _merge(plans[n][0], res))
+    return {n: results.recall(_framework_key(s, pts(s), repeat)) or plans[n][0]
+            for n, s in named.items()}
 
 
-_LAB: dict[RunConfig, tuple[list, dict]] = results.table("lesson 10: the lab's stores")
+def _lab_key(config: RunConfig) -> tuple:
+    return ("lesson 10: the lab's store, timed", config)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,15 +169,15 @@ def _timed_crash_and_resume(config, point, run_dir) -> TimedRun:
 def lab_timed_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
     """The lab's own stores (lessons 2 to 4), timed, at every crash point but those inside a commit
     (as for the frameworks), and a clean run's report (its final state, its write latencies)."""
-    todo = {n: c for n, c in configs.items() if c not in _LAB}
+    todo = {n: c for n, c in configs.items() if results.recall(_lab_key(c)) is None}
     if todo:
         jobs = [(n, c, p) for n, c in todo.items() for p in crash_points(c) if p.label in LAB_KIND]
         with tempfile.TemporaryDirectory(prefix="bughunt-lab10-") as tmp:
             records = run_crash_jobs(jobs, Path(tmp), progress=progress,
                                      measure=_timed_crash_and_resume)
         for n, c in todo.items():
-            _LAB[c] = ([r for r in records if r.sweep == n], clean_run(c))
-    return {n: _LAB[c] for n, c in configs.items()}
+            results.keep(_lab_key(c), ([r for r in records if r.sweep == n], clean_run(c)))
+    return {n: results.recall(_lab_key(c)) for n, c in configs.items()}
 
 
 def clear_caches() -> None:
