@@ -166,6 +166,7 @@ def test_a_notebooks_interrupt_during_a_slow_forked_worker_is_raised_and_kills_i
         from bughunt import experiment
         from bughunt.config import RunConfig
         run = Path({str(tmp_path / "run")!r})
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # as a kernel's own handler
 
         def interrupt_once_billed():          # the worker is inside page 1's model call
             while not (run / "bill.jsonl").exists():

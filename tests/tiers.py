@@ -43,6 +43,7 @@ TARGET_S = {"fast": 180, "full": 600}
 NOTEBOOKS_TIER = "notebooks (strict nbval)"
 SLOWEST = 15
 XDIST = ["-n", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
+STOP_GRACE_S = 60
 
 
 def pytest(*args: str) -> list[str]:
@@ -83,6 +84,23 @@ def slowest(reports: list[Path], n: int = SLOWEST) -> list[tuple[float, str]]:
     return sorted(cases, reverse=True)[:n]
 
 
+def call(cmd: list[str], env: dict) -> int:
+    """`cmd`'s exit code. On Ctrl-C (or SIGTERM) the tier is asked to stop as a terminal would
+    ask it (SIGINT), so pytest ends its workers and kernels itself, and is killed only if it has
+    not stopped within STOP_GRACE_S; then the interrupt goes on up."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        return proc.wait()
+    except BaseException:
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
 def notebooks_leaving_nothing(cmd: list[str], env: dict, work: Path) -> int:
     """Run the notebooks as a learner's kernels run them, each process of the run marked and
     given temp folders of its own; then nothing of theirs may still run, and their folders must
@@ -98,7 +116,7 @@ def notebooks_leaving_nothing(cmd: list[str], env: dict, work: Path) -> int:
     # folder is put back as it was (tests/conftest.py does the same around a pytest run).
     before = folder_state(NOTEBOOK_FOLDER)
     try:
-        code = subprocess.call(cmd, cwd=ROOT, env=env)
+        code = call(cmd, env)
         left = left_behind(token, [scratch, *([ram] if ram else [])]) if Path("/proc").is_dir() \
             else [f"left in {scratch}: {p.name}" for p in sorted(scratch.iterdir())]
     finally:
@@ -111,6 +129,14 @@ def notebooks_leaving_nothing(cmd: list[str], env: dict, work: Path) -> int:
     return code
 
 
+class StoppedBySigterm(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so the tiers stop and clean up the same way."""
+
+
+def _stopped_by_sigterm(signum, frame):
+    raise StoppedBySigterm()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tests/tiers.py", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="write each tier's wall time and exit code to FILE as JSON "
                              "(make bench reads it)")
     args = parser.parse_args(argv)
+    # The tests of Ctrl-C need SIGINT deliverable: a run started in the background (nohup, `&`
+    # in a script) begins with it ignored, and every child would inherit that. A handler of ours
+    # is not inherited: each child starts with the default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stopped_by_sigterm)
     if args.report is not None and (args.report.is_dir() or not args.report.parent.is_dir()):
         parser.error(f"argument --report: {args.report} is a folder, or its folder does not exist")
     work = Path(tempfile.mkdtemp(prefix="bughunt-tiers-"))
@@ -141,13 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             if name == NOTEBOOKS_TIER:
                 code = notebooks_leaving_nothing(cmd, env, work)
             else:
-                code = subprocess.call(cmd, cwd=ROOT, env=env)
+                code = call(cmd, env)
             done.append((name, time.monotonic() - t0, code))
             if code in (-signal.SIGINT, 130):
                 raise KeyboardInterrupt
     except KeyboardInterrupt:
         print("\ntiers: stopped by Ctrl-C", file=sys.stderr)
         return 130
+    except StoppedBySigterm:
+        print("\ntiers: stopped by SIGTERM", file=sys.stderr)
+        return 143
     finally:
         total = time.monotonic() - started
         print(f"\n=== where the time went ({args.tier} tier) ===")
