@@ -9,6 +9,7 @@ never by process name) and nothing is left in the test's own temporary folder.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -856,6 +857,42 @@ def test_run_with_a_store_that_prints_keeps_its_json_report_clean(stores, sealed
     crashed = bughunt("run", "--dir", str(sealed["tmp"].parent / "run2"), "--store",
                       "good.py:Good", "--crash-at", "p1.after_visit", cwd=stores)
     assert crashed.returncode == -signal.SIGKILL      # as a worker's caller sees a crash point
+
+
+HUGE = '''
+from good import Good
+
+
+class HugeName(Good):
+    name = "n\\n" * 100_000
+
+
+class HugeMessage(Good):
+    def load(self):
+        raise RuntimeError("z\\n" * 100_000)
+'''
+#: what a store gives in 100,000 lines, and the start of its cut echo (its repr, then the length)
+CUT = {"huge.py:HugeName": "'n\\nn\\nn\\n", "huge.py:HugeMessage": "RuntimeError: 'z\\nz\\nz\\n",
+       "huge_import.py:Good": "ValueError: 'i\\ni\\ni\\n"}
+
+
+@pytest.mark.parametrize("spec", list(CUT))
+def test_a_100000_line_name_or_message_from_the_store_is_cut_in_every_verdict(stores, sealed,
+                                                                              spec):
+    """issue 28: a 100,000-line store `name` (or any huge text from the store: an exception's
+    message) was echoed in full by the grader and the conformance suite; it is cut as a flag's
+    value is (`config.quoted`), and says its length."""
+    (stores / "huge.py").write_text(HUGE)
+    (stores / "huge_import.py").write_text('raise ValueError("i\\n" * 100_000)\n')
+    g = grader.grade(str(stores / spec), pages=1, sweep=False)
+    said = str(g)
+    assert CUT[spec] in said and "... (200,000 characters)" in said, said[:2000]
+    assert len(said) < 2_000 and said.count("\n") == 1, said[:2000]
+    assert len(g.name) < 200 and len(json.dumps(g.to_json())) < 20_000
+    proc = bughunt("conformance", "--store", spec, cwd=stores)      # it names no store's `name`
+    assert spec.endswith("HugeName") or CUT[spec] in proc.stderr, proc.stderr[:2000]
+    assert len(proc.stdout + proc.stderr) < 2_000, proc.stderr[:2000]
+    assert "Traceback" not in proc.stderr
 
 
 def test_conformance_names_a_store_that_ends_its_process(stores, sealed):
