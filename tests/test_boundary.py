@@ -558,14 +558,19 @@ def test_a_correct_store_that_writes_without_the_door_passes_on_the_sweeps_word(
 
 
 ENVIRONMENT = """
-import os, sys, tempfile
+import os, stat, sys, tempfile
 from good import Good
 folder = os.path.realpath(tempfile.gettempdir())
 for name in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
-             "TMPDIR"):
+             "XDG_RUNTIME_DIR", "TMPDIR"):
     value = os.path.realpath(os.environ.get(name, "/nowhere"))
     if os.path.commonpath([value, folder]) != folder or "bughunt-boundary-" not in value:
         raise RuntimeError(f"{name} is {value}, outside the boundary's folder {folder}")
+# The XDG Base Directory specification: the runtime directory exists, is the user's, mode 0700.
+st = os.stat(os.environ["XDG_RUNTIME_DIR"])
+if not stat.S_ISDIR(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o700 or st.st_uid != os.getuid():
+    raise RuntimeError(f"XDG_RUNTIME_DIR is not a directory of the user's with mode 0700: "
+                       f"{oct(st.st_mode)} uid {st.st_uid}")
 os.makedirs(os.path.expanduser("~/.config/mine"), exist_ok=True)
 """
 MATPLOTLIB = """

@@ -438,6 +438,12 @@ class Boundary:
             self.real_root = os.path.realpath(self.root)
             for d in ("tmp", "out", "cwd", "hook", "tmp/home"):
                 (self.root / d).mkdir()
+            # XDG_RUNTIME_DIR must exist, be the user's and mode 0700 (the XDG Base Directory
+            # specification): programs use it, they do not make it. The other XDG folders they
+            # make themselves, as a home's first use does.
+            runtime = self.root / "tmp" / "home" / ".run"
+            runtime.mkdir(mode=0o700)
+            runtime.chmod(0o700)                 # whatever the umask took away
             for w in self.writable:              # the kernel's rules need a directory there
                 missing = []
                 path = Path(w)
@@ -470,7 +476,7 @@ class Boundary:
                         "XDG_CACHE_HOME": str(home / ".cache"),
                         "XDG_DATA_HOME": str(home / ".local" / "share"),
                         "XDG_STATE_HOME": str(home / ".local" / "state"),
-                        "XDG_RUNTIME_DIR": str(home / ".run"),
+                        "XDG_RUNTIME_DIR": str(runtime),
                         _fence.ENV: _fence.settings(
                             roots=[self.root, *self.writable], default_dir=self.root / "tmp",
                             learner_dirs=[self.store_dir] if self.store_dir else [],
