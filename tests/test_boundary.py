@@ -660,6 +660,24 @@ def test_a_file_another_program_makes_beside_the_store_during_the_grade_is_not_t
     assert not g.problems and g.conformance_ok, str(g)
 
 
+@pytest.mark.parametrize("beside", ["sqlite3.py", "selectors.py", "json.py"])
+def test_a_file_beside_the_store_named_like_a_module_the_lab_imports_is_ignored(stores, sealed,
+                                                                                tmp_path, beside):
+    """issue 28: files beside the store's file are ignored unless the store reads them. The
+    store's folder was on PYTHONPATH, before the standard library: a `sqlite3.py` there was
+    imported by the lab's own code in the boundary's child ("the store raised ..." or "this is
+    the lab failing"). The store still imports its helper beside it (`from good import Good`),
+    in the suite's processes and in the sweep's workers."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    shutil.copy(stores / "good.py", folder / "good.py")
+    (folder / "mine.py").write_text("from good import Good\n")
+    (folder / beside).write_text(f"raise RuntimeError('{beside} beside the store was imported')\n")
+    g = grader.grade(f"{folder / 'mine.py'}:Good", **SMALL)
+    assert g.passed and not g.problems, str(g)
+    assert "beside the store was imported" not in str(g)
+
+
 # --- the boundary itself -------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent

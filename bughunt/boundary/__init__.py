@@ -65,7 +65,8 @@ SITECUSTOMIZE = ("# Written by bughunt.boundary: fence this process before any o
                  "# (and import the guard once, so that a fork server's workers inherit it).\n"
                  "import bughunt.boundary.fence as _fence\n"
                  "if _fence.install_from_env():\n"
-                 "    import bughunt.boundary.child\n")
+                 "    import bughunt.boundary.child\n"
+                 "_fence.add_learner_dirs()\n")
 
 
 @dataclass(frozen=True)
@@ -460,9 +461,10 @@ class Boundary:
             self.log = self.root / "out" / "fence.jsonl"
             self.log.touch()
             self._log_offset = 0
+            # The store's folder is not among them: the sitecustomize puts it last on the import
+            # path (`fence.add_learner_dirs`), so that a file beside the store is imported only
+            # when the store imports it, never in place of a module the lab imports.
             paths = [str(self.root / "hook"), PACKAGE_PARENT, *self.paths]
-            if self.store_dir:
-                paths.append(self.store_dir)
             if os.environ.get("PYTHONPATH"):
                 paths.append(os.environ["PYTHONPATH"])
             limits = {"memory_bytes": self.limits.memory_bytes,
