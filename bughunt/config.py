@@ -64,6 +64,27 @@ def quoted(value: object, limit: int = ECHO_CHARS) -> str:
     return f"{text[:limit]}... ({size:,} characters)"
 
 
+#: The most of an exception's message, from a learner's code, a verdict echoes.
+MESSAGE_CHARS = 300
+
+
+def shown(text: object, limit: int = ECHO_CHARS) -> str:
+    """Text from a learner's code (a store's `name`, an exception's message) as a verdict shows
+    it: as it is when it is one printable line of at most `limit` characters, else `quoted`
+    (its repr, cut, the length said): a 100,000-line `name` is one line of a sentence."""
+    text = str(text)
+    if len(text) <= limit and text.isprintable():
+        return text
+    return quoted(text, limit)
+
+
+def said(e: BaseException) -> str:
+    """An exception from a learner's code as a verdict names it: "Type: message" (the message
+    `shown`, at most MESSAGE_CHARS of it), or only the type when the message is empty."""
+    text = str(e)
+    return f"{type(e).__name__}: {shown(text, MESSAGE_CHARS)}" if text else type(e).__name__
+
+
 def reason_as_flags(text: str) -> str:
     """A reason that mentions other fields (`store`), said with their flags (`--store`)."""
     names = "|".join(f.name for f in dataclasses.fields(RunConfig))

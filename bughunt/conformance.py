@@ -39,7 +39,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import RunConfig, add_config_arguments, config_from_args, ConfigError, is_store_file
+from .config import (MESSAGE_CHARS, ConfigError, RunConfig, add_config_arguments, config_from_args,
+                     is_store_file, shown)
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
@@ -335,9 +336,9 @@ def _outcome(fn) -> dict:
     try:
         return fn()
     except StoreDamage as e:
-        return {"damage": str(e)}
+        return {"damage": shown(str(e), MESSAGE_CHARS)}
     except Exception as e:             # a learner's store may raise anything
-        return {"raised": [type(e).__name__, str(e)]}
+        return {"raised": [type(e).__name__, shown(str(e), MESSAGE_CHARS)]}
 
 
 def load_step(config, cls, directory: Path) -> dict:
@@ -564,7 +565,7 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
     config = config.replace(pages=pages) if pages else config
     cls = cls or store_for(config)
     steps = FreshProcesses(config, fresh) if fresh else InProcess(config, cls)
-    report = ConformanceReport(store=getattr(cls, "name", cls.__name__), config=config)
+    report = ConformanceReport(store=shown(getattr(cls, "name", cls.__name__)), config=config)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bughunt-conformance-") as tmp:
         tmp = Path(tmp)

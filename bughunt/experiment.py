@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import forkserver
-from .config import RunConfig
+from .config import MESSAGE_CHARS, RunConfig, said, shown
 from .crashpoints import (LABELS, PAUSE_BANNER, CrashPoint, NoSuchPoint, find, point_name,
                           scheme)
 from .events import apply_event, initial_state
@@ -367,9 +367,9 @@ def outcome(run_dir: Path, config: RunConfig, report: dict | None) -> Outcome:
         try:
             rebuild_ok = rebuild_from_disk(run_dir, config).state == memory
         except StoreDamage as e:
-            disk_error = str(e)
+            disk_error = shown(str(e), MESSAGE_CHARS)
         except Exception as e:         # a learner's store may raise anything: that is a verdict
-            disk_error = f"load() raised {type(e).__name__}: {e}"
+            disk_error = f"load() raised {said(e)}"
     return Outcome(duplicate_reports=len(tracker) - len(set(tracker)),
                    lost_reports=len(set(Site.load(config.pages).bug_pages) - set(tracker)),
                    three_way_check=witnesses_agree(tracker, memory, rebuild_ok, disk_error),

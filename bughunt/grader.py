@@ -37,7 +37,15 @@ so and lists what it lets by.
 
 from __future__ import annotations
 
-import argparse
+if __name__ == "__main__":
+    # `python -m bughunt.grader`: Ctrl-C or SIGTERM while the modules below are still being
+    # imported (most of the start) ends with one line and the README's code, never a traceback;
+    # `main` puts in the handlers that stop the store's processes once the grade begins.
+    from .interrupts import stop_while_starting
+
+    stop_while_starting("python -m bughunt.grader", "no store was run")
+
+import argparse  # noqa: E402
 import dataclasses
 import json
 import re
@@ -685,17 +693,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
+        # The verdict's output too: a signal while it is written is this sentence, not the
+        # "while starting" one the handlers put back at the block's end would say.
         with interruptible():
             g = grade(args.store, idempotency_key=args.idempotency_key == "on",
                       intent=args.intent == "on", pending=args.pending)
+            if args.json:
+                json.dump(g.to_json(), sys.stdout)
+                print()
+            print(g, file=sys.stderr)
     except Interrupted as e:
         print(f"bughunt.grader: {e.what}; the store's processes were stopped and the grade's "
               "temporary folder removed", file=sys.stderr)
         return e.code
-    if args.json:
-        json.dump(g.to_json(), sys.stdout)
-        print()
-    print(g, file=sys.stderr)
     return exit_code(g)
 
 

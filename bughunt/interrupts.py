@@ -15,17 +15,25 @@
   need to finish their futures, so the wait for those threads that follows never ended (a
   `bughunt lesson` interrupted as its sweep started hung in 3 of 133 tries on a loaded 2-core
   machine). tests/interrupt_every_line.py hands the signal to every line of the wait in turn.
+- `stop_while_starting(command, nothing)` is what a `python -m` command puts in first, before it
+  imports the modules it needs (most of its start): a signal in those first milliseconds ends it
+  with one sentence and exit 130 or 143, never a KeyboardInterrupt traceback. The command's own
+  handlers (`interruptible()`) replace it once it runs. So that this module is quick to import
+  for that, it imports nothing at its top but `signal` beyond what the interpreter has loaded
+  before it runs a module: `threading` and `queue` where they are used, `Future` in annotations.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import signal
-import threading
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future
+import sys
+
+TYPE_CHECKING = False         # typing.TYPE_CHECKING, without importing typing (for type checkers)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from concurrent.futures import Future
 
 EXIT_INTERRUPTED = 130    # 128 + SIGINT
 EXIT_TERMINATED = 143     # 128 + SIGTERM
@@ -46,7 +54,27 @@ class Interrupted(BaseException):
         self.code = EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED
 
 
+def how(signum: int) -> str:
+    """The signal as a sentence names it: "Ctrl-C (SIGINT)" or "SIGTERM"."""
+    return "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
+
+
+def stop_while_starting(command: str, nothing: str) -> None:
+    """From now on SIGINT or SIGTERM ends the process with one line on stderr, "COMMAND: stopped
+    by Ctrl-C (SIGINT) while starting; NOTHING", and exit 130 or 143 (128 + the signal, as a shell
+    reports it). For the first statements of a `python -m` command, while nothing is open yet
+    that would need closing; the command's `interruptible()` takes over once it runs."""
+    def stopped(signum, frame):
+        sys.stderr.write(f"{command}: stopped by {how(signum)} while starting; {nothing}\n")
+        sys.exit(128 + signum)
+
+    for s in SIGNALS:
+        signal.signal(s, stopped)
+
+
 def _main_thread() -> bool:
+    import threading
+
     return threading.current_thread() is threading.main_thread()
 
 
@@ -134,6 +162,8 @@ def as_finished(futures: Iterable[Future], held: Held, poll: float = 0.25) -> It
     it is done (from the worker thread), and this thread only takes from that queue. `poll`: a
     signal delivered to another thread than the main one wakes nothing, so the wait looks at
     `held` at least that often."""
+    import queue
+
     finished: queue.SimpleQueue = queue.SimpleQueue()
     held.wake = lambda: finished.put(None)
     futures = list(dict.fromkeys(futures))

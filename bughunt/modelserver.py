@@ -55,20 +55,12 @@ any model name is served.
 
 from __future__ import annotations
 
-import signal
-import sys
-
 if __name__ == "__main__":
     # `python -m bughunt.modelserver`: Ctrl-C or SIGTERM while the modules below are still being
     # imported (most of the start) ends with one line and the README's code, never a traceback.
-    def _stopped_while_starting(signum, frame):
-        how = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
-        sys.stderr.write(f"python -m bughunt.modelserver: stopped by {how} while starting; "
-                         "nothing was served or billed\n")
-        sys.exit(128 + signum)
+    from .interrupts import stop_while_starting
 
-    for _s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(_s, _stopped_while_starting)
+    stop_while_starting("python -m bughunt.modelserver", "nothing was served or billed")
 
 import argparse  # noqa: E402
 import errno
@@ -77,8 +69,10 @@ import json
 import math
 import os
 import select
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time

@@ -9,6 +9,7 @@ never by process name) and nothing is left in the test's own temporary folder.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -557,14 +558,19 @@ def test_a_correct_store_that_writes_without_the_door_passes_on_the_sweeps_word(
 
 
 ENVIRONMENT = """
-import os, sys, tempfile
+import os, stat, sys, tempfile
 from good import Good
 folder = os.path.realpath(tempfile.gettempdir())
 for name in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
-             "TMPDIR"):
+             "XDG_RUNTIME_DIR", "TMPDIR"):
     value = os.path.realpath(os.environ.get(name, "/nowhere"))
     if os.path.commonpath([value, folder]) != folder or "bughunt-boundary-" not in value:
         raise RuntimeError(f"{name} is {value}, outside the boundary's folder {folder}")
+# The XDG Base Directory specification: the runtime directory exists, is the user's, mode 0700.
+st = os.stat(os.environ["XDG_RUNTIME_DIR"])
+if not stat.S_ISDIR(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o700 or st.st_uid != os.getuid():
+    raise RuntimeError(f"XDG_RUNTIME_DIR is not a directory of the user's with mode 0700: "
+                       f"{oct(st.st_mode)} uid {st.st_uid}")
 os.makedirs(os.path.expanduser("~/.config/mine"), exist_ok=True)
 """
 MATPLOTLIB = """
@@ -652,6 +658,24 @@ def test_a_file_another_program_makes_beside_the_store_during_the_grade_is_not_t
     thread.join(60)
     assert started.is_set()
     assert not g.problems and g.conformance_ok, str(g)
+
+
+@pytest.mark.parametrize("beside", ["sqlite3.py", "selectors.py", "json.py"])
+def test_a_file_beside_the_store_named_like_a_module_the_lab_imports_is_ignored(stores, sealed,
+                                                                                tmp_path, beside):
+    """issue 28: files beside the store's file are ignored unless the store reads them. The
+    store's folder was on PYTHONPATH, before the standard library: a `sqlite3.py` there was
+    imported by the lab's own code in the boundary's child ("the store raised ..." or "this is
+    the lab failing"). The store still imports its helper beside it (`from good import Good`),
+    in the suite's processes and in the sweep's workers."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    shutil.copy(stores / "good.py", folder / "good.py")
+    (folder / "mine.py").write_text("from good import Good\n")
+    (folder / beside).write_text(f"raise RuntimeError('{beside} beside the store was imported')\n")
+    g = grader.grade(f"{folder / 'mine.py'}:Good", **SMALL)
+    assert g.passed and not g.problems, str(g)
+    assert "beside the store was imported" not in str(g)
 
 
 # --- the boundary itself -------------------------------------------------------------------------
@@ -856,6 +880,42 @@ def test_run_with_a_store_that_prints_keeps_its_json_report_clean(stores, sealed
     crashed = bughunt("run", "--dir", str(sealed["tmp"].parent / "run2"), "--store",
                       "good.py:Good", "--crash-at", "p1.after_visit", cwd=stores)
     assert crashed.returncode == -signal.SIGKILL      # as a worker's caller sees a crash point
+
+
+HUGE = '''
+from good import Good
+
+
+class HugeName(Good):
+    name = "n\\n" * 100_000
+
+
+class HugeMessage(Good):
+    def load(self):
+        raise RuntimeError("z\\n" * 100_000)
+'''
+#: what a store gives in 100,000 lines, and the start of its cut echo (its repr, then the length)
+CUT = {"huge.py:HugeName": "'n\\nn\\nn\\n", "huge.py:HugeMessage": "RuntimeError: 'z\\nz\\nz\\n",
+       "huge_import.py:Good": "ValueError: 'i\\ni\\ni\\n"}
+
+
+@pytest.mark.parametrize("spec", list(CUT))
+def test_a_100000_line_name_or_message_from_the_store_is_cut_in_every_verdict(stores, sealed,
+                                                                              spec):
+    """issue 28: a 100,000-line store `name` (or any huge text from the store: an exception's
+    message) was echoed in full by the grader and the conformance suite; it is cut as a flag's
+    value is (`config.quoted`), and says its length."""
+    (stores / "huge.py").write_text(HUGE)
+    (stores / "huge_import.py").write_text('raise ValueError("i\\n" * 100_000)\n')
+    g = grader.grade(str(stores / spec), pages=1, sweep=False)
+    said = str(g)
+    assert CUT[spec] in said and "... (200,000 characters)" in said, said[:2000]
+    assert len(said) < 2_000 and said.count("\n") == 1, said[:2000]
+    assert len(g.name) < 200 and len(json.dumps(g.to_json())) < 20_000
+    proc = bughunt("conformance", "--store", spec, cwd=stores)      # it names no store's `name`
+    assert spec.endswith("HugeName") or CUT[spec] in proc.stderr, proc.stderr[:2000]
+    assert len(proc.stdout + proc.stderr) < 2_000, proc.stderr[:2000]
+    assert "Traceback" not in proc.stderr
 
 
 def test_conformance_names_a_store_that_ends_its_process(stores, sealed):

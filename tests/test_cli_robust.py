@@ -137,6 +137,38 @@ def test_a_signal_while_the_command_still_imports_is_one_sentence_and_the_readme
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("importing, said", [
+    # while `python -m bughunt.grader` imports its modules: nothing was run yet
+    ("json", "python -m bughunt.grader: stopped by {how} while starting; no store was run\n"),
+    ("bughunt.boundary", "python -m bughunt.grader: stopped by {how} while starting; no store "
+                         "was run\n"),
+    # as the verdict is put together (its first pandas import), the boundary's child still there
+    ("pandas", "bughunt.grader: {what}; the store's processes were stopped and the grade's "
+               "temporary folder removed\n"),
+])
+@pytest.mark.parametrize("sig, code, how, what", [
+    ("SIGINT", 130, "Ctrl-C (SIGINT)", "interrupted"), ("SIGTERM", 143, "SIGTERM", "terminated")])
+def test_a_signal_while_the_grader_starts_is_one_sentence_and_leaves_nothing(
+        tmp_path, importing, said, sig, code, how, what):
+    """issue 28: Ctrl-C in the first 100 ms of `python -m bughunt.grader --store ...` was a
+    KeyboardInterrupt traceback. Its boundary's folder goes to TMPDIR here (no RAM dir), so that
+    what is left of it, and of its processes, can be looked for."""
+    from leftovers import MARK, left_behind
+
+    token = f"grader-start-{importing}-{sig}"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "BUGHUNT_RAM_DIR": "", MARK: token}
+    proc = subprocess.run([sys.executable, str(START_SIGNAL), "bughunt.grader", importing, sig,
+                           "--store", "log"], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120)
+    no_traceback(proc)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr == said.format(how=how, what=what)
+    assert proc.stdout == ""
+    assert left_behind(token, [tmp]) == []
+
+
 def test_the_model_server_exits_with_the_readme_codes_its_docstring_states():
     """issue 28: the README said 130/143, the server's docstring 0; both say 130/143 now."""
     from bughunt import modelserver

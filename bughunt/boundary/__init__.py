@@ -65,7 +65,8 @@ SITECUSTOMIZE = ("# Written by bughunt.boundary: fence this process before any o
                  "# (and import the guard once, so that a fork server's workers inherit it).\n"
                  "import bughunt.boundary.fence as _fence\n"
                  "if _fence.install_from_env():\n"
-                 "    import bughunt.boundary.child\n")
+                 "    import bughunt.boundary.child\n"
+                 "_fence.add_learner_dirs()\n")
 
 
 @dataclass(frozen=True)
@@ -438,6 +439,12 @@ class Boundary:
             self.real_root = os.path.realpath(self.root)
             for d in ("tmp", "out", "cwd", "hook", "tmp/home"):
                 (self.root / d).mkdir()
+            # XDG_RUNTIME_DIR must exist, be the user's and mode 0700 (the XDG Base Directory
+            # specification): programs use it, they do not make it. The other XDG folders they
+            # make themselves, as a home's first use does.
+            runtime = self.root / "tmp" / "home" / ".run"
+            runtime.mkdir(mode=0o700)
+            runtime.chmod(0o700)                 # whatever the umask took away
             for w in self.writable:              # the kernel's rules need a directory there
                 missing = []
                 path = Path(w)
@@ -454,9 +461,10 @@ class Boundary:
             self.log = self.root / "out" / "fence.jsonl"
             self.log.touch()
             self._log_offset = 0
+            # The store's folder is not among them: the sitecustomize puts it last on the import
+            # path (`fence.add_learner_dirs`), so that a file beside the store is imported only
+            # when the store imports it, never in place of a module the lab imports.
             paths = [str(self.root / "hook"), PACKAGE_PARENT, *self.paths]
-            if self.store_dir:
-                paths.append(self.store_dir)
             if os.environ.get("PYTHONPATH"):
                 paths.append(os.environ["PYTHONPATH"])
             limits = {"memory_bytes": self.limits.memory_bytes,
@@ -470,7 +478,7 @@ class Boundary:
                         "XDG_CACHE_HOME": str(home / ".cache"),
                         "XDG_DATA_HOME": str(home / ".local" / "share"),
                         "XDG_STATE_HOME": str(home / ".local" / "state"),
-                        "XDG_RUNTIME_DIR": str(home / ".run"),
+                        "XDG_RUNTIME_DIR": str(runtime),
                         _fence.ENV: _fence.settings(
                             roots=[self.root, *self.writable], default_dir=self.root / "tmp",
                             learner_dirs=[self.store_dir] if self.store_dir else [],

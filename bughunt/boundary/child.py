@@ -152,10 +152,12 @@ def load_store(spec: str):
         sys.modules.pop(module_name, None)
         raise
     except Exception as e:          # a learner's module may raise anything while importing
+        from ..config import said
+
         del sys.modules[module_name]
         line = learner_line(e.__traceback__)
-        raise StoreSpecError(f"--store {spec}: importing {path.name} raised "
-                             f"{type(e).__name__}: {e}" + (f" ({line})" if line else "")) from None
+        raise StoreSpecError(f"--store {spec}: importing {path.name} raised {said(e)}"
+                             + (f" ({line})" if line else "")) from None
     _LOADED[key] = module
     return _guarded(module, spec, name)
 
@@ -217,7 +219,9 @@ def _call_store(fence, directory, label: str, fn):
             what = f"ended its process with sys.exit({'' if code is None else repr(code)})"
             kind = "exit"
         else:
-            what, kind = f"raised {type(e).__name__}" + (f": {e}" if str(e) else ""), "raised"
+            from ..config import said
+
+            what, kind = f"raised {said(e)}", "raised"
         raise _stopped(fence, kind, what, where, directory, e) from None
     finally:
         fence.leave(depth)
@@ -474,12 +478,15 @@ def _job_entry(name: str):
 
 def describe_failure(e: BaseException) -> dict:
     """A job's exception as the lab reports it: type, words, the store's line, where."""
+    from ..config import MESSAGE_CHARS, shown
     from ..stores import StoreSpecError
 
     where, at = getattr(e, "_bughunt_where", None) or ("", "")
-    return {"type": type(e).__name__, "text": str(e), "line": learner_line(e.__traceback__),
+    spec = isinstance(e, StoreSpecError)       # the lab's words, the store's part already cut
+    return {"type": type(e).__name__, "text": str(e) if spec or not str(e) else
+            shown(str(e), MESSAGE_CHARS), "line": learner_line(e.__traceback__),
             "where": where, "at": at,
-            "spec": isinstance(e, StoreSpecError),
+            "spec": spec,
             "traceback": "".join(traceback.format_exception(e))[-4000:]}
 
 

@@ -165,6 +165,21 @@ def install_from_env() -> bool:
     return True
 
 
+def add_learner_dirs() -> None:
+    """Put the store's folder (`ENV`'s learner_dirs) at the end of the import path, after the
+    standard library and the installed packages, so that a store's file can import another
+    beside it (`from helpers import x`), while a file there named like a module the lab or
+    Python imports (a `sqlite3.py`, a `selectors.py`, a `json.py`) is never imported in its
+    place: the files beside the store are ignored unless the store imports them by a name of
+    their own. (On PYTHONPATH the folder would come before the standard library.)"""
+    raw = os.environ.get(ENV)
+    if not raw:
+        return
+    for d in json.loads(raw).get("learner_dirs") or ():
+        if d not in sys.path:
+            sys.path.append(d)
+
+
 def confine() -> int:
     """The kernel's half of the fence (`landlock.restrict`), for this process and every process
     it starts, as `ENV` asks; the boundary's child calls it once, before it imports learner code

@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from ..stores import store_class
-from ..config import is_store_file
+from ..config import is_store_file, shown
 from . import child, fence as _fence, pristine
 
 
@@ -32,12 +32,13 @@ def conform_job(ctx, *, spec: str, config: dict, pages: int) -> dict:
     from ..conformance import conform as suite
 
     cls = store_class(spec)
-    ctx.status(store_name=str(cls.name))
+    name = shown(cls.name)                 # a 100,000-line `name` is not echoed whole
+    ctx.status(store_name=name)
     config = RunConfig.from_json(config)
     child.set_state("while the suite records its run")
     report = suite(config, cls, pages=pages, on_state=lambda where: child.set_state(f"at {where}"),
                    fresh=spec if pristine.available() and is_store_file(spec) else None)
-    return {"name": cls.name, "report": report.to_json()}
+    return {"name": name, "report": report.to_json()}
 
 
 #: What the sweep does before its first crash point (a store that fails here is refused once).

@@ -6,26 +6,16 @@ sleep_until, restart limit, tool replay policy, model requests in flight); `exam
 lesson's programs (`python -m bughunt.durable --help`).
 """
 
-import signal as _signal
 import sys as _sys
-
-
-def _stopped_while_starting(signum, frame):
-    """Ctrl-C or SIGTERM while `python -m bughunt.durable` is still importing its modules:
-    nothing was opened yet, so one sentence and the README's code (130, 143), no traceback."""
-    how = "Ctrl-C (SIGINT)" if signum == _signal.SIGINT else "SIGTERM"
-    _sys.stderr.write(f"python -m bughunt.durable: stopped by {how} while starting; nothing was "
-                      "opened\n")
-    _sys.exit(128 + signum)
-
 
 # `python -m bughunt.durable` imports this package while it locates its __main__, and sys.argv[0]
 # is "-m" only then (the -m option's documented behaviour): the handlers go in first, before the
 # imports below (most of the start's time); `examples.run_cli` puts its own in once it runs. An
 # `import bughunt.durable` from a program (a notebook) leaves its signals alone.
 if _sys.argv[:1] == ["-m"]:
-    for _s in (_signal.SIGINT, _signal.SIGTERM):
-        _signal.signal(_s, _stopped_while_starting)
+    from ..interrupts import stop_while_starting as _stop_while_starting
+
+    _stop_while_starting("python -m bughunt.durable", "nothing was opened")
 
 from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Closed, Kind, Report, Retry, Runtime, Step,
                       Tool, interrupted_message)

@@ -107,25 +107,48 @@ print(cap.explain(cap.grade_skeleton()))
 #   Linux the lab's supervisor is a child subreaper (prctl(2), `PR_SET_CHILD_SUBREAPER`): a process
 #   your store double-forked, or moved to a session of its own, is handed to it when its parent
 #   dies, and killed too. macOS has no subreaper: there a process that leaves its session escapes.
-# - **The fence.** An audit hook (PEP 578) in every process of the grade refuses, as your store
-#   tries, and names with where it was: starting a process (`subprocess`, `os.system`, `fork`,
-#   `posix_spawn`, `exec`), `ctypes`, a signal to any process but its own, and a write, rename or
-#   removal outside its run directory. Its state lives in the hook's closure, not in an attribute
-#   your code could flip. Such a store is graded "refused: the store tried to ...", never "Passes".
 
 # %% [markdown]
-# What it is not: a security sandbox. It guards against accidents (a path built from the working
-# directory, a debugging `subprocess.run`); code written to get out can (a thread that calls
-# `os.system` later, with none of your store's frames on the stack; `_posixsubprocess` called
-# directly; the interpreter's frames walked to the hook's state). A grader of untrusted code would
-# use the operating system: a container, a seccomp filter, a separate user. Two stores built on the
-# reference solution, graded: one prints as it commits, the other asks a shell to copy its log
-# (within its own run directory: starting a process is refused wherever it would write).
+# - **A kill is a new process.** The conformance suite simulates each crash, and never loads what
+#   a crash left in the process that wrote it: after every crash state, the judged `load()`, the
+#   repairs, the resume's commit and the read-back run in new processes that never ran your store
+#   before (forked from a pristine one that imported nothing of yours, your file imported
+#   afresh), and the sweep's kills are real SIGKILLs. A store that keeps its state in memory (a
+#   module-level dict, a class attribute, a cache) instead of on disk fails
+#   `kill-keeps-acknowledged`, as it would after a real kill -9.
+# - **The fence.** On Linux with Landlock (5.13 and later) the kernel holds your store: before it
+#   imports any of your code, the boundary's child takes rights away from itself with a Landlock
+#   ruleset, for good, and every process it starts inherits it. Your store may make, write,
+#   truncate, rename or remove files only beneath the boundary's temporary folder (where the grade's
+#   run directories are), bind or connect to no TCP port, and signal no process outside (Landlock
+#   ABI 6). An audit hook (PEP 578) in every process of the grade is the layer that *names* what was
+#   refused, in one sentence with where your store was: starting a process (`subprocess`,
+#   `os.system`, `fork`, `posix_spawn`, `exec`), `ctypes`, a signal to any process but its own, and
+#   a write, rename or removal outside its run directory. The kernel stops what the hook cannot see:
+#   an `os.open` with a `dir_fd`, `os.mkfifo`, SQLite's `ATTACH DATABASE`, C code. The hook's state
+#   lives in its closure, not in an attribute your code could flip. Such a store is graded "refused:
+#   the store tried to ...", never "Passes".
+
+# %% [markdown]
+# What it is not: a hardened sandbox for hostile code. It does not restrict reads: your store may
+# read any file you may read. Within the boundary's folder, one crash state's directory is kept from
+# another's by the hook alone; code written to get out can walk the interpreter's frames to the
+# hook's state, and a store that catches the kernel's refusal and carries on is stopped without
+# being named. The boundary is a guard against accidents and ordinary mistakes: a path built from
+# the working directory, a debugging `subprocess.run`, a cache that stands in for the disk. Where
+# Landlock is missing (macOS, a Linux kernel before 5.13, a container whose seccomp profile forbids
+# it), the fence is the audit hook alone, and the verdict says so and lists what the hook alone lets
+# by: a thread, finalizer or `atexit` callback with none of your store's frames on the stack,
+# `_posixsubprocess.fork_exec` called directly, an `os.open` with a `dir_fd`, `os.mkfifo`, SQLite's
+# `ATTACH DATABASE`, C code that opens files itself. Two stores built on the reference solution,
+# graded: one prints as it commits, the other asks a shell to copy its log (within its own run
+# directory: starting a process is refused wherever it would write).
 #
-# Sources: [PEP 578](https://peps.python.org/pep-0578/) (audit hooks),
+# Sources: [landlock(7)](https://man7.org/linux/man-pages/man7/landlock.7.html) (the kernel's
+# fence: a process restricting itself, and what it inherits),
+# [PEP 578](https://peps.python.org/pep-0578/) (audit hooks),
 # [prctl(2)](https://man7.org/linux/man-pages/man2/prctl.2.html) (`PR_SET_CHILD_SUBREAPER`),
-# [setrlimit(2)](https://man7.org/linux/man-pages/man2/setrlimit.2.html) (`RLIMIT_AS`),
-# [seccomp(2)](https://man7.org/linux/man-pages/man2/seccomp.2.html) (what a sandbox is built on).
+# [setrlimit(2)](https://man7.org/linux/man-pages/man2/setrlimit.2.html) (`RLIMIT_AS`).
 
 # %%
 behind = cap.behind_the_boundary()
@@ -589,7 +612,7 @@ check("9.3", prediction_9_3)
 # - [LazyFS](https://github.com/dsrhaslab/lazyfs), a file system that loses unsynced writes on
 #   purpose
 # - Dan Luu, ["Files are hard"](https://danluu.com/file-consistency/)
-# - [PEP 578](https://peps.python.org/pep-0578/), Python runtime audit hooks (the grader's fence)
+# - The grader's fence: [landlock(7)](https://man7.org/linux/man-pages/man7/landlock.7.html) (the kernel's half), [PEP 578](https://peps.python.org/pep-0578/) audit hooks (the half that names)
 # - Codex's newline repair, `ensure_rollout_is_newline_terminated`, in
 #   [openai/codex](https://github.com/openai/codex)
 #
