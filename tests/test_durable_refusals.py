@@ -493,3 +493,68 @@ def _every_line(tmp_path: Path, handler, code: int) -> None:
                     or "counted to 2" not in again:
                 wrong.append((n, where, "resume", resumed, again))
     assert not wrong, wrong[:5]
+
+
+@pytest.mark.slow          # a second signal at every line of close(): a few hundred runs
+def test_a_second_signal_at_any_line_of_the_clean_close_still_leaves_no_task_running(tmp_path):
+    """The first Ctrl-C comes while the tick runs (the task is `running`); a second one lands
+    at each line `DurableStore.close()` runs while it holds signals back (the rollback of what
+    the first cut off, then the transaction that puts the task back to pending). It must still
+    end pending, never `running`, and the command exits 130. (The few lines before the hold are
+    a window no Python-level handler can shut: a signal there skips the reset.)"""
+    import contextlib
+    import io
+
+    from bughunt.durable import examples
+    from bughunt.durable.store import DurableStore
+    from bughunt.interrupts import Held
+
+    def once(db: Path, m: int) -> tuple[int, int]:
+        seen = {"tick": False, "close": 0}
+        close = DurableStore.close
+
+        def tracer(frame, event, arg):
+            if event == "line" and frame.f_code.co_filename.startswith(COUNTED):
+                if frame.f_code.co_name == "tick" and not seen["tick"]:
+                    seen["tick"] = True
+                    signal.default_int_handler(signal.SIGINT, frame)    # the first Ctrl-C
+                if seen["closing"] and isinstance(signal.getsignal(signal.SIGINT), Held):
+                    seen["close"] += 1
+                    if seen["close"] == m:
+                        signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)  # the second,
+                        # to whatever handler is in place, as the signal would go
+            return tracer
+
+        def traced_close(self, **kw):
+            seen["closing"] = True
+            sys.settrace(tracer)            # again: a trace function that raised is unset
+            try:
+                return close(self, **kw)
+            finally:
+                seen["closing"] = False
+
+        seen["closing"] = False
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()),\
+                pytest.MonkeyPatch.context() as patch:
+            patch.setattr(DurableStore, "close", traced_close)
+            sys.settrace(tracer)
+            try:
+                code = examples.main(["count", "--db", str(db), "--to", "2", "--sleep-ms", "0",
+                                      "--synchronous", "NORMAL"])
+            except KeyboardInterrupt:
+                code = 130                  # raised after main's own handler: run_cli's
+            finally:
+                sys.settrace(None)
+        return code, seen["close"]
+
+    _, lines = once(tmp_path / "first.db", 0)
+    assert lines > 10
+    wrong = []
+    for m in range(1, lines + 1):
+        db = tmp_path / f"c{m}.db"
+        code, _ = once(db, m)
+        [row] = read_tasks(db)
+        if code != 130 or row["status"] == "running" or row["restarts"] is not None:
+            wrong.append((m, code, row["status"], row["restarts"]))
+        db.unlink()
+    assert not wrong, wrong[:5]

@@ -71,19 +71,22 @@ def test_a_result_of_other_code_is_never_read(tmp_path, monkeypatch):
     assert results._disk_path(key) != here
 
 
-def test_the_code_digest_changes_with_any_source_file(tmp_path, monkeypatch):
-    results.code_digest.cache_clear()
-    first = results.code_digest()
-    results.code_digest.cache_clear()
-    source = Path(results.__file__)
-    original = source.read_bytes()
-    try:
-        source.write_bytes(original + b"\n# a change\n")
-        assert results.code_digest() != first
-    finally:
-        source.write_bytes(original)
-        results.code_digest.cache_clear()
-    assert results.code_digest() == first
+def test_the_digest_changes_with_any_file_of_the_code_or_data(tmp_path):
+    """On a copy: the lab's own files are never rewritten by a test."""
+    code, data = tmp_path / "bughunt", tmp_path / "data"
+    (code / "lab").mkdir(parents=True)
+    data.mkdir()
+    (code / "lab" / "results.py").write_text("x = 1\n")
+    (data / "site.json").write_text("{}\n")
+    first = results.digest_of((code, data))
+    assert results.digest_of((code, data)) == first
+    (data / "site.json").write_text('{"pages": 13}\n')
+    second = results.digest_of((code, data))
+    (code / "lab" / "results.py").write_text("x = 2\n")
+    assert len({first, second, results.digest_of((code, data))}) == 3
+    (code / "lab" / "__pycache__").mkdir()
+    (code / "lab" / "__pycache__" / "results.pyc").write_bytes(b"\0")
+    assert results.digest_of((code, data)) == results.digest_of((code, data))
 
 
 def test_this_test_process_reads_the_folder_but_never_writes_it(tmp_path, monkeypatch):

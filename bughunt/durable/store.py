@@ -53,6 +53,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..interrupts import deferred
+
 APPLICATION_ID = 0x42484454           # "BHDT": PRAGMA application_id of every database made here
 SCHEMA_VERSION = 1                    # PRAGMA user_version
 STATUSES = ("pending", "running", "waiting", "sleeping", "terminal")
@@ -669,15 +671,19 @@ class DurableStore:
             return
         try:
             if not self.read_only and not abandon:
-                if self.db.in_transaction:      # a signal between BEGIN and its try block
-                    self.db.execute("ROLLBACK")
-                if self._running_here:
-                    with self.transaction() as tx:
-                        for rec in tx.all():
-                            if rec["state"]["status"] == "running" \
-                                    and rec["id"] in self._running_here:
-                                rec["state"]["status"] = "pending"
-                                tx.put(rec)
+                # A second Ctrl-C while closing (the first one is why we close) waits until the
+                # reset is committed: acted on inside it, it would roll the reset back and leave
+                # the task running, which the next run counts as a crash.
+                with deferred():
+                    if self.db.in_transaction:      # a signal between BEGIN and its try block
+                        self.db.execute("ROLLBACK")
+                    if self._running_here:
+                        with self.transaction() as tx:
+                            for rec in tx.all():
+                                if rec["state"]["status"] == "running" \
+                                        and rec["id"] in self._running_here:
+                                    rec["state"]["status"] = "pending"
+                                    tx.put(rec)
         finally:
             self._disconnect(abandon)
             if self._lock is not None:

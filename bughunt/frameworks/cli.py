@@ -143,7 +143,7 @@ def kind_summary(records, clean) -> dict:
     return {**summarize(records), **sweep_timing(records, clean)}
 
 
-def shown(key: str, value) -> str:
+def cell_text(key: str, value) -> str:
     if value is None:
         return "-"
     return f"{value:.2f}" if key.startswith("avg_") else str(value)
@@ -156,7 +156,7 @@ def print_sweeps(results) -> None:
             print(f"\n{row['sweep']}")
             print("  " + "  ".join(f"{title:>11}" for _, title in COLUMNS))
             last = row["sweep"]
-        print("  " + "  ".join(f"{shown(k, row[k]):>11}" for k, _ in COLUMNS))
+        print("  " + "  ".join(f"{cell_text(k, row[k]):>11}" for k, _ in COLUMNS))
     for res in results:
         varying = varying_points(res.records)
         if varying:

@@ -50,17 +50,22 @@ def use_disk(*, read: bool = True, write: bool = True) -> None:
     _DISK.update(read=read, write=write)
 
 
+def digest_of(folders) -> str:
+    """One digest of every file in `folders` (names and bytes; `__pycache__` left out)."""
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 @functools.cache
 def code_digest() -> str:
     """A digest of every source and data file of the lab (the package and `data/`): results of
     another version of the code are never taken for this one's."""
     package = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for folder in (package, package.parent / "data"):
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    return digest_of((package, package.parent / "data"))
 
 
 def _disk_path(key) -> Path | None:
@@ -214,9 +219,10 @@ def sweeps_once(configs: dict[str, RunConfig], progress=None, *,
         for name, cfg in todo.items():
             mine = [r for r in records if r.sweep == tags[name]]
             key = _cache_key(cfg, measure)
-            if key not in _STORE:
-                _write_kept(_disk_path(key), mine)
-            remember(key, lambda mine=mine: mine)
+            with _LOCK:
+                if key not in _STORE:        # what this process measured (and showed), kept
+                    _STORE[key] = mine
+                    _write_kept(_disk_path(key), mine)
     with _LOCK:
         return {name: _STORE[_cache_key(cfg, measure)] for name, cfg in configs.items()}
 
