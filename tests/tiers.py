@@ -160,8 +160,15 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         except OSError as e:
             parser.error(f"argument --report: {args.report}: {e.strerror}")
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        print("tiers: pytest-xdist is missing from this Python: run `make setup` (it is in "
+              "requirements.txt)", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="bughunt-tiers-"))
     env = dict(os.environ, PYTHONHASHSEED="0")
+    env.pop("BUGHUNT_RESULTS_DIR", None)         # only a folder this run makes is ever read
     if args.tier == "full":
         (work / "results").mkdir()
         env["BUGHUNT_RESULTS_DIR"] = str(work / "results")
