@@ -100,7 +100,7 @@ check("Q8.1", answer_q8_1)
 # holder dies by SIGKILL. The lab's own code, as every worker runs it at start-up:
 
 # %%
-show_source(acquire_run_lock, lines=("fd = os.open", "EXIT_BUSY)"))
+show_source(acquire_run_lock, lines=("try:", "EXIT_BUSY)"))
 
 # %% [markdown]
 # The source text only names the idea (Codex's rollout crate has a `writer_lock.rs`, it says); it
