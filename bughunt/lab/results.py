@@ -146,24 +146,25 @@ def remember(key, compute):
         return _STORE.setdefault(key, value)
 
 
-def recall(key):
-    """What `keep(key, ...)` kept in this process, or another process of the test run; else
-    None. For a lesson module that keeps results its own way (by its own keys)."""
+def recall(key, *, share: bool = True):
+    """What `keep(key, ...)` kept in this process, or (`share`) another process of the test run;
+    else None. For a lesson module that keeps results its own way (by its own keys)."""
     with _LOCK:
         if key in _STORE:
             return _STORE[key]
-    found = _read_kept(_disk_path(key))
+    found = _read_kept(_disk_path(key)) if share else _MISSING
     if found is _MISSING:
         return None
     with _LOCK:
         return _STORE.setdefault(key, found)
 
 
-def keep(key, value) -> None:
-    """Keep `value` under `key` until `reset()` (and for the rest of the test run, if any)."""
+def keep(key, value, *, share: bool = True) -> None:
+    """Keep `value` under `key` until `reset()` (and, `share`, for the rest of the test run)."""
     with _LOCK:
         _STORE[key] = value
-    _write_kept(_disk_path(key), value)
+    if share:
+        _write_kept(_disk_path(key), value)
 
 
 def memoized(fn):
