@@ -1,8 +1,10 @@
 """A signal at every line: run `in_parallel` (or the frameworks sweep's wait) in the main thread
 with a signal handled at the Nth line the main thread runs, for every N, and check that each run
 ends: interrupted (or finished, for an N past its end), with no thread left behind and SIGINT
-acted on after it (not lost). Run by tests/test_interrupts.py as `python THIS TARGET`; prints one
-JSON line; exits 1 at the first run that went wrong, or by faulthandler after a hang."""
+acted on after it (not lost). Run by tests/test_interrupts.py as `python THIS TARGET [--shard K/M]`
+(with --shard, only the runs whose N is K modulo M: M processes at once cover every line in a
+fraction of the wall time, each mostly waiting for its threads); prints one JSON line; exits 1 at
+the first run that went wrong, or by faulthandler after a hang."""
 
 from __future__ import annotations
 
@@ -113,16 +115,20 @@ def signal_still_acted_on() -> bool:
     return False
 
 
-def main(name: str, keep_going: bool = False) -> int:
+def main(name: str, keep_going: bool = False, shard: tuple[int, int] = (0, 1)) -> int:
     """`keep_going`: count the runs that went wrong instead of stopping at the first (to see how
-    an old version fails: a hang still ends the process, by faulthandler, naming the run)."""
+    an old version fails: a hang still ends the process, by faulthandler, naming the run).
+    `shard` (K, M): only the runs whose N is K modulo M."""
     target = TARGETS[name]
     for attribute, fake in SWEEP_FAKES.items():
         setattr(sweep, attribute, fake)
     faulthandler.dump_traceback_later(60, exit=True)
     _, events, _ = trial(target, 0)
     seen = {"interrupted": 0, "finished": 0, "wrong": 0}
+    k, m = shard
     for n in range(1, events + 20):
+        if n % m != k:
+            continue
         print(f"run {n}", file=sys.stderr, flush=True)        # named by a hang's traceback
         faulthandler.dump_traceback_later(30, exit=True)      # a hang guard, per run
         try:
@@ -143,5 +149,12 @@ def main(name: str, keep_going: bool = False) -> int:
     return 1 if seen["wrong"] else 0
 
 
+def _shard(argv: list[str]) -> tuple[int, int]:
+    if "--shard" not in argv:
+        return 0, 1
+    k, m = (int(x) for x in argv[argv.index("--shard") + 1].split("/"))
+    return k, m
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], "--keep-going" in sys.argv[2:]))
+    sys.exit(main(sys.argv[1], "--keep-going" in sys.argv[2:], _shard(sys.argv[2:])))
