@@ -162,6 +162,23 @@ def pytest_configure(config) -> None:
     results.use_disk(write=False)
 
 
+@pytest.fixture(autouse=True)
+def _results_read_again_after_a_reset():
+    """A test that reset the lab's cache (`results.reset()`, to measure afresh what it patched)
+    stops this process reading the run's folder of results; the next test starts as the first
+    did: what that test kept is forgotten (it may be a faked sweep), and the folder is read
+    again. Else every later file a worker ran would measure its experiments again."""
+    yield
+    from bughunt.lab import results
+    if not results.reading():
+        results.reset()
+        results.use_disk(read=True, write=False)
+
+
+#: The tier a kind of test is counted in, as tests/tiers.py names them.
+TIER_OF = {"notebooks": "notebooks", "browser": "book and browser", "book": "book and browser"}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         path = Path(str(item.fspath))
@@ -176,3 +193,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(kind)
         if kinds:
             item.add_marker("slow")
+        # which tier the test is counted in (tests/tiers.py reads it from the JUnit report)
+        item.user_properties.append(("tier", TIER_OF.get(kinds[0] if kinds else "", "slow tests")
+                                     if kinds or item.get_closest_marker("slow") else "fast tests"))

@@ -50,6 +50,11 @@ def use_disk(*, read: bool = True, write: bool = True) -> None:
     _DISK.update(read=read, write=write)
 
 
+def reading() -> bool:
+    """Whether this process still reads the test run's folder of results (`reset()` stops it)."""
+    return _DISK["read"]
+
+
 def digest_of(folders) -> str:
     """One digest of every file in `folders` (names and bytes; `__pycache__` left out)."""
     h = hashlib.sha256()

@@ -93,12 +93,6 @@ DETERMINISTIC = [(d, k) for d in LAB for k in ("user", "framework")] + [
 
 # --- cached sweeps -------------------------------------------------------------------------------
 
-#: Lesson 10's sweeps stay in the process that ran them: read from a notebook's kernel, the sweep
-#: made exercise 10.2's check in the tests disagree with the same check run afresh (a point's
-#: outcome that depends on the sweep it was measured in: not yet understood).
-SHARE = False
-
-
 def _framework_key(settings: SweepSettings, points, repeat: int) -> tuple:
     """Where the lab's one cache keeps a sweep (`results.keep`, `results.recall`)."""
     return ("lesson 10: framework sweep", settings.resolved(), points, repeat)
@@ -109,11 +103,11 @@ def _plan(settings: SweepSettings, points, repeat: int):
 
     The comparison's sweep with the same settings answers every point it crashed at, so only the
     points it did not crash at are swept again."""
-    found = results.recall(_framework_key(settings, points, repeat), share=SHARE)
+    found = results.recall(_framework_key(settings, points, repeat))
     if found is not None:
         return found, None
     wide = results.recall(_framework_key(settings, COMPARE_POINTS.get(settings.framework, POINTS),
-                                         repeat), share=SHARE)
+                                         repeat))
     if wide is None:
         return None, points
     want = [p.point for p in select_points(wide.clean.points, points, strict=False)]
@@ -150,8 +144,8 @@ def framework_sweeps(named: dict[str, SweepSettings], points=POINTS, *, repeat: 
         swept = sweep_many(list(group.values()), points=patterns, repeat=repeat,
                            progress=progress)
         for (n, s), res in zip(group.items(), swept):
-            results.keep(_framework_key(s, pts(s), repeat), _merge(plans[n][0], res), share=SHARE)
-    return {n: results.recall(_framework_key(s, pts(s), repeat), share=SHARE) or plans[n][0]
+            results.keep(_framework_key(s, pts(s), repeat), _merge(plans[n][0], res))
+    return {n: results.recall(_framework_key(s, pts(s), repeat)) or plans[n][0]
             for n, s in named.items()}
 
 
@@ -175,16 +169,15 @@ def _timed_crash_and_resume(config, point, run_dir) -> TimedRun:
 def lab_timed_sweeps(configs: dict[str, RunConfig] = LAB, progress=None) -> dict[str, tuple]:
     """The lab's own stores (lessons 2 to 4), timed, at every crash point but those inside a commit
     (as for the frameworks), and a clean run's report (its final state, its write latencies)."""
-    todo = {n: c for n, c in configs.items() if results.recall(_lab_key(c), share=SHARE) is None}
+    todo = {n: c for n, c in configs.items() if results.recall(_lab_key(c)) is None}
     if todo:
         jobs = [(n, c, p) for n, c in todo.items() for p in crash_points(c) if p.label in LAB_KIND]
         with tempfile.TemporaryDirectory(prefix="bughunt-lab10-") as tmp:
             records = run_crash_jobs(jobs, Path(tmp), progress=progress,
                                      measure=_timed_crash_and_resume)
         for n, c in todo.items():
-            results.keep(_lab_key(c), ([r for r in records if r.sweep == n], clean_run(c)),
-                         share=SHARE)
-    return {n: results.recall(_lab_key(c), share=SHARE) for n, c in configs.items()}
+            results.keep(_lab_key(c), ([r for r in records if r.sweep == n], clean_run(c)))
+    return {n: results.recall(_lab_key(c)) for n, c in configs.items()}
 
 
 def clear_caches() -> None:
