@@ -4,9 +4,10 @@ the slowest tests, so a regression shows in CI's log.
     python tests/tiers.py fast [--lesson N]   unit, stores, conformance, small-site lessons, the
                                               static notebook checks (pytest -m "not slow"); with
                                               --lesson N, that lesson's claims too
-    python tests/tiers.py full                every test: the fast tier, the slow tests, the book
-                                              and the browser, the notebooks under strict nbval,
-                                              then every lesson's claims
+    python tests/tiers.py full                every test: the notebooks under strict nbval; then
+                                              the fast tier, the slow tests, the book and the
+                                              browser, as one pytest run (what each took is
+                                              summed from its report); then every lesson's claims
 
 `full` makes one folder of results for the whole run (`BUGHUNT_RESULTS_DIR`, see
 `bughunt/lab/results.py`) and removes it at the end, on success, failure and Ctrl-C: the notebooks'
@@ -41,6 +42,7 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/s
 #: What each tier is allowed on a 2-core machine (README, "Two commands"); `make bench` measures it.
 TARGET_S = {"fast": 180, "full": 600}
 NOTEBOOKS_TIER = "notebooks (strict nbval)"
+TESTS_TIER = "tests: fast, slow, book and browser"
 SLOWEST = 15
 XDIST = ["-n", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
 STOP_GRACE_S = 60
@@ -62,26 +64,43 @@ def tiers(name: str, lesson: int | None) -> list[tuple[str, list[str]]]:
         return fast
     notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
     # The notebooks first: their kernels measure each experiment once, and the tests and the
-    # claims after them read it (bughunt/lab/results.py).
+    # claims after them read it (bughunt/lab/results.py). The fast, slow, book and browser tests
+    # then run as one pytest run, so no core waits for another tier's last file (what each tier
+    # took is summed from the JUnit report: conftest.py files each test under its tier).
     return [(NOTEBOOKS_TIER, pytest(*NBVAL, *notebooks)),
-            *fast,
-            ("slow tests", pytest("-m", "slow and not book and not browser", "tests")),
-            ("book and browser", pytest("-m", "book or browser", "tests")),
+            (TESTS_TIER, pytest("tests")),
             ("claims", [PY, "-m", "bughunt", "claims"])]
 
 
-def slowest(reports: list[Path], n: int = SLOWEST) -> list[tuple[float, str]]:
-    """The `n` slowest test cases over every tier's JUnit report."""
-    cases = []
+def cases(reports: list[Path]) -> list[tuple[float, str, str]]:
+    """(seconds, test, tier) of every test case in the JUnit reports (the tier conftest.py filed
+    it under, or "" when it did not: the notebooks' cells)."""
+    found = []
     for report in reports:
         try:
             root = ET.parse(report).getroot()
         except (OSError, ET.ParseError):
             continue
         for case in root.iter("testcase"):
-            cases.append((float(case.get("time", 0)),
-                          f"{case.get('classname', '')}::{case.get('name', '')}"))
-    return sorted(cases, reverse=True)[:n]
+            tier = next((p.get("value", "") for p in case.iter("property")
+                         if p.get("name") == "tier"), "")
+            found.append((float(case.get("time", 0)),
+                          f"{case.get('classname', '')}::{case.get('name', '')}", tier))
+    return found
+
+
+def slowest(reports: list[Path], n: int = SLOWEST) -> list[tuple[float, str]]:
+    """The `n` slowest test cases over every tier's JUnit report."""
+    return sorted(((t, name) for t, name, _ in cases(reports)), reverse=True)[:n]
+
+
+def test_seconds_by_tier(reports: list[Path]) -> dict[str, float]:
+    """The seconds the tests of each tier ran, summed over every worker."""
+    by: dict[str, float] = {}
+    for seconds, _, tier in cases(reports):
+        if tier:
+            by[tier] = by.get(tier, 0.0) + seconds
+    return by
 
 
 def call(cmd: list[str], env: dict) -> int:
@@ -198,8 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         total = time.monotonic() - started
         print(f"\n=== where the time went ({args.tier} tier) ===")
+        by_tier = test_seconds_by_tier(reports)
         for name, seconds, code in done:
             print(f"{seconds:8.1f} s  {name}{'' if code == 0 else f'  (FAILED, exit {code})'}")
+            if name == TESTS_TIER and by_tier:
+                print("            of the workers' time: " + ", ".join(
+                    f"{tier} {t:.0f} s" for tier, t in sorted(by_tier.items())))
         print(f"{total:8.1f} s  in all (target: {TARGET_S[args.tier]} s on 2 cores)")
         if reports and done:
             print(f"\nthe {SLOWEST} slowest tests:")
@@ -211,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.report.write_text(json.dumps({
                     "tier": args.tier, "seconds": round(total, 1),
                     "target_s": TARGET_S[args.tier],
-                    "tiers": [{"name": n, "seconds": round(t, 1), "exit": c} for n, t, c in done]},
+                    "tiers": [{"name": n, "seconds": round(t, 1), "exit": c} for n, t, c in done],
+                    "test_seconds_by_tier": {k: round(v, 1) for k, v in by_tier.items()}},
                     indent=1) + "\n")
             except OSError as e:
                 print(f"tiers: {args.report}: cannot write the report ({e.strerror})",
