@@ -46,7 +46,7 @@ import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
-from .config import CONFIG_FILE, RunConfig, dumps
+from .config import OneSentenceParser, CONFIG_FILE, RunConfig, dumps
 from .diskio import Door
 from .events import apply_event, initial_state
 from .experiment import (LESSON_CONFIGS, crash_points, default_workers, kill_random, lesson,
@@ -740,7 +740,7 @@ SECTIONS = ["sweep", "conformance", "grade", "interrupt", "random", "write", "re
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bughunt.bench", description=__doc__,
+    parser = OneSentenceParser(prog="python -m bughunt.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csv", type=Path, default=Path("bench-results/bench.csv"))
     parser.add_argument("--quick", action="store_true",

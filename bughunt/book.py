@@ -412,7 +412,8 @@ def setup(app) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bughunt.book", description=__doc__,
+    from .config import OneSentenceParser
+    parser = OneSentenceParser(prog="python -m bughunt.book", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=BUILD,
                         help="the build directory (default: build/book; the site is OUT/html)")

@@ -245,6 +245,15 @@ class RunConfig:
         return args
 
 
+class OneSentenceParser(argparse.ArgumentParser):
+    """An argparse parser that refuses a bad flag or value as every command of the lab refuses
+    (the README's exit codes): one sentence naming the flag on stderr, exit 2, no usage block
+    (`--help` prints that)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
 def flag(name: str) -> str:
     """The command-line flag of a RunConfig field: `snapshot_every` -> `--snapshot-every`."""
     return "--" + name.replace("_", "-")

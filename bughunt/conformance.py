@@ -28,7 +28,6 @@ mutants (`bughunt.instruments.mutants`), shows which planted bug breaks which ru
 
 from __future__ import annotations
 
-import argparse
 import base64
 import dataclasses
 import json
@@ -39,8 +38,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import (MESSAGE_CHARS, ConfigError, RunConfig, add_config_arguments, config_from_args,
-                     is_store_file, shown)
+from .config import (MESSAGE_CHARS, ConfigError, OneSentenceParser, RunConfig,
+                     add_config_arguments, config_from_args, is_store_file, shown)
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
@@ -635,7 +634,7 @@ def lab_designs() -> dict[str, RunConfig]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneSentenceParser(
         prog="python -m bughunt.conformance",
         description="Check a checkpoint store against every crash state of a run, rule by rule.")
     add_config_arguments(parser)

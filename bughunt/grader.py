@@ -45,7 +45,6 @@ if __name__ == "__main__":
 
     stop_while_starting("python -m bughunt.grader", "no store was run")
 
-import argparse  # noqa: E402
 import dataclasses
 import json
 import re
@@ -55,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .boundary import Boundary, Limits, Printed, StoreProblem, problem_of
-from .config import STORES, RunConfig, is_store_file
+from .config import OneSentenceParser, STORES, RunConfig, is_store_file
 from .stores.contract import RULES
 
 #: Pages of a graded run: the conformance suite's site (a bug page, with its intent and report,
@@ -682,7 +681,7 @@ def exit_code(g: Grade) -> int:
 def main(argv: list[str] | None = None) -> int:
     from .interrupts import Interrupted, interruptible
 
-    parser = argparse.ArgumentParser(
+    parser = OneSentenceParser(
         prog="python -m bughunt.grader",
         description="Grade a checkpoint store: the conformance suite, then a real-SIGKILL sweep. "
                     "The verdict goes to stderr; --json prints it as data on stdout.")

@@ -874,7 +874,8 @@ def fault_flag(text: str) -> Fault:
 
 
 def server_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .config import OneSentenceParser
+    parser = OneSentenceParser(
         prog=PROG, description="A local OpenAI-compatible model server with a server-side bill "
         "and injected faults (lesson 11).")
     parser.add_argument("--port", type=_port, default=0, help="0 (default) picks a free port")

@@ -625,7 +625,9 @@ class Agent:
 
 @functools.lru_cache(maxsize=4)
 def worker_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .config import OneSentenceParser   # a bad flag: one sentence, no usage block
+
+    parser = OneSentenceParser(
         prog=prog, description="Run or resume the BugHunt agent in RUN_DIR (POSIX only).")
     parser.add_argument("--dir", required=True, type=Path, metavar="RUN_DIR",
                         help="the run directory; running again on it resumes")

@@ -416,3 +416,82 @@ def test_run_store_writing_through_door_files_reports_its_commits(tmp_path):
     assert last.startswith("checkpoint writes: 4 commits, written through door.files"), last
     proc = bughunt("run", "--dir", str(tmp_path / "lab"), "--pages", "3", "--store", "log")
     assert proc.stdout.splitlines()[-1] == "checkpoint writes: 4"
+
+
+# --- argparse's refusals: one sentence, once ------------------------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "--bogus"], "python -m bughunt run: the following arguments are required: --dir"),
+    (["run", "--dir", "d", "--bogus"], "python -m bughunt run: unrecognized arguments: --bogus"),
+    (["run", "--dir", "d", "--store", "x.py:X", "--pages", "many"],
+     "python -m bughunt run: argument --pages: expected a whole number, got 'many'"),
+    (["sweep", "--pages", "x"], "python -m bughunt sweep: argument --pages"),
+    (["conformance", "--bogus"], "python -m bughunt.conformance: unrecognized arguments: --bogus"),
+    (["nonsense"], "python -m bughunt: argument COMMAND: invalid choice: 'nonsense'"),
+])
+def test_a_bad_flag_is_one_sentence_printed_once_with_exit_2(tmp_path, args, says):
+    """issue 28: argparse printed its usage block before the refusal, and `run` (which parses its
+    flags once to find a learner's store, then again in the worker) printed both twice."""
+    proc = bughunt(*args, cwd=tmp_path)
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(says), proc.stderr
+    assert "usage:" not in proc.stderr and proc.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_help_is_printed_once(tmp_path):
+    proc = bughunt("run", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.count("usage:") == 1, proc.stdout
+
+
+SLOW_STORE = '''
+import json, os, time
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class Slow:
+    name = "slow"
+
+    def __init__(self, run_dir, config, door):
+        self.path = run_dir / "state.json"
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_text()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        time.sleep(0.2)
+        mid()
+        self.path.write_text(json.dumps(state))
+
+    def close(self):
+        pass
+'''
+
+
+@pytest.mark.parametrize("sig, code, name", [("SIGINT", 130, "interrupted (SIGINT)"),
+                                             ("SIGTERM", 143, "terminated (SIGTERM)")])
+def test_run_store_stopped_by_a_signal_says_so_once_naming_the_signal(tmp_path, sig, code, name):
+    """issue 28: `run --store` stopped by Ctrl-C printed two sentences, the worker's "terminated"
+    (the boundary stops its child with SIGTERM) and the lab's "interrupted"."""
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text(SLOW_STORE)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "bughunt", "run", "--dir", str(run_dir),
+                             "--store", "slow.py:Slow"], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (run_dir / "state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert err == f"bughunt: {name}: the run stopped; run again on --dir {run_dir} to resume\n"

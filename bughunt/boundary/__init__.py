@@ -747,9 +747,15 @@ class Boundary:
                 elif now >= deadline:
                     how, extra = "timeout", {"limit_s": timeout}
                     self._end("kill", captures)
-        except BaseException:
+        except BaseException as e:
+            from ..interrupts import Interrupted, deferred
+
+            if isinstance(e, Interrupted):
+                # The lab's caller says in one sentence that the run stopped and why; what the
+                # child says as the supervisor stops it ("terminated") is not forwarded too.
+                for c in captures.values():
+                    c.forward = None
             if self._proc is not None:
-                from ..interrupts import deferred
                 with deferred():
                     self._end("stop", captures)
             raise

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..config import _positive
+from ..config import OneSentenceParser, _positive
 
 #: The longest --timeout or --program-timeout: a day (an infinite one cannot be waited for).
 MAX_TIMEOUT_S = 86400.0
@@ -20,7 +20,7 @@ USAGE = ("python -m bughunt explore --dir DIR [--check 'CMD {state}'] [--ack-lin
 def explore_parser(prog: str) -> argparse.ArgumentParser:
     from . import MAX_DIR_BYTES, MAX_DIR_ENTRIES
 
-    p = argparse.ArgumentParser(
+    p = OneSentenceParser(
         prog=prog, usage=USAGE,
         description="Run PROGRAM once under strace (Linux only), build its kill -9 and power-cut "
                     "states from its system calls below DIR, run the checker on a copy of each, "
