@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from .config import (ConfigError, OneSentenceParser, _latency, _positive, add_config_arguments,
-                     config_from_args)
+                     config_from_args, given_path)
 from .experiment import RANDOM_KILL_LATENCY_MS
 from .worker import EXIT_MODEL       # the README's 69: the model over HTTP cannot be reached
 
@@ -92,7 +92,7 @@ def _add_model(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-url", type=_model_url, metavar="URL",
                    help="call a model server you started (python -m bughunt.modelserver) at URL; "
                         "needs --model-bill")
-    g.add_argument("--model-bill", type=Path, metavar="FILE",
+    g.add_argument("--model-bill", type=given_path, metavar="FILE",
                    help="that server's bill (its --bill FILE): redone calls are counted there")
     g.add_argument("--model-name", metavar="NAME", help="the model to ask (default: bughunt-mock)")
 
@@ -144,7 +144,7 @@ def _add_common(p: argparse.ArgumentParser, workers: bool = True) -> None:
     if workers:
         p.add_argument("--workers", type=_positive, metavar="N",
                        help="parallel runs (default: CPU cores)")
-    p.add_argument("--work-dir", type=Path, metavar="DIR",
+    p.add_argument("--work-dir", type=given_path, metavar="DIR",
                    help="keep the run directories in DIR (new or empty); default: a temp dir, "
                         "removed afterwards")
     p.add_argument("--json", action="store_true")

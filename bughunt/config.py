@@ -124,6 +124,14 @@ def _positive(value: str) -> int:
     return _whole(value, 1)
 
 
+def given_path(value: str) -> Path:
+    """A path flag's value; an empty one is refused (`Path("")` is the current directory, which
+    nobody asked for)."""
+    if not value:
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(value)
+
+
 def _latency(value: str) -> float:
     """Milliseconds: a finite number from 0 to 60,000."""
     try:

@@ -625,11 +625,11 @@ class Agent:
 
 @functools.lru_cache(maxsize=4)
 def worker_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser:
-    from .config import OneSentenceParser   # a bad flag: one sentence, no usage block
+    from .config import OneSentenceParser, given_path   # a refusal: one sentence, no usage
 
     parser = OneSentenceParser(
         prog=prog, description="Run or resume the BugHunt agent in RUN_DIR (POSIX only).")
-    parser.add_argument("--dir", required=True, type=Path, metavar="RUN_DIR",
+    parser.add_argument("--dir", required=True, type=given_path, metavar="RUN_DIR",
                         help="the run directory; running again on it resumes")
     add_config_arguments(parser)
     parser.add_argument("--crash-at", metavar="POINT",

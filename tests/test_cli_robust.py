@@ -495,3 +495,17 @@ def test_run_store_stopped_by_a_signal_says_so_once_naming_the_signal(tmp_path, 
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert err == f"bughunt: {name}: the run stopped; run again on --dir {run_dir} to resume\n"
+
+
+@pytest.mark.parametrize("args", [["run", "--dir", ""], ["run", "--store", "s.py:S", "--dir", ""],
+                                  ["sweep", "--work-dir", ""], ["doctor", "--dir", ""],
+                                  ["explore", "--check", "true {state}", "--dir", "", "--", "true"]])
+def test_an_empty_path_flag_is_refused_naming_the_flag(tmp_path, args):
+    """issue 28: `--dir ''` was taken as the current directory (`Path("")` is `.`)."""
+    proc = bughunt(*args, cwd=tmp_path)
+    flag = args[args.index("") - 1]
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"python -m bughunt {args[0]}: argument {flag}: expected a path, got an empty string "
+        "(see --help)"]
+    assert list(tmp_path.iterdir()) == []

@@ -35,7 +35,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..config import OneSentenceParser
+from ..config import OneSentenceParser, given_path
 from ..crashpoints import announce_and_wait
 from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Kind, Report, Retry, Runtime, Step, Tool)
 from .store import DurableStore, InvalidValue, StoreBusy, StoreRefused, read_tasks
@@ -414,7 +414,7 @@ def examples_parser() -> OneSentenceParser:
                                 parser_class=OneSentenceParser)
 
     def common(p, runs=True):
-        p.add_argument("--db", required=True, type=Path, help="the SQLite task database")
+        p.add_argument("--db", required=True, type=given_path, help="the SQLite task database")
         p.add_argument("--json", action="store_true", help="print JSON lines")
         if runs:
             p.add_argument("--wait", action="store_true",
