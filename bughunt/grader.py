@@ -561,8 +561,6 @@ def _hint_for_problem(p: StoreProblem) -> Hint:
         "memory": "a store holds one run's state, a few kilobytes: look for a buffer or a list "
                   "that grows at every call, or a file read whole that never stops growing.",
         "channel": "a store writes only to files it opened itself, through the door.",
-        "output": "print text (str) only: the lab reads what a worker prints as UTF-8 text; "
-                  "bytes of your own belong in a file of your own, in run_dir.",
         "patched": "a store leaves what it shares with the lab's code in its process as it "
                    "found it (json.dumps and json.loads, the handlers of signals): use a function "
                    "of your own instead, and no signal handler.",

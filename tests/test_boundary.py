@@ -186,9 +186,11 @@ ROWS = {
                     "The store sent SIGTERM to its own process, in TermsItself.load", 9, {}),
     "KillsItsGroup": (method("load", "os.killpg(0, signal.SIGKILL)"), "signal",
                       "sent SIGKILL to its own process, in KillsItsGroup.load", 9, {}),
+    # issue 28: a correct store that prints bytes that are not UTF-8 passes, its bytes shown
     "PrintsBytes": (method("commit", "sys.stdout.buffer.write(b'\\xff\\xfe not text\\n')",
-                           "sys.stdout.flush()"), "output",
-                    "printed bytes that are not text (not UTF-8) in the worker", 9, {}),
+                           "sys.stdout.flush()", "sys.stderr.buffer.write(b'\\xff err\\n')",
+                           "sys.stderr.flush()"), None,
+                    "  | \ufffd\ufffd not text\n", 10, {}),
     "PatchesJson": (method("commit", "import json", "json.dumps = lambda *a, **k: 'garbage'"),
                     "patched", "The store replaced json.dumps, which the lab's own code in its "
                                "process uses, in PatchesJson.commit", 9, {}),

@@ -217,9 +217,10 @@ class StoreProblem:
     "signal" (its process died by a signal), "sigstop", "timeout" (a call or a job never
     returned), "memory" (MemoryError), "returns" (a method returned what the contract does not
     say), "exception" (the store raised where the lab cannot go on), "channel" (the store wrote
-    to the lab's channel), "name" (it named a file with bytes that are not text), "output" (it
-    printed bytes that are not text where the lab reads text), "patched" (it replaced a function
-    of the lab's in its process: json.dumps), "lab" (the lab itself failed), "interrupted".
+    to the lab's channel), "name" (it named a file with bytes that are not text), "patched" (it
+    replaced a function of the lab's in its process: json.dumps), "lab" (the lab itself failed),
+    "interrupted". (What it prints is never a problem: bytes that are not UTF-8 are shown with
+    replacement characters.)
     """
 
     kind: str
@@ -385,7 +386,7 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
         return StoreProblem("returns", tidy(record.get("what", "")), loading)
-    if kind in ("timeout", "exit", "signal", "channel", "name", "output"):
+    if kind in ("timeout", "exit", "signal", "channel", "name"):
         return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
     return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 
