@@ -1042,3 +1042,24 @@ def test_a_caller_killed_by_sigkill_leaves_nothing_behind(sealed):
     proc.kill()
     proc.wait()
     wait_for(lambda: not root.exists() and tagged(sealed["marker"]) == [], timeout=30)
+
+
+# --- the store's name -------------------------------------------------------------------------------
+
+def test_a_name_that_is_not_text_is_refused_and_one_with_control_characters_is_escaped(
+        stores, sealed, tmp_path):
+    """issue 28: a store's `name` is printed in every verdict: a non-str one was accepted, and
+    one with newlines, ANSI escapes or NUL must not reach the terminal as it is."""
+    (tmp_path / "names.py").write_text(
+        "from good import Good\n\n\nclass Number(Good):\n    name = 42\n\n\n"
+        "class Escapes(Good):\n    name = 'evil\\n\\x1b[31mred\\x00' + 'x' * 300\n")
+    shutil.copy(stores / "good.py", tmp_path / "good.py")
+    g = grader.grade(f"{tmp_path / 'names.py'}:Number", **SMALL)
+    assert [p.kind for p in g.problems] == ["load"] and grader.exit_code(g) == 2, str(g)
+    assert "The name of class Number is 42 (an int); the contract says name is a str" in str(g)
+    g = grader.grade(f"{tmp_path / 'names.py'}:Escapes", **SMALL)
+    said = str(g)
+    assert g.passed, said
+    first = said.splitlines()[0]
+    assert first.startswith("'evil\\n\\x1b[31mred\\x00xxx") and "(314 characters)" in first, first
+    assert not any(c in said for c in "\x1b\x00")

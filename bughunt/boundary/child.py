@@ -176,6 +176,10 @@ def _guarded(module, spec: str, name: str):
     if missing:
         raise StoreSpecError(f"--store {spec}: class {name} has no {', '.join(missing)} "
                              "(see bughunt/stores/contract.py)")
+    label = getattr(cls, "name", name)
+    if not isinstance(label, str):       # every verdict prints it: text, and shown escaped
+        raise StoreSpecError(f"--store {spec}: the name of class {name} is {_shown(label)}; the "
+                             "contract says name is a str, a short label")
     return guard(cls)
 
 
