@@ -509,3 +509,29 @@ def test_an_empty_path_flag_is_refused_naming_the_flag(tmp_path, args):
         f"python -m bughunt {args[0]}: argument {flag}: expected a path, got an empty string "
         "(see --help)"]
     assert list(tmp_path.iterdir()) == []
+
+
+SHADOWS = ("json", "tempfile", "sqlite3", "selectors", "socket")
+
+
+def test_a_store_folder_with_modules_named_like_the_librarys_does_not_shadow_them(tmp_path):
+    """issue 28: a json.py, tempfile.py or sqlite3.py beside the store (a learner's folder) was
+    imported in place of the standard library's, by the lab's own process started there
+    (`python -m` puts the current directory first) and by the boundary's child; a bughunt.py
+    there broke the child's start. The store is imported from its file, its folder last."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "slow.py").write_text(SLOW_STORE.replace("time.sleep(0.2)", "pass"))
+    for name in SHADOWS:
+        (folder / f"{name}.py").write_text(f"raise RuntimeError('the folder\\'s {name}.py')\n")
+    proc = bughunt("run", "--dir", "run", "--pages", "2", "--store", "slow.py:Slow", cwd=folder)
+    no_traceback(proc)
+    assert proc.returncode == 0 and proc.stdout.startswith("done: pages 1-2"), proc.stderr
+    # A bughunt.py is found before any of the lab's code runs, unless Python is told (-P) to
+    # leave the current directory out; the boundary's child is told so too.
+    (folder / "bughunt.py").write_text("raise RuntimeError('the folder\\'s bughunt.py')\n")
+    proc = subprocess.run([sys.executable, "-P", "-m", "bughunt", "run", "--dir", "again",
+                           "--pages", "2", "--store", "slow.py:Slow"], cwd=folder,
+                          capture_output=True, text=True, timeout=120)
+    no_traceback(proc)
+    assert proc.returncode == 0 and proc.stdout.startswith("done: pages 1-2"), proc.stderr

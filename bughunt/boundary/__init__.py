@@ -474,6 +474,9 @@ class Boundary:
             self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("XDG_")},
                         "PYTHONPATH": os.pathsep.join(paths),
                         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                        # no working directory on the import path (python -P): a json.py or a
+                        # bughunt.py in the folder a run starts from is not the lab's
+                        "PYTHONSAFEPATH": "1",
                         "TMPDIR": str(self.root / "tmp"), "BUGHUNT_RAM_DIR": "",
                         "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                         "XDG_CACHE_HOME": str(home / ".cache"),
