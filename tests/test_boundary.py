@@ -219,6 +219,19 @@ ROWS = {
     "SetsASigchldHandler": (method("load", "signal.signal(signal.SIGCHLD, lambda *a: 1 / 0)"),
                             "patched", "The store replaced the handler of SIGCHLD (signal.signal),"
                                        " which the lab's own code in its process uses", 9, {}),
+    # issue 28: a guess at the lab's descriptors (3 to 9) hits /dev/null, read-only: the
+    # store's own OSError, which it may catch; nothing of the lab's is damaged or blamed
+    "WritesLowDescriptors": (method("commit", "for fd in range(3, 10):", "    try:",
+                                    "        os.write(fd, b'x')", "    except OSError:",
+                                    "        pass"), None, "Passes.", 10, {}),
+    "WritesDescriptorFive": (method("load", "os.write(5, b'x')"), "exception",
+                             "WritesDescriptorFive.load raised OSError: [Errno 9] Bad file "
+                             "descriptor", 9, {}),
+    # ... and the socket to the process the suite loads crash states in is the lab's channel too
+    "WritesThePristineSocket": (method("load", "from bughunt.boundary import pristine",
+                                       "if pristine._PRISTINE:",
+                                       "    os.write(pristine._PRISTINE[0][0].fileno(), b'x')"),
+                                "channel", "The store wrote to the lab's channel", 9, {}),
     "TakesTheRunLock": (method("commit", "open(self.path.with_name('run.lock'), 'w').close()"),
                         "refused", "write run.lock in its run directory: that is the name of "
                                    "the worker's lock on the run", 9, {}),

@@ -494,6 +494,13 @@ def describe_failure(e: BaseException) -> dict:
             "traceback": "".join(traceback.format_exception(e))[-4000:]}
 
 
+def _fd_limit() -> int:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY and soft < (1 << 20) else 1 << 16
+
+
 def main(argv: list[str]) -> int:
     from ..interrupts import Interrupted, interruptible
 
@@ -505,6 +512,12 @@ def main(argv: list[str]) -> int:
     given = int(argv[0])
     moved = fcntl.fcntl(given, fcntl.F_DUPFD_CLOEXEC, 512 + (os.getpid() % 512))
     os.close(given)
+    # Nothing else this process was given stays open for the store to write to (a descriptor a
+    # caller left): 0, 1 and 2 are the store's, the channel the lab's, and the low numbers held
+    # by /dev/null again where the channel was (`fence.hold_low_fds`).
+    os.closerange(_fence.LOW_FDS, moved)
+    os.closerange(moved + 1, _fd_limit())
+    _fence.hold_low_fds()
     sys.argv[1:] = []
     channel = Channel(socket.socket(fileno=moved))
     _tag(channel, None)
