@@ -153,7 +153,8 @@ def record(config: RunConfig, cls, run_dir: Path, report: ConformanceReport):
     ops: list[dict] = []
     door = Door(config.fsync, files=JournalingFiles(ops.append))
     store = _Recorder(cls(run_dir, config, door), door, report)
-    store.load()
+    check_load_reads_only(run_dir, store.load, report, "on the empty run directory the run "
+                                                       "starts in (its first load)")
     store.open_for_append()
     site = Site.load(config.pages)
     model, tracker = MockModel(run_dir, site), Tracker(run_dir)
@@ -171,10 +172,34 @@ def record(config: RunConfig, cls, run_dir: Path, report: ConformanceReport):
     return ops, store.states, store.events
 
 
+def _on_disk(directory: Path) -> tuple[dict[str, bytes], list[str]]:
+    """What a load could change below `directory`: its files' bytes and its directories."""
+    return _files_in(directory), sorted(p.relative_to(directory).as_posix()
+                                        for p in directory.rglob("*") if p.is_dir())
+
+
+def check_load_reads_only(run_dir: Path, load, report: ConformanceReport, where: str):
+    """`load()` on the run directory as it is, with what it changed there judged: every file
+    and directory it made, changed or removed, whether through the door or not (the crash
+    states' loads are judged the same way, `check_state`). Returns what load returned."""
+    report.checked["load-reads-only"] += 1
+    files, dirs = _on_disk(run_dir)
+    try:
+        return load()
+    finally:
+        after, after_dirs = _on_disk(run_dir)
+        changed = _changed_files(files, after) + sorted(set(dirs) ^ set(after_dirs))
+        if changed:
+            report.violations.append(Violation(
+                "load-reads-only", where, f"load() changed {', '.join(changed)}", changed[0]))
+
+
 def check_reads_back(config, cls, run_dir, state, report: ConformanceReport, page: int) -> None:
     report.checked["commit-reads-back"] += 1
     try:
-        got = cls(run_dir, config, Door(config.fsync)).load().state
+        store = cls(run_dir, config, Door(config.fsync))
+        got = check_load_reads_only(run_dir, store.load, report, f"right after page {page}'s "
+                                                                 "commit returned").state
     except StoreDamage as e:
         got = f"a refusal ({e})"
     if got != state:

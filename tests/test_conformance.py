@@ -147,6 +147,29 @@ def test_a_learners_naive_store_is_graded_rule_by_rule(naive_file):
     assert "load() raised JSONDecodeError" in v["detail"] and "state.json" in v["disk"]
 
 
+@pytest.mark.parametrize("load_does, changed", [
+    ("(self.path.parent / 'marker.txt').write_text('x')", "marker.txt"),    # not the door's
+    ("(self.path.parent / 'cache').mkdir(exist_ok=True)", "cache"),
+])
+def test_a_load_that_makes_a_file_in_the_empty_run_directory_breaks_load_reads_only(
+        tmp_path, load_does, changed):
+    """issue 28: a load() that made a file the door never saw (in the empty run directory the
+    run starts in, and again at every load after) passed "load reads only": the suite compared
+    files only at crash states built from the door's journal, where the file already was."""
+    path = tmp_path / "makes.py"
+    path.write_text(NAIVE.replace("    def load(self):\n",
+                                  f"    def load(self):\n        {load_does}\n"))
+    from bughunt.boundary import commands
+
+    report, problem, _ = commands.conform_store(
+        "test", RunConfig(store=f"{path}:NaiveStore"), pages=2)
+    assert problem is None
+    reads = [v for v in report["violations"] if v["rule"] == "load-reads-only"]
+    assert reads and reads[0]["state"] == ("on the empty run directory the run starts in (its "
+                                           "first load)"), report["violations"]
+    assert reads[0]["file"] == changed and reads[0]["detail"] == f"load() changed {changed}"
+
+
 def test_the_worker_and_a_sweep_run_a_learners_store_from_its_file(naive_file, tmp_path):
     spec = f"{naive_file}:NaiveStore"
     out = report(run(tmp_path / "r", RunConfig(store=spec), "--json"))
