@@ -44,7 +44,8 @@ from .stores import (LOG_FILE, SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, S
                      make_store, store_class)
 from .stores.contract import CheckpointStore
 from .world import (BILL_FILE, TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
-                    TrackerError, check_tracker, missing_reports, report_key, side_files)
+                    TrackerError, check_tracker, missing_bill, missing_reports, report_key,
+                    side_files)
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -406,10 +407,11 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan,
     try:
         check_tracker(run_dir)             # read-only, before the first write of this resume
         lost = lost_reports(run_dir, found.state)
+        gone = missing_bill(run_dir) if local_bill else None
     except TrackerError as e:
         raise Refused(f"{e}; {unchanged}", EXIT_BUSY if e.busy else EXIT_REFUSED) from None
-    if lost:
-        raise Refused(f"{lost}; {unchanged}")
+    if lost or gone:
+        raise Refused(f"{lost or gone}; {unchanged}")
     for note in found.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     t1 = time.perf_counter_ns()
@@ -437,12 +439,12 @@ def bill_problem(run_dir: Path) -> str | None:
     foreign tracker is. None: every line is a billed call.
 
     A bill with fewer calls than the checkpoint's pages is not refused: the lab's own power-cut
-    states (lesson 8, `powerloss.materialize`) hold only the journaled files, never the bill."""
+    states (lesson 8, `powerloss.materialize`) hold an empty bill."""
     path = run_dir / BILL_FILE
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
+        return None                      # a deleted one: `missing_bill`, once the tracker is read
     lines = data.split(b"\n")
     if lines[-1]:
         return (f"{path}: its last line is not a whole billed call (the lab writes each whole, "

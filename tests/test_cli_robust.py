@@ -345,6 +345,50 @@ def test_a_garbage_line_in_the_bill_is_refused_as_a_foreign_bill(crashed_log_run
     assert contents(run_dir) == before
 
 
+def _without_shm(contents: dict) -> dict:
+    return {name: data for name, data in contents.items() if not name.endswith("-shm")}
+
+
+def test_a_deleted_bill_beside_a_tracker_with_reports_is_refused_as_a_foreign_bill(
+        crashed_log_run, tmp_path):
+    """issue 28: bill.jsonl removed from a run whose tracker holds a report (filed after its
+    page's billed call) was taken as a new bill: every call counted as the first."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(crashed_log_run, run_dir)
+    (run_dir / "bill.jsonl").unlink()
+    before = contents(run_dir)
+    proc = bughunt("run", "--dir", str(run_dir), *RunConfig(store="log", pages=4).to_args())
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bughunt: {run_dir / 'bill.jsonl'}: missing, though the tracker "
+                           "holds 1 report") and "not the lab's bill" in line, line
+    assert _without_shm(contents(run_dir)) == _without_shm(before)   # -shm: said in the line
+
+
+def test_a_junk_tracker_with_a_surviving_write_ahead_log_is_refused_unchanged(
+        crashed_log_run, tmp_path):
+    """issue 28: a tracker.db that is not SQLite, beside the -wal a kill left, was rebuilt from
+    the log (SQLite reads page 1 from the log and checkpoints it over the junk) instead of
+    refused as a damaged tracker."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(crashed_log_run, run_dir)
+    assert (run_dir / "tracker.db-wal").stat().st_size > 0
+    (run_dir / "tracker.db").write_bytes(b"junk junk junk, not sqlite at all\n")
+    before = contents(run_dir)
+    proc = bughunt("run", "--dir", str(run_dir), *RunConfig(store="log", pages=4).to_args())
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bughunt: {run_dir / 'tracker.db'}: not a usable tracker database "
+                           "(it does not begin with SQLite's header"), line
+    assert contents(run_dir) == before
+
+
 def test_a_refusal_after_reading_the_tracker_names_the_index_sqlite_may_rebuild(
         finished_log_run, tmp_path):
     """issue 28: a refusal said "nothing was changed" while tracker.db-shm had changed (SQLite
