@@ -151,7 +151,8 @@ class _Recorder:
 def record(config: RunConfig, cls, run_dir: Path, report: ConformanceReport):
     """Run the page loop once on `cls`; return the journal, the states and the events."""
     ops: list[dict] = []
-    door = Door(config.fsync, files=JournalingFiles(ops.append))
+    # paths relative to the run directory: a store's sub/state.json is not its state.json
+    door = Door(config.fsync, files=JournalingFiles(ops.append, root=run_dir))
     store = _Recorder(cls(run_dir, config, door), door, report)
     check_load_reads_only(run_dir, store.load, report, "on the empty run directory the run "
                                                        "starts in (its first load)")
@@ -289,11 +290,12 @@ WORLD_FILES = ("bill.jsonl", "tracker.db", "tracker.db-journal", "tracker.db-wal
                "tracker.db-shm")
 
 
-def unseen_by_door(ops: list[dict], run_dir: Path) -> list[str]:
+def unseen_by_door(ops: list[dict], run_dir: Path, dirs=()) -> list[str]:
     """The store's files whose bytes on disk after the recorded run are not what the door's
-    journal says they are: written (or made, in a directory made) without the door."""
+    journal says they are: written (or made) without the door. `dirs`: the directories the
+    store made itself (the door makes none), below which the door's files are its own."""
     journaled = {}
-    for journaled in kill_states(ops):
+    for journaled in kill_states(ops, dirs=dirs):
         pass
     journaled = journaled.files if journaled else {}
     real = {n: b for n, b in _files_in(run_dir).items() if n not in WORLD_FILES}
@@ -600,7 +602,11 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
         for op in ops:
             acked.append(acked[-1] + (op["op"] == Op.MARK and op.get("what") == "commit-end"))
         _names_are_text(ops, run_dir)
-        report.unseen = unseen_by_door(ops, run_dir)
+        # The door makes no directory: one the store made itself (sub/ for sub/state.json) is
+        # taken as there from the start, so that the files it writes there through the door are
+        # the door's, in every crash state.
+        made = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_dir())
+        report.unseen = unseen_by_door(ops, run_dir, made)
         if report.unseen:
             # The journal does not describe the store's disk: no crash state built from it would
             # be one the store could be in. Checked instead: the files as the run left them (a
@@ -621,9 +627,9 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
             return report
         seen: set[tuple[str, int]] = set()
         n = 0
-        cases = [("kill", s) for s in kill_states(ops)]
+        cases = [("kill", s) for s in kill_states(ops, dirs=made)]
         cases += [("power", s) for s in crash_states(ops, samples_per_cut=power_samples,
-                                                     seed=seed, dedupe=False)]
+                                                     seed=seed, dedupe=False, dirs=made)]
         for kind, s in cases:
             key = (kind, s.digest(), acked[s.cut])
             if key in seen:
