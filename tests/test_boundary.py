@@ -232,6 +232,22 @@ ROWS = {
                                        "if pristine._PRISTINE:",
                                        "    os.write(pristine._PRISTINE[0][0].fileno(), b'x')"),
                                 "channel", "The store wrote to the lab's channel", 9, {}),
+    # issue 28: named for what they did, not for what the lab's code did next
+    "LeavesItsGroup": (method("load", "os.setsid()"), "refused",
+                       "the store tried to leave its process group (os.setsid", 9, {}),
+    "ChangesTheChannelObjects": (method("load", "import gc",
+                                        "from bughunt.boundary.channel import Channel",
+                                        "for o in gc.get_objects():",
+                                        "    if isinstance(o, Channel):",
+                                        "        o.sock = None"), "channel",
+                                 "The store changed the lab's channel objects in its process", 9,
+                                 {}),
+    "PatchesExitAndKill": (method("load", "os.kill = lambda *a: None",
+                                  "os._exit = lambda *a: None", "os.fsync = lambda *a: None"),
+                           "patched", "The store replaced os._exit, which the lab's own code in "
+                                      "its process uses, in PatchesExitAndKill.load", 9, {}),
+    "PatchesFsync": (method("commit", "os.fsync = lambda fd: None"), "patched",
+                     "The store replaced os.fsync, which the lab's own code", 9, {}),
     "TakesTheRunLock": (method("commit", "open(self.path.with_name('run.lock'), 'w').close()"),
                         "refused", "write run.lock in its run directory: that is the name of "
                                    "the worker's lock on the run", 9, {}),
@@ -277,6 +293,13 @@ FILES = {
                         "        forge({'t': 'status', 'seq': 1, 'end': 'OutOfOrder.commit'})\n",
                         "OutOfOrder", "channel", "The store wrote to the lab's channel, in "
                         "OutOfOrder.commit (event 1", 9),
+    "patches_the_fence.py": ("import bughunt.boundary.fence as f\nf.installed = lambda: None\n"
+                             "from good import Good\n", "Good", "patched",
+                             "The store replaced bughunt.boundary.fence.installed, which the "
+                             "lab's own code in its process uses, in importing "
+                             "patches_the_fence.py", 9),
+    "clears_sys_modules.py": ("import sys\nsys.modules.clear()\nfrom good import Good\n", "Good",
+                              "patched", "The store replaced entries of sys.modules (", 9),
     "looks_for_the_channel.py": (
         "import socket, sys\nfrom good import Good\nfrom bughunt.boundary import child\n"
         "from bughunt.boundary.channel import Channel\n"
@@ -1076,3 +1099,13 @@ def test_a_name_that_is_not_text_is_refused_and_one_with_control_characters_is_e
     first = said.splitlines()[0]
     assert first.startswith("'evil\\n\\x1b[31mred\\x00xxx") and "(314 characters)" in first, first
     assert not any(c in said for c in "\x1b\x00")
+
+
+@pytest.mark.parametrize("name", ["patches_the_fence.py", "clears_sys_modules.py"])
+def test_a_store_that_patches_the_lab_while_importing_is_refused_as_the_stores_fault(
+        stores, sealed, name):
+    """issue 28: a store that replaced bughunt.boundary.fence's functions or cleared sys.modules
+    at import was "the lab failing" (exit 1); its import was refused (the README's 2)."""
+    g = grader.grade(f"{stores / name}:Good", **SMALL)
+    assert g.problems and g.problems[0].loading and grader.exit_code(g) == 2, str(g)
+    assert "lab failing" not in str(g)

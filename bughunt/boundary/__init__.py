@@ -258,12 +258,14 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
                                        f"{_place(e, ended)}"), _loading(e.get("where")))
     notes = [e for e in ended.events if e.get("kind") == "note"]
     how = ended.how
-    if any(e.get("kind") == "lost" for e in ended.events) and how in ("exit", "channel"):
+    lost = [e for e in ended.events if e.get("kind") == "lost"]
+    if lost and how in ("exit", "channel"):
         at = _in(ended.where, ended.at)
-        return StoreProblem("channel", tidy(
-            f"the store closed or replaced the lab's channel to its process (os.close or os.dup2 "
-            f"on a descriptor it did not open){', ' + at if at else ''}; the lab stopped it"),
-            _loading(ended.where))
+        what = lost[0].get("what") or ""
+        what = (what if what.startswith("changed") else "closed or replaced the lab's channel to "
+                "its process (os.close or os.dup2 on a descriptor it did not open)")
+        return StoreProblem("channel", tidy(f"the store {what}{', ' + at if at else ''}; the lab "
+                                            "stopped it"), _loading(ended.where))
     if how == "returned":
         other = [e for e in ended.events if e.get("kind") in ("stopped", "returns")]
         return _from_record(other[0], ended, tidy) if other else None
