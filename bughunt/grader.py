@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .boundary import Boundary, Limits, Printed, StoreProblem, problem_of
-from .config import OneSentenceParser, STORES, RunConfig, is_store_file
+from .config import STORES, OneSentenceParser, RunConfig, is_store_file
+from .diskio import not_a_file
 from .stores.contract import RULES
 
 #: Pages of a graded run: the conformance suite's site (a bug page, with its intent and report,
@@ -358,6 +359,10 @@ def _resolve(store: str) -> tuple[str, StoreProblem | None]:
                                       "e.g. my_store.py:MyStore")
     file, _, name = store.rpartition(":")
     path = Path(file).expanduser()
+    what = not_a_file(path.resolve())
+    if what is not None:
+        return store, StoreProblem("spec", f"{file} is {what}, not a regular file: FILE.py names "
+                                           "the Python file the store is in")
     if not path.is_file():
         return store, StoreProblem("spec", f"{file}: no such file in this folder; save your store "
                                       f"first (a cell that starts with %%writefile {path.name})")

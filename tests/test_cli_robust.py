@@ -579,3 +579,23 @@ def test_a_store_folder_with_modules_named_like_the_librarys_does_not_shadow_the
                           capture_output=True, text=True, timeout=120)
     no_traceback(proc)
     assert proc.returncode == 0 and proc.stdout.startswith("done: pages 1-2"), proc.stderr
+
+
+@pytest.mark.parametrize("kind, make, says", [("directory", os.mkdir, "is a directory"),
+                                               ("fifo", os.mkfifo, "is a named pipe (FIFO)")])
+@pytest.mark.parametrize("command", [["conformance"], ["run", "--dir", "run"]])
+def test_a_store_file_that_is_a_directory_or_a_fifo_is_refused_without_blocking(
+        tmp_path, kind, make, says, command):
+    """issue 28: `--store` naming a directory said "no such file"; naming a FIFO, the import
+    blocked on it until the 10 s limit."""
+    make(tmp_path / "store.py")
+    proc = bughunt(*command, "--store", "store.py:S", cwd=tmp_path, timeout=30)
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"bughunt{'.conformance' if command == ['conformance'] else ''}: --store store.py:S: "
+        f"store.py {says}, not a regular file: FILE.py names the Python file the store is in"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.py"]
+    proc = subprocess.run([sys.executable, "-m", "bughunt.grader", "--store", "store.py:S"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2 and f"store.py {says}, not a regular file" in proc.stderr

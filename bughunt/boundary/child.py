@@ -128,6 +128,7 @@ def load_store(spec: str):
     """The class `spec` (`/abs/path/file.py:ClassName`) names, imported inside the fence, wrapped
     in the guard. Raises `StoreSpecError` naming the file, the line or the class;
     `fence.StoreStopped` when the import ended the process or was refused."""
+    from ..diskio import not_a_file
     from ..stores import StoreSpecError
 
     fence = _fence.installed()
@@ -142,6 +143,10 @@ def load_store(spec: str):
         key = (str(path.resolve()), path.stat().st_mtime_ns)
     except OSError as e:
         raise StoreSpecError(f"--store {spec}: cannot read {file} ({e.strerror})") from None
+    what = not_a_file(path.resolve())       # a FIFO would block the import, a directory fail it
+    if what is not None:
+        raise StoreSpecError(f"--store {spec}: {file} is {what}, not a regular file: FILE.py names "
+                             "the Python file the store is in")
     if key in _LOADED:
         return _guarded(_LOADED[key], spec, name)
     module_name = "bughunt_user_store_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
