@@ -148,7 +148,16 @@ ROWS = {
                              "import posixpath; posixpath.realpath = os.path.realpath",
                              f"open({OUT}, 'w').write('x')"), "refused", "to write", 9, {}),
     "WritesRelative": (method("commit", "open('state.json', 'w').write('x')"), "refused",
-                       "write state.json, a path relative to the working directory", 9, {}),
+                       "write state.json, a relative path (to the working directory", 9, {}),
+    # issue 28: an os.open's dir_fd is not in its audit event: the words say it may be one
+    "WritesThroughDirFd": (method("commit", "fd = os.open(OUTSIDE, os.O_RDONLY)",
+                                  "os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, "
+                                  "dir_fd=fd))"), "refused",
+                           "write x.txt, a relative path (to the working directory, or to a "
+                           "directory descriptor given as dir_fd", 9, {}),
+    # issue 28: tempfile's default folder was named by the file's base name only
+    "MakesATempFile": (method("commit", "import tempfile", "tempfile.mkstemp()"), "refused",
+                       "write $TMPDIR/tmp", 9, {}),
     "WritesBeside": (method("commit", "open(Path(__file__).with_name('leak.json'), 'w')"),
                      "refused", "write leak.json beside the store's file", 9, {}),
     "RemovesAbove": (method("open_for_append", "import shutil",

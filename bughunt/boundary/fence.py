@@ -583,10 +583,17 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 if target_dir.startswith(real + "/"):
                     what = f"the directory above its run directory ({place})"
                 elif base is None and not shown.startswith("/"):
-                    what = (f"{shown}, a path relative to the working directory ({place}: build "
-                            "paths from run_dir)")
+                    # An os.open's audit event carries no dir_fd: the path may be relative to
+                    # a directory descriptor as well as to the working directory.
+                    what = (f"{shown}, a relative path (to the working directory, or to a "
+                            f"directory descriptor given as dir_fd; {place}: build paths from "
+                            "run_dir)")
                 elif real.rsplit("/", 1)[0] in learners:
                     what = f"{real.rsplit('/', 1)[1]} beside the store's file ({place})"
+                elif bracket and inside(real, (default_,)):
+                    # tempfile's folder by default (TMPDIR): the boundary's, removed at its end
+                    what = (f"$TMPDIR/{real[len(default_) + 1:]}, in the temporary folder where "
+                            f"tempfile writes by default ({place}: give tempfile dir=run_dir)")
                 else:
                     what = f"{real} ({place})"
                 refuse(event, f"{verb} {what}", bracket, line)
