@@ -329,7 +329,18 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
     agent.close()
     if lost:
         raise Refused(f"{lost}; this run gives no result")
-    return final_report(agent, recovery)
+    return {**final_report(agent, recovery), "store_files": store_files(run_dir, config)}
+
+
+def store_files(run_dir: Path, config: RunConfig) -> list[str] | None:
+    """What of a learner's store reached the disk: the names in the run directory that are not
+    the lab's own files (None for the lab's stores, whose files the door counts)."""
+    if not is_store_file(config.store):
+        return None
+    from .llm import CALL_JOURNAL_FILE
+
+    world = set(lab_file_names()) - {LOG_FILE, SNAPSHOT_FILE, SNAPSHOT_FILE + ".tmp"}
+    return sorted(p.name for p in run_dir.iterdir() if p.name not in world | {CALL_JOURNAL_FILE})
 
 
 def plan_crashes(config: RunConfig, crash_at: int | str | None, pause_at: int | str | None,
@@ -696,7 +707,11 @@ def print_report(report: dict) -> None:
     if extras:
         print("recovery: " + ", ".join(f"{k} {v}" for k, v in extras.items()))
     w = report["checkpoint_writes"]
-    if not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
+    if report.get("store_files") == [] and report.get("commits"):
+        # A store that wrote nothing kept its state in memory: what reached the disk is said.
+        print(f"checkpoint writes: none reached the disk ({report['commits']} commits, and no file "
+              "of the store's in the run directory: a state kept in memory is lost at a kill)")
+    elif not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
         # A learner's store that writes through `door.files` (the system calls) bypasses the
         # door's timed write methods: its commits are counted, not called "0 writes".
         print(f"checkpoint writes: {report['commits']} commits, written through door.files (the "

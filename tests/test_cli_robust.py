@@ -599,3 +599,43 @@ def test_a_store_file_that_is_a_directory_or_a_fifo_is_refused_without_blocking(
     proc = subprocess.run([sys.executable, "-m", "bughunt.grader", "--store", "store.py:S"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=30)
     assert proc.returncode == 2 and f"store.py {says}, not a regular file" in proc.stderr
+
+
+MEMORY_STORE = '''
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+_LATEST = [initial_state()]       # everything in memory: no file is ever written
+
+
+class Mem:
+    name = "memory"
+
+    def __init__(self, run_dir, config, door):
+        pass
+
+    def load(self):
+        return Recovered(_LATEST[-1])
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        mid()
+        _LATEST.append(state)
+
+    def close(self):
+        pass
+'''
+
+
+def test_run_store_keeping_its_state_in_memory_says_nothing_reached_the_disk(tmp_path):
+    """issue 28: `run --store` said "checkpoint writes: 4 commits, written through door.files"
+    for a store that never wrote a byte."""
+    (tmp_path / "mem.py").write_text(MEMORY_STORE)
+    proc = bughunt("run", "--dir", str(tmp_path / "run"), "--pages", "3", "--store", "mem.py:Mem",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        "checkpoint writes: none reached the disk (4 commits, and no file of the store's in the "
+        "run directory: a state kept in memory is lost at a kill)")
