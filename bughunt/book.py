@@ -414,7 +414,7 @@ def setup(app) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from .config import OneSentenceParser, given_path
     parser = OneSentenceParser(prog="python -m bughunt.book", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=given_path, default=BUILD,
                         help="the build directory (default: build/book; the site is OUT/html)")
     parser.add_argument("--repository", default=None,

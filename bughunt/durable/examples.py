@@ -408,8 +408,8 @@ def _limit(value: str) -> int | None:
 
 def examples_parser() -> OneSentenceParser:
     parser = OneSentenceParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                    epilog=__doc__.split("\n\n", 1)[1],
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+                               epilog=__doc__.split("\n\n", 1)[1],
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=OneSentenceParser)
 

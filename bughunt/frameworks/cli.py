@@ -33,8 +33,8 @@ ALL = ("langgraph", "dbos", "lab")
 
 def frameworks_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = OneSentenceParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                epilog="Ctrl-C stops at once, removing every process and temp "
-                                       "dir (exit 130).")
+                          epilog="Ctrl-C stops at once, removing every process and temp dir "
+                                 "(exit 130).")
     p.add_argument("--framework", default="all", metavar="NAME",
                    help=f"{', '.join(ADAPTERS)}, all ({', '.join(ALL)}), or module:Class "
                         "(default: all)")
