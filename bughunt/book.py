@@ -412,9 +412,10 @@ def setup(app) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bughunt.book", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=BUILD,
+    from .config import OneSentenceParser, given_path
+    parser = OneSentenceParser(prog="python -m bughunt.book", description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=given_path, default=BUILD,
                         help="the build directory (default: build/book; the site is OUT/html)")
     parser.add_argument("--repository", default=None,
                         help="OWNER/NAME on GitHub, for the Binder and repository links "

@@ -77,7 +77,8 @@ def run_killed(how: str = "write", lines: int = 1, directory: Path | None = None
 
 
 def demo_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .config import OneSentenceParser
+    parser = OneSentenceParser(
         prog="python -m bughunt.bufferdemo",
         description="Write a 12-byte line, then die by SIGKILL; look at the file afterwards.")
     parser.add_argument("path", help="the file to write (created or truncated)")

@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ConfigError, _latency, _positive, add_config_arguments, config_from_args
+from .config import (ConfigError, OneSentenceParser, _latency, _positive, add_config_arguments,
+                     config_from_args, given_path)
 from .experiment import RANDOM_KILL_LATENCY_MS
 from .worker import EXIT_MODEL       # the README's 69: the model over HTTP cannot be reached
 
@@ -29,7 +30,7 @@ PROG = "python -m bughunt"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = OneSentenceParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run or resume the worker (all flags: run --help)", add_help=False)
     sub.add_parser("doctor", help="check this machine and folder can run the lab", add_help=False)
@@ -91,7 +92,7 @@ def _add_model(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-url", type=_model_url, metavar="URL",
                    help="call a model server you started (python -m bughunt.modelserver) at URL; "
                         "needs --model-bill")
-    g.add_argument("--model-bill", type=Path, metavar="FILE",
+    g.add_argument("--model-bill", type=given_path, metavar="FILE",
                    help="that server's bill (its --bill FILE): redone calls are counted there")
     g.add_argument("--model-name", metavar="NAME", help="the model to ask (default: bughunt-mock)")
 
@@ -143,7 +144,7 @@ def _add_common(p: argparse.ArgumentParser, workers: bool = True) -> None:
     if workers:
         p.add_argument("--workers", type=_positive, metavar="N",
                        help="parallel runs (default: CPU cores)")
-    p.add_argument("--work-dir", type=Path, metavar="DIR",
+    p.add_argument("--work-dir", type=given_path, metavar="DIR",
                    help="keep the run directories in DIR (new or empty); default: a temp dir, "
                         "removed afterwards")
     p.add_argument("--json", action="store_true")
@@ -406,8 +407,14 @@ def _learner_store(argv: list[str]):
     from .config import is_store_file
     from .worker import worker_parser
 
+    import contextlib
+    import io
+
+    if any(a in ("-h", "--help") for a in argv):
+        return None                   # the worker prints its help, once
     try:
-        args = worker_parser(f"{PROG} run").parse_args(argv)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            args = worker_parser(f"{PROG} run").parse_args(argv)   # the worker says why, once
         config = config_from_args(args)
     except (SystemExit, ConfigError):
         return None

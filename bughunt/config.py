@@ -124,6 +124,14 @@ def _positive(value: str) -> int:
     return _whole(value, 1)
 
 
+def given_path(value: str) -> Path:
+    """A path flag's value; an empty one is refused (`Path("")` is the current directory, which
+    nobody asked for)."""
+    if not value:
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(value)
+
+
 def _latency(value: str) -> float:
     """Milliseconds: a finite number from 0 to 60,000."""
     try:
@@ -243,6 +251,15 @@ class RunConfig:
             value = getattr(self, f.name)
             args += [flag(f.name), onoff[value] if isinstance(value, bool) else str(value)]
         return args
+
+
+class OneSentenceParser(argparse.ArgumentParser):
+    """An argparse parser that refuses a bad flag or value as every command of the lab refuses
+    (the README's exit codes): one sentence naming the flag on stderr, exit 2, no usage block
+    (`--help` prints that)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 
 def flag(name: str) -> str:

@@ -28,7 +28,6 @@ mutants (`bughunt.instruments.mutants`), shows which planted bug breaks which ru
 
 from __future__ import annotations
 
-import argparse
 import base64
 import dataclasses
 import json
@@ -39,8 +38,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import (MESSAGE_CHARS, ConfigError, RunConfig, add_config_arguments, config_from_args,
-                     is_store_file, shown)
+from .config import (MESSAGE_CHARS, ConfigError, OneSentenceParser, RunConfig,
+                     add_config_arguments, config_from_args, is_store_file, shown)
 from .crashpoints import CrashPlan
 from .diskio import Door
 from .events import initial_state
@@ -152,9 +151,11 @@ class _Recorder:
 def record(config: RunConfig, cls, run_dir: Path, report: ConformanceReport):
     """Run the page loop once on `cls`; return the journal, the states and the events."""
     ops: list[dict] = []
-    door = Door(config.fsync, files=JournalingFiles(ops.append))
+    # paths relative to the run directory: a store's sub/state.json is not its state.json
+    door = Door(config.fsync, files=JournalingFiles(ops.append, root=run_dir))
     store = _Recorder(cls(run_dir, config, door), door, report)
-    store.load()
+    check_load_reads_only(run_dir, store.load, report, "on the empty run directory the run "
+                                                       "starts in (its first load)")
     store.open_for_append()
     site = Site.load(config.pages)
     model, tracker = MockModel(run_dir, site), Tracker(run_dir)
@@ -172,10 +173,34 @@ def record(config: RunConfig, cls, run_dir: Path, report: ConformanceReport):
     return ops, store.states, store.events
 
 
+def _on_disk(directory: Path) -> tuple[dict[str, bytes], list[str]]:
+    """What a load could change below `directory`: its files' bytes and its directories."""
+    return _files_in(directory), sorted(p.relative_to(directory).as_posix()
+                                        for p in directory.rglob("*") if p.is_dir())
+
+
+def check_load_reads_only(run_dir: Path, load, report: ConformanceReport, where: str):
+    """`load()` on the run directory as it is, with what it changed there judged: every file
+    and directory it made, changed or removed, whether through the door or not (the crash
+    states' loads are judged the same way, `check_state`). Returns what load returned."""
+    report.checked["load-reads-only"] += 1
+    files, dirs = _on_disk(run_dir)
+    try:
+        return load()
+    finally:
+        after, after_dirs = _on_disk(run_dir)
+        changed = _changed_files(files, after) + sorted(set(dirs) ^ set(after_dirs))
+        if changed:
+            report.violations.append(Violation(
+                "load-reads-only", where, f"load() changed {', '.join(changed)}", changed[0]))
+
+
 def check_reads_back(config, cls, run_dir, state, report: ConformanceReport, page: int) -> None:
     report.checked["commit-reads-back"] += 1
     try:
-        got = cls(run_dir, config, Door(config.fsync)).load().state
+        store = cls(run_dir, config, Door(config.fsync))
+        got = check_load_reads_only(run_dir, store.load, report, f"right after page {page}'s "
+                                                                 "commit returned").state
     except StoreDamage as e:
         got = f"a refusal ({e})"
     if got != state:
@@ -265,11 +290,12 @@ WORLD_FILES = ("bill.jsonl", "tracker.db", "tracker.db-journal", "tracker.db-wal
                "tracker.db-shm")
 
 
-def unseen_by_door(ops: list[dict], run_dir: Path) -> list[str]:
+def unseen_by_door(ops: list[dict], run_dir: Path, dirs=()) -> list[str]:
     """The store's files whose bytes on disk after the recorded run are not what the door's
-    journal says they are: written (or made, in a directory made) without the door."""
+    journal says they are: written (or made) without the door. `dirs`: the directories the
+    store made itself (the door makes none), below which the door's files are its own."""
     journaled = {}
-    for journaled in kill_states(ops):
+    for journaled in kill_states(ops, dirs=dirs):
         pass
     journaled = journaled.files if journaled else {}
     real = {n: b for n, b in _files_in(run_dir).items() if n not in WORLD_FILES}
@@ -576,7 +602,11 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
         for op in ops:
             acked.append(acked[-1] + (op["op"] == Op.MARK and op.get("what") == "commit-end"))
         _names_are_text(ops, run_dir)
-        report.unseen = unseen_by_door(ops, run_dir)
+        # The door makes no directory: one the store made itself (sub/ for sub/state.json) is
+        # taken as there from the start, so that the files it writes there through the door are
+        # the door's, in every crash state.
+        made = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_dir())
+        report.unseen = unseen_by_door(ops, run_dir, made)
         if report.unseen:
             # The journal does not describe the store's disk: no crash state built from it would
             # be one the store could be in. Checked instead: the files as the run left them (a
@@ -597,9 +627,9 @@ def conform(config: RunConfig, cls=None, *, power_samples: int = 2, seed: int = 
             return report
         seen: set[tuple[str, int]] = set()
         n = 0
-        cases = [("kill", s) for s in kill_states(ops)]
+        cases = [("kill", s) for s in kill_states(ops, dirs=made)]
         cases += [("power", s) for s in crash_states(ops, samples_per_cut=power_samples,
-                                                     seed=seed, dedupe=False)]
+                                                     seed=seed, dedupe=False, dirs=made)]
         for kind, s in cases:
             key = (kind, s.digest(), acked[s.cut])
             if key in seen:
@@ -635,7 +665,7 @@ def lab_designs() -> dict[str, RunConfig]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneSentenceParser(
         prog="python -m bughunt.conformance",
         description="Check a checkpoint store against every crash state of a run, rule by rule.")
     add_config_arguments(parser)

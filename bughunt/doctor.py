@@ -427,10 +427,10 @@ def optional_checks(requirements: Path = REQUIREMENTS) -> list[PartCheck]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m bughunt doctor", description=__doc__)
-    parser.add_argument("--dir", type=Path, default=Path.cwd(),
+    from .config import OneSentenceParser, given_path
+    parser = OneSentenceParser(prog="python -m bughunt doctor", description=__doc__)
+    parser.add_argument("--dir", type=given_path, default=Path.cwd(),
                         help="the folder the lab will write in (default: here)")
     args = parser.parse_args(argv)
     if not args.dir.is_dir():

@@ -144,8 +144,10 @@ def forget(proc: subprocess.Popen) -> None:
 def _run_process(cmd: list[str], timeout: float,
                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`subprocess.run` that `stop_all_workers` can reach."""
+    # A learner's store may print bytes that are not UTF-8: shown with replacement characters,
+    # never a UnicodeDecodeError in the lab.
     proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                 text=True, env=env)
+                 text=True, errors="replace", env=env)
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
@@ -215,7 +217,7 @@ class PausedWorker:
             ["--trace"] if trace else [])
         self.proc = spawn(worker_command(run_dir, config, *extra), stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=None if code is None else mutants.env(code))
+                          errors="replace", env=None if code is None else mutants.env(code))
         self.point_reached = self._wait_for_banner(timeout)
 
     def _wait_for_banner(self, timeout: float) -> str:
@@ -770,7 +772,7 @@ def start_ready_worker(run_dir: Path, config: RunConfig,
     """
     proc = spawn(worker_command(run_dir, config, "--trace", "--ready", *extra),
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                 text=True)
+                 text=True, errors="replace")
     try:
         line = proc.stderr.readline()
         if not line.startswith(READY_BANNER):

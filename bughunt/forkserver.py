@@ -200,8 +200,9 @@ class ForkServer:
             raise subprocess.TimeoutExpired(argv, timeout) from None
         finally:
             self.worker = None
-        return subprocess.CompletedProcess(argv, status, self.out.read_text(),
-                                           self.err.read_text())
+        # read as `subprocess.run(text=True, errors="replace")` would: a store may print bytes
+        return subprocess.CompletedProcess(argv, status, self.out.read_text(errors="replace"),
+                                           self.err.read_text(errors="replace"))
 
     def close(self) -> None:
         if self.proc.poll() is None:

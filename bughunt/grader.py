@@ -45,7 +45,6 @@ if __name__ == "__main__":
 
     stop_while_starting("python -m bughunt.grader", "no store was run")
 
-import argparse  # noqa: E402
 import dataclasses
 import json
 import re
@@ -55,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .boundary import Boundary, Limits, Printed, StoreProblem, problem_of
-from .config import STORES, RunConfig, is_store_file
+from .config import STORES, OneSentenceParser, RunConfig, is_store_file
+from .diskio import not_a_file
 from .stores.contract import RULES
 
 #: Pages of a graded run: the conformance suite's site (a bug page, with its intent and report,
@@ -359,6 +359,10 @@ def _resolve(store: str) -> tuple[str, StoreProblem | None]:
                                       "e.g. my_store.py:MyStore")
     file, _, name = store.rpartition(":")
     path = Path(file).expanduser()
+    what = not_a_file(path.resolve())
+    if what is not None:
+        return store, StoreProblem("spec", f"{file} is {what}, not a regular file: FILE.py names "
+                                           "the Python file the store is in")
     if not path.is_file():
         return store, StoreProblem("spec", f"{file}: no such file in this folder; save your store "
                                       f"first (a cell that starts with %%writefile {path.name})")
@@ -562,8 +566,6 @@ def _hint_for_problem(p: StoreProblem) -> Hint:
         "memory": "a store holds one run's state, a few kilobytes: look for a buffer or a list "
                   "that grows at every call, or a file read whole that never stops growing.",
         "channel": "a store writes only to files it opened itself, through the door.",
-        "output": "print text (str) only: the lab reads what a worker prints as UTF-8 text; "
-                  "bytes of your own belong in a file of your own, in run_dir.",
         "patched": "a store leaves what it shares with the lab's code in its process as it "
                    "found it (json.dumps and json.loads, the handlers of signals): use a function "
                    "of your own instead, and no signal handler.",
@@ -682,7 +684,7 @@ def exit_code(g: Grade) -> int:
 def main(argv: list[str] | None = None) -> int:
     from .interrupts import Interrupted, interruptible
 
-    parser = argparse.ArgumentParser(
+    parser = OneSentenceParser(
         prog="python -m bughunt.grader",
         description="Grade a checkpoint store: the conformance suite, then a real-SIGKILL sweep. "
                     "The verdict goes to stderr; --json prints it as data on stdout.")

@@ -640,8 +640,9 @@ def _fault_spec(text: str) -> str:
 
 
 def call_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="One model call through the openai "
-                                     "SDK, journaled, maybe killed inside it (lesson 11).")
+    from .config import OneSentenceParser
+    parser = OneSentenceParser(prog=PROG, description="One model call through the openai SDK, "
+                               "journaled, maybe killed inside it (lesson 11).")
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:PORT/v1")
     parser.add_argument("--journal", type=Path, required=True, metavar="FILE")
     parser.add_argument("--page", type=int, default=3)

@@ -874,12 +874,13 @@ def fault_flag(text: str) -> Fault:
 
 
 def server_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .config import OneSentenceParser, given_path
+    parser = OneSentenceParser(
         prog=PROG, description="A local OpenAI-compatible model server with a server-side bill "
         "and injected faults (lesson 11).")
     parser.add_argument("--port", type=_port, default=0, help="0 (default) picks a free port")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--bill", type=Path, required=True, metavar="FILE",
+    parser.add_argument("--bill", type=given_path, required=True, metavar="FILE",
                         help="the append-only bill, one JSON line per billed request")
     parser.add_argument("--fault", type=fault_flag, default=Fault(), metavar="SPEC",
                         help="server-wide faults, e.g. 'cut=3' or 'delay=0.05,ttfb=1' "

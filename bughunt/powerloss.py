@@ -376,6 +376,9 @@ def materialize(state: CrashState, run_dir: Path, tracker_factory) -> None:
         (run_dir / name).write_bytes(data)
     if "config.json" not in state.files and not state.submitted:
         return      # the worker creates the tracker only after its config is durable
+    # The bill, like the tracker, is the world's and survives the cut; its calls are not
+    # journaled, so it is empty here (a missing bill beside a tracker's reports is refused).
+    (run_dir / "bill.jsonl").touch()
     tracker = tracker_factory(run_dir)
     try:
         for page, key in state.submitted:

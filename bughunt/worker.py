@@ -44,7 +44,8 @@ from .stores import (LOG_FILE, SNAPSHOT_FILE, Recovered, Repairs, StoreDamage, S
                      make_store, store_class)
 from .stores.contract import CheckpointStore
 from .world import (BILL_FILE, TRACKER_FILE, TRACKER_TIMEOUT_S, MockModel, Site, SiteError, Tracker,
-                    TrackerError, check_tracker, missing_reports, report_key, side_files)
+                    TrackerError, check_tracker, missing_bill, missing_reports, report_key,
+                    side_files)
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -328,7 +329,18 @@ def _run(run_dir: Path, config: RunConfig, crash_at: int | str | None,
     agent.close()
     if lost:
         raise Refused(f"{lost}; this run gives no result")
-    return final_report(agent, recovery)
+    return {**final_report(agent, recovery), "store_files": store_files(run_dir, config)}
+
+
+def store_files(run_dir: Path, config: RunConfig) -> list[str] | None:
+    """What of a learner's store reached the disk: the names in the run directory that are not
+    the lab's own files (None for the lab's stores, whose files the door counts)."""
+    if not is_store_file(config.store):
+        return None
+    from .llm import CALL_JOURNAL_FILE
+
+    world = set(lab_file_names()) - {LOG_FILE, SNAPSHOT_FILE, SNAPSHOT_FILE + ".tmp"}
+    return sorted(p.name for p in run_dir.iterdir() if p.name not in world | {CALL_JOURNAL_FILE})
 
 
 def plan_crashes(config: RunConfig, crash_at: int | str | None, pause_at: int | str | None,
@@ -406,10 +418,11 @@ def recover(run_dir: Path, config: RunConfig, door: Door, plan: CrashPlan,
     try:
         check_tracker(run_dir)             # read-only, before the first write of this resume
         lost = lost_reports(run_dir, found.state)
+        gone = missing_bill(run_dir) if local_bill else None
     except TrackerError as e:
         raise Refused(f"{e}; {unchanged}", EXIT_BUSY if e.busy else EXIT_REFUSED) from None
-    if lost:
-        raise Refused(f"{lost}; {unchanged}")
+    if lost or gone:
+        raise Refused(f"{lost or gone}; {unchanged}")
     for note in found.notes:
         print(f"bughunt: {note}", file=sys.stderr)
     t1 = time.perf_counter_ns()
@@ -437,12 +450,12 @@ def bill_problem(run_dir: Path) -> str | None:
     foreign tracker is. None: every line is a billed call.
 
     A bill with fewer calls than the checkpoint's pages is not refused: the lab's own power-cut
-    states (lesson 8, `powerloss.materialize`) hold only the journaled files, never the bill."""
+    states (lesson 8, `powerloss.materialize`) hold an empty bill."""
     path = run_dir / BILL_FILE
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
+        return None                      # a deleted one: `missing_bill`, once the tracker is read
     lines = data.split(b"\n")
     if lines[-1]:
         return (f"{path}: its last line is not a whole billed call (the lab writes each whole, "
@@ -625,9 +638,11 @@ class Agent:
 
 @functools.lru_cache(maxsize=4)
 def worker_parser(prog: str = "python -m bughunt run") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .config import OneSentenceParser, given_path   # a refusal: one sentence, no usage
+
+    parser = OneSentenceParser(
         prog=prog, description="Run or resume the BugHunt agent in RUN_DIR (POSIX only).")
-    parser.add_argument("--dir", required=True, type=Path, metavar="RUN_DIR",
+    parser.add_argument("--dir", required=True, type=given_path, metavar="RUN_DIR",
                         help="the run directory; running again on it resumes")
     add_config_arguments(parser)
     parser.add_argument("--crash-at", metavar="POINT",
@@ -692,7 +707,11 @@ def print_report(report: dict) -> None:
     if extras:
         print("recovery: " + ", ".join(f"{k} {v}" for k, v in extras.items()))
     w = report["checkpoint_writes"]
-    if not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
+    if report.get("store_files") == [] and report.get("commits"):
+        # A store that wrote nothing kept its state in memory: what reached the disk is said.
+        print(f"checkpoint writes: none reached the disk ({report['commits']} commits, and no file "
+              "of the store's in the run directory: a state kept in memory is lost at a kill)")
+    elif not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
         # A learner's store that writes through `door.files` (the system calls) bypasses the
         # door's timed write methods: its commits are counted, not called "0 writes".
         print(f"checkpoint writes: {report['commits']} commits, written through door.files (the "

@@ -141,12 +141,39 @@ class MockModel:
         os.close(self._fd)
 
 
+def missing_bill(run_dir: Path) -> str | None:
+    """What is wrong with a run directory whose bill is gone (None: it is not): a tracker there
+    that holds reports, each filed after its page's model call was billed into this run's
+    bill, says calls were billed; the bill was deleted or replaced, and the redone calls would
+    be counted on nothing. Read-only, after `check_tracker` (the worker's recovery)."""
+    tracker = Path(run_dir) / TRACKER_FILE
+    if os.path.lexists(Path(run_dir) / BILL_FILE) or not tracker.exists():
+        return None
+    try:
+        db = open_tracker_for_reading(tracker)
+        try:
+            (reports,) = db.execute("SELECT count(*) FROM reports").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise _unusable(tracker, e) from None
+    if not reports:
+        return None
+    return (f"{Path(run_dir) / BILL_FILE}: missing, though the tracker holds {reports} report"
+            f"{'' if reports == 1 else 's'}, each filed after its page's model call was billed "
+            "there: a deleted bill is not the lab's bill")
+
+
 def read_bill(run_dir: Path) -> list[dict]:
     """Every model call ever billed for this run, in order."""
     path = Path(run_dir) / BILL_FILE
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+#: The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3).
+SQLITE_HEADER = b"SQLite format 3\0"
 
 
 class TrackerError(ValueError):
@@ -178,6 +205,15 @@ def check_tracker(run_dir: Path) -> None:
         raise TrackerError(f"{path}: the database file is empty but its write-ahead log "
                            f"{wal.name} is not: SQLite would throw the log away, and every "
                            "report in it")
+    size = path.stat().st_size
+    if size > 1:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+        if head != SQLITE_HEADER:
+            # SQLite reads page 1 from a write-ahead log beside it and ignores such a file,
+            # until a writer checkpoints the log over it: a junk tracker.db would be rebuilt.
+            raise TrackerError(f"{path}: not a usable tracker database (it does not begin with "
+                               f"SQLite's header, {SQLITE_HEADER[:-1].decode()!r}: {head[:16]!r})")
     try:
         db = open_tracker_for_reading(path)
         try:

@@ -148,7 +148,16 @@ ROWS = {
                              "import posixpath; posixpath.realpath = os.path.realpath",
                              f"open({OUT}, 'w').write('x')"), "refused", "to write", 9, {}),
     "WritesRelative": (method("commit", "open('state.json', 'w').write('x')"), "refused",
-                       "write state.json, a path relative to the working directory", 9, {}),
+                       "write state.json, a relative path (to the working directory", 9, {}),
+    # issue 28: an os.open's dir_fd is not in its audit event: the words say it may be one
+    "WritesThroughDirFd": (method("commit", "fd = os.open(OUTSIDE, os.O_RDONLY)",
+                                  "os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, "
+                                  "dir_fd=fd))"), "refused",
+                           "write x.txt, a relative path (to the working directory, or to a "
+                           "directory descriptor given as dir_fd", 9, {}),
+    # issue 28: tempfile's default folder was named by the file's base name only
+    "MakesATempFile": (method("commit", "import tempfile", "tempfile.mkstemp()"), "refused",
+                       "write $TMPDIR/tmp", 9, {}),
     "WritesBeside": (method("commit", "open(Path(__file__).with_name('leak.json'), 'w')"),
                      "refused", "write leak.json beside the store's file", 9, {}),
     "RemovesAbove": (method("open_for_append", "import shutil",
@@ -186,9 +195,11 @@ ROWS = {
                     "The store sent SIGTERM to its own process, in TermsItself.load", 9, {}),
     "KillsItsGroup": (method("load", "os.killpg(0, signal.SIGKILL)"), "signal",
                       "sent SIGKILL to its own process, in KillsItsGroup.load", 9, {}),
+    # issue 28: a correct store that prints bytes that are not UTF-8 passes, its bytes shown
     "PrintsBytes": (method("commit", "sys.stdout.buffer.write(b'\\xff\\xfe not text\\n')",
-                           "sys.stdout.flush()"), "output",
-                    "printed bytes that are not text (not UTF-8) in the worker", 9, {}),
+                           "sys.stdout.flush()", "sys.stderr.buffer.write(b'\\xff err\\n')",
+                           "sys.stderr.flush()"), None,
+                    "  | \ufffd\ufffd not text\n", 10, {}),
     "PatchesJson": (method("commit", "import json", "json.dumps = lambda *a, **k: 'garbage'"),
                     "patched", "The store replaced json.dumps, which the lab's own code in its "
                                "process uses, in PatchesJson.commit", 9, {}),
@@ -217,6 +228,35 @@ ROWS = {
     "SetsASigchldHandler": (method("load", "signal.signal(signal.SIGCHLD, lambda *a: 1 / 0)"),
                             "patched", "The store replaced the handler of SIGCHLD (signal.signal),"
                                        " which the lab's own code in its process uses", 9, {}),
+    # issue 28: a guess at the lab's descriptors (3 to 9) hits /dev/null, read-only: the
+    # store's own OSError, which it may catch; nothing of the lab's is damaged or blamed
+    "WritesLowDescriptors": (method("commit", "for fd in range(3, 10):", "    try:",
+                                    "        os.write(fd, b'x')", "    except OSError:",
+                                    "        pass"), None, "Passes.", 10, {}),
+    "WritesDescriptorFive": (method("load", "os.write(5, b'x')"), "exception",
+                             "WritesDescriptorFive.load raised OSError: [Errno 9] Bad file "
+                             "descriptor", 9, {}),
+    # ... and the socket to the process the suite loads crash states in is the lab's channel too
+    "WritesThePristineSocket": (method("load", "from bughunt.boundary import pristine",
+                                       "if pristine._PRISTINE:",
+                                       "    os.write(pristine._PRISTINE[0][0].fileno(), b'x')"),
+                                "channel", "The store wrote to the lab's channel", 9, {}),
+    # issue 28: named for what they did, not for what the lab's code did next
+    "LeavesItsGroup": (method("load", "os.setsid()"), "refused",
+                       "the store tried to leave its process group (os.setsid", 9, {}),
+    "ChangesTheChannelObjects": (method("load", "import gc",
+                                        "from bughunt.boundary.channel import Channel",
+                                        "for o in gc.get_objects():",
+                                        "    if isinstance(o, Channel):",
+                                        "        o.sock = None"), "channel",
+                                 "The store changed the lab's channel objects in its process", 9,
+                                 {}),
+    "PatchesExitAndKill": (method("load", "os.kill = lambda *a: None",
+                                  "os._exit = lambda *a: None", "os.fsync = lambda *a: None"),
+                           "patched", "The store replaced os._exit, which the lab's own code in "
+                                      "its process uses, in PatchesExitAndKill.load", 9, {}),
+    "PatchesFsync": (method("commit", "os.fsync = lambda fd: None"), "patched",
+                     "The store replaced os.fsync, which the lab's own code", 9, {}),
     "TakesTheRunLock": (method("commit", "open(self.path.with_name('run.lock'), 'w').close()"),
                         "refused", "write run.lock in its run directory: that is the name of "
                                    "the worker's lock on the run", 9, {}),
@@ -262,6 +302,13 @@ FILES = {
                         "        forge({'t': 'status', 'seq': 1, 'end': 'OutOfOrder.commit'})\n",
                         "OutOfOrder", "channel", "The store wrote to the lab's channel, in "
                         "OutOfOrder.commit (event 1", 9),
+    "patches_the_fence.py": ("import bughunt.boundary.fence as f\nf.installed = lambda: None\n"
+                             "from good import Good\n", "Good", "patched",
+                             "The store replaced bughunt.boundary.fence.installed, which the "
+                             "lab's own code in its process uses, in importing "
+                             "patches_the_fence.py", 9),
+    "clears_sys_modules.py": ("import sys\nsys.modules.clear()\nfrom good import Good\n", "Good",
+                              "patched", "The store replaced entries of sys.modules (", 9),
     "looks_for_the_channel.py": (
         "import socket, sys\nfrom good import Good\nfrom bughunt.boundary import child\n"
         "from bughunt.boundary.channel import Channel\n"
@@ -1040,3 +1087,34 @@ def test_a_caller_killed_by_sigkill_leaves_nothing_behind(sealed):
     proc.kill()
     proc.wait()
     wait_for(lambda: not root.exists() and tagged(sealed["marker"]) == [], timeout=30)
+
+
+# --- the store's name -------------------------------------------------------------------------------
+
+def test_a_name_that_is_not_text_is_refused_and_one_with_control_characters_is_escaped(
+        stores, sealed, tmp_path):
+    """issue 28: a store's `name` is printed in every verdict: a non-str one was accepted, and
+    one with newlines, ANSI escapes or NUL must not reach the terminal as it is."""
+    (tmp_path / "names.py").write_text(
+        "from good import Good\n\n\nclass Number(Good):\n    name = 42\n\n\n"
+        "class Escapes(Good):\n    name = 'evil\\n\\x1b[31mred\\x00' + 'x' * 300\n")
+    shutil.copy(stores / "good.py", tmp_path / "good.py")
+    g = grader.grade(f"{tmp_path / 'names.py'}:Number", **SMALL)
+    assert [p.kind for p in g.problems] == ["load"] and grader.exit_code(g) == 2, str(g)
+    assert "The name of class Number is 42 (an int); the contract says name is a str" in str(g)
+    g = grader.grade(f"{tmp_path / 'names.py'}:Escapes", **SMALL)
+    said = str(g)
+    assert g.passed, said
+    first = said.splitlines()[0]
+    assert first.startswith("'evil\\n\\x1b[31mred\\x00xxx") and "(314 characters)" in first, first
+    assert not any(c in said for c in "\x1b\x00")
+
+
+@pytest.mark.parametrize("name", ["patches_the_fence.py", "clears_sys_modules.py"])
+def test_a_store_that_patches_the_lab_while_importing_is_refused_as_the_stores_fault(
+        stores, sealed, name):
+    """issue 28: a store that replaced bughunt.boundary.fence's functions or cleared sys.modules
+    at import was "the lab failing" (exit 1); its import was refused (the README's 2)."""
+    g = grader.grade(f"{stores / name}:Good", **SMALL)
+    assert g.problems and g.problems[0].loading and grader.exit_code(g) == 2, str(g)
+    assert "lab failing" not in str(g)

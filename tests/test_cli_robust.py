@@ -345,6 +345,50 @@ def test_a_garbage_line_in_the_bill_is_refused_as_a_foreign_bill(crashed_log_run
     assert contents(run_dir) == before
 
 
+def _without_shm(contents: dict) -> dict:
+    return {name: data for name, data in contents.items() if not name.endswith("-shm")}
+
+
+def test_a_deleted_bill_beside_a_tracker_with_reports_is_refused_as_a_foreign_bill(
+        crashed_log_run, tmp_path):
+    """issue 28: bill.jsonl removed from a run whose tracker holds a report (filed after its
+    page's billed call) was taken as a new bill: every call counted as the first."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(crashed_log_run, run_dir)
+    (run_dir / "bill.jsonl").unlink()
+    before = contents(run_dir)
+    proc = bughunt("run", "--dir", str(run_dir), *RunConfig(store="log", pages=4).to_args())
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bughunt: {run_dir / 'bill.jsonl'}: missing, though the tracker "
+                           "holds 1 report") and "not the lab's bill" in line, line
+    assert _without_shm(contents(run_dir)) == _without_shm(before)   # -shm: said in the line
+
+
+def test_a_junk_tracker_with_a_surviving_write_ahead_log_is_refused_unchanged(
+        crashed_log_run, tmp_path):
+    """issue 28: a tracker.db that is not SQLite, beside the -wal a kill left, was rebuilt from
+    the log (SQLite reads page 1 from the log and checkpoints it over the junk) instead of
+    refused as a damaged tracker."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(crashed_log_run, run_dir)
+    assert (run_dir / "tracker.db-wal").stat().st_size > 0
+    (run_dir / "tracker.db").write_bytes(b"junk junk junk, not sqlite at all\n")
+    before = contents(run_dir)
+    proc = bughunt("run", "--dir", str(run_dir), *RunConfig(store="log", pages=4).to_args())
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bughunt: {run_dir / 'tracker.db'}: not a usable tracker database "
+                           "(it does not begin with SQLite's header"), line
+    assert contents(run_dir) == before
+
+
 def test_a_refusal_after_reading_the_tracker_names_the_index_sqlite_may_rebuild(
         finished_log_run, tmp_path):
     """issue 28: a refusal said "nothing was changed" while tracker.db-shm had changed (SQLite
@@ -416,3 +460,182 @@ def test_run_store_writing_through_door_files_reports_its_commits(tmp_path):
     assert last.startswith("checkpoint writes: 4 commits, written through door.files"), last
     proc = bughunt("run", "--dir", str(tmp_path / "lab"), "--pages", "3", "--store", "log")
     assert proc.stdout.splitlines()[-1] == "checkpoint writes: 4"
+
+
+# --- argparse's refusals: one sentence, once ------------------------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "--bogus"], "python -m bughunt run: the following arguments are required: --dir"),
+    (["run", "--dir", "d", "--bogus"], "python -m bughunt run: unrecognized arguments: --bogus"),
+    (["run", "--dir", "d", "--store", "x.py:X", "--pages", "many"],
+     "python -m bughunt run: argument --pages: expected a whole number, got 'many'"),
+    (["sweep", "--pages", "x"], "python -m bughunt sweep: argument --pages"),
+    (["conformance", "--bogus"], "python -m bughunt.conformance: unrecognized arguments: --bogus"),
+    (["nonsense"], "python -m bughunt: argument COMMAND: invalid choice: 'nonsense'"),
+])
+def test_a_bad_flag_is_one_sentence_printed_once_with_exit_2(tmp_path, args, says):
+    """issue 28: argparse printed its usage block before the refusal, and `run` (which parses its
+    flags once to find a learner's store, then again in the worker) printed both twice."""
+    proc = bughunt(*args, cwd=tmp_path)
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(says), proc.stderr
+    assert "usage:" not in proc.stderr and proc.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_help_is_printed_once(tmp_path):
+    proc = bughunt("run", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.count("usage:") == 1, proc.stdout
+
+
+SLOW_STORE = '''
+import json, os, time
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class Slow:
+    name = "slow"
+
+    def __init__(self, run_dir, config, door):
+        self.path = run_dir / "state.json"
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_text()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        time.sleep(0.2)
+        mid()
+        self.path.write_text(json.dumps(state))
+
+    def close(self):
+        pass
+'''
+
+
+@pytest.mark.parametrize("sig, code, name", [("SIGINT", 130, "interrupted (SIGINT)"),
+                                             ("SIGTERM", 143, "terminated (SIGTERM)")])
+def test_run_store_stopped_by_a_signal_says_so_once_naming_the_signal(tmp_path, sig, code, name):
+    """issue 28: `run --store` stopped by Ctrl-C printed two sentences, the worker's "terminated"
+    (the boundary stops its child with SIGTERM) and the lab's "interrupted"."""
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text(SLOW_STORE)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "bughunt", "run", "--dir", str(run_dir),
+                             "--store", "slow.py:Slow"], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (run_dir / "state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert err == f"bughunt: {name}: the run stopped; run again on --dir {run_dir} to resume\n"
+
+
+@pytest.mark.parametrize("args", [["run", "--dir", ""], ["run", "--store", "s.py:S", "--dir", ""],
+                                  ["sweep", "--work-dir", ""], ["doctor", "--dir", ""],
+                                  ["explore", "--check", "true {state}", "--dir", "", "--", "true"]])
+def test_an_empty_path_flag_is_refused_naming_the_flag(tmp_path, args):
+    """issue 28: `--dir ''` was taken as the current directory (`Path("")` is `.`)."""
+    proc = bughunt(*args, cwd=tmp_path)
+    flag = args[args.index("") - 1]
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"python -m bughunt {args[0]}: argument {flag}: expected a path, got an empty string "
+        "(see --help)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+SHADOWS = ("json", "tempfile", "sqlite3", "selectors", "socket")
+
+
+def test_a_store_folder_with_modules_named_like_the_librarys_does_not_shadow_them(tmp_path):
+    """issue 28: a json.py, tempfile.py or sqlite3.py beside the store (a learner's folder) was
+    imported in place of the standard library's, by the lab's own process started there
+    (`python -m` puts the current directory first) and by the boundary's child; a bughunt.py
+    there broke the child's start. The store is imported from its file, its folder last."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "slow.py").write_text(SLOW_STORE.replace("time.sleep(0.2)", "pass"))
+    for name in SHADOWS:
+        (folder / f"{name}.py").write_text(f"raise RuntimeError('the folder\\'s {name}.py')\n")
+    proc = bughunt("run", "--dir", "run", "--pages", "2", "--store", "slow.py:Slow", cwd=folder)
+    no_traceback(proc)
+    assert proc.returncode == 0 and proc.stdout.startswith("done: pages 1-2"), proc.stderr
+    # A bughunt.py is found before any of the lab's code runs, unless Python is told (-P) to
+    # leave the current directory out; the boundary's child is told so too.
+    (folder / "bughunt.py").write_text("raise RuntimeError('the folder\\'s bughunt.py')\n")
+    proc = subprocess.run([sys.executable, "-P", "-m", "bughunt", "run", "--dir", "again",
+                           "--pages", "2", "--store", "slow.py:Slow"], cwd=folder,
+                          capture_output=True, text=True, timeout=120)
+    no_traceback(proc)
+    assert proc.returncode == 0 and proc.stdout.startswith("done: pages 1-2"), proc.stderr
+
+
+@pytest.mark.parametrize("kind, make, says", [("directory", os.mkdir, "is a directory"),
+                                               ("fifo", os.mkfifo, "is a named pipe (FIFO)")])
+@pytest.mark.parametrize("command", [["conformance"], ["run", "--dir", "run"]])
+def test_a_store_file_that_is_a_directory_or_a_fifo_is_refused_without_blocking(
+        tmp_path, kind, make, says, command):
+    """issue 28: `--store` naming a directory said "no such file"; naming a FIFO, the import
+    blocked on it until the 10 s limit."""
+    make(tmp_path / "store.py")
+    proc = bughunt(*command, "--store", "store.py:S", cwd=tmp_path, timeout=30)
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"bughunt{'.conformance' if command == ['conformance'] else ''}: --store store.py:S: "
+        f"store.py {says}, not a regular file: FILE.py names the Python file the store is in"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.py"]
+    proc = subprocess.run([sys.executable, "-m", "bughunt.grader", "--store", "store.py:S"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2 and f"store.py {says}, not a regular file" in proc.stderr
+
+
+MEMORY_STORE = '''
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+_LATEST = [initial_state()]       # everything in memory: no file is ever written
+
+
+class Mem:
+    name = "memory"
+
+    def __init__(self, run_dir, config, door):
+        pass
+
+    def load(self):
+        return Recovered(_LATEST[-1])
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        mid()
+        _LATEST.append(state)
+
+    def close(self):
+        pass
+'''
+
+
+def test_run_store_keeping_its_state_in_memory_says_nothing_reached_the_disk(tmp_path):
+    """issue 28: `run --store` said "checkpoint writes: 4 commits, written through door.files"
+    for a store that never wrote a byte."""
+    (tmp_path / "mem.py").write_text(MEMORY_STORE)
+    proc = bughunt("run", "--dir", str(tmp_path / "run"), "--pages", "3", "--store", "mem.py:Mem",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        "checkpoint writes: none reached the disk (4 commits, and no file of the store's in the "
+        "run directory: a state kept in memory is lost at a kill)")

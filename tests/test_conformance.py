@@ -147,6 +147,29 @@ def test_a_learners_naive_store_is_graded_rule_by_rule(naive_file):
     assert "load() raised JSONDecodeError" in v["detail"] and "state.json" in v["disk"]
 
 
+@pytest.mark.parametrize("load_does, changed", [
+    ("(self.path.parent / 'marker.txt').write_text('x')", "marker.txt"),    # not the door's
+    ("(self.path.parent / 'cache').mkdir(exist_ok=True)", "cache"),
+])
+def test_a_load_that_makes_a_file_in_the_empty_run_directory_breaks_load_reads_only(
+        tmp_path, load_does, changed):
+    """issue 28: a load() that made a file the door never saw (in the empty run directory the
+    run starts in, and again at every load after) passed "load reads only": the suite compared
+    files only at crash states built from the door's journal, where the file already was."""
+    path = tmp_path / "makes.py"
+    path.write_text(NAIVE.replace("    def load(self):\n",
+                                  f"    def load(self):\n        {load_does}\n"))
+    from bughunt.boundary import commands
+
+    report, problem, _ = commands.conform_store(
+        "test", RunConfig(store=f"{path}:NaiveStore"), pages=2)
+    assert problem is None
+    reads = [v for v in report["violations"] if v["rule"] == "load-reads-only"]
+    assert reads and reads[0]["state"] == ("on the empty run directory the run starts in (its "
+                                           "first load)"), report["violations"]
+    assert reads[0]["file"] == changed and reads[0]["detail"] == f"load() changed {changed}"
+
+
 def test_the_worker_and_a_sweep_run_a_learners_store_from_its_file(naive_file, tmp_path):
     spec = f"{naive_file}:NaiveStore"
     out = report(run(tmp_path / "r", RunConfig(store=spec), "--json"))
@@ -189,3 +212,55 @@ def test_the_suite_from_the_command_line(tmp_path, naive_file):
                           f"{naive_file}:NaiveStore"], capture_output=True, text=True)
     assert bad.returncode == 1 and "breaks crash-leaves-a-real-state" in bad.stdout
     assert "load-reads-only" in RULES and "resume-appends-cleanly" in RULES
+
+
+IN_A_FOLDER = '''
+import json, os
+from bughunt.events import initial_state
+from bughunt.stores import Recovered, Repairs
+
+
+class InAFolder:
+    """Its state in sub/state.json, written through the door (the folder made by itself)."""
+    name = "in a folder"
+
+    def __init__(self, run_dir, config, door):
+        (run_dir / "sub").mkdir(exist_ok=True)
+        self.path, self.files = run_dir / "sub" / "state.json", door.files
+
+    def load(self):
+        if not self.path.exists():
+            return Recovered(initial_state())
+        return Recovered(json.loads(self.path.read_bytes()))
+
+    def open_for_append(self):
+        return Repairs()
+
+    def commit(self, state, event, *, mid):
+        tmp = self.path.with_name("state.json.tmp")
+        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.files.write(fd, json.dumps(state).encode(), str(tmp))
+        self.files.fsync(fd, str(tmp))
+        self.files.close(fd)
+        mid()
+        self.files.rename(tmp, self.path)
+        self.files.fsync_dir(self.path.parent)
+
+    def close(self):
+        pass
+'''
+
+
+def test_a_store_writing_sub_state_json_through_the_door_is_seen_at_every_crash_state(tmp_path):
+    """issue 28: a store whose sub/state.json went through the door was said to write outside
+    it (the journal kept file names only, so sub/state.json was journaled as state.json), and
+    only the run's last files were checked."""
+    from bughunt.boundary import commands
+
+    path = tmp_path / "folder_store.py"
+    path.write_text(IN_A_FOLDER)
+    report, problem, _ = commands.conform_store(
+        "test", RunConfig(store=f"{path}:InAFolder"), pages=2)
+    assert problem is None
+    assert report["unseen"] == [] and report["states"] > 1, report
+    assert report["violations"] == []

@@ -512,9 +512,11 @@ DAEMON_CHECKER = """
     import json, os, sys, time
     if os.fork() == 0:                   # a daemon: out of the group and the session
         os.setsid()
-        if os.fork() == 0:
-            open(os.path.join(os.environ["BUGHUNT_TEST_DAEMONS"], str(os.getpid())), "w").close()
+        pid = os.fork()
+        if pid == 0:
             time.sleep(600)
+        # its pid, said before the daemon is an orphan (which the subreaper ends at once)
+        open(os.path.join(os.environ["BUGHUNT_TEST_DAEMONS"], str(pid)), "w").close()
         os._exit(0)
     os.wait()
     p = os.path.join(sys.argv[1], "f")
@@ -582,3 +584,59 @@ def test_the_verdict_on_the_program_is_its_own_field_and_every_violation_is_list
                                                                      "unreadable (", "hang ("))]
     assert len(listed) == 20
     assert f"... and {n - 20} more violating states ({n} in all): --json lists every one" in text
+
+
+DAEMON_PROGRAM = """
+    import os, sys
+    if os.fork() == 0:                   # a daemon: out of the group and the session
+        os.setsid()
+        pid = os.fork()
+        if pid == 0:
+            os.execvp("sleep", ["sleep", "600"])
+        open(os.path.join(os.environ["BUGHUNT_TEST_DAEMONS"], str(pid)), "w").close()
+        os._exit(0)
+    os.wait()
+    open(os.path.join(sys.argv[1], "f"), "w").write("x")
+    print("ACK f 1", flush=True)
+"""
+
+
+@needs_strace
+def test_a_program_that_double_forks_a_daemon_leaves_nothing_running(tmp_path, monkeypatch):
+    """issue 28: PROGRAM's own daemon (double fork, setsid, `sleep 600`) outlived the explorer,
+    which then said that every process PROGRAM started was stopped. PROGRAM runs under the
+    boundary's supervisor, a subreaper, which ends it; what is left running is looked for in
+    /proc, never assumed."""
+    daemons = tmp_path / "daemons"
+    daemons.mkdir()
+    monkeypatch.setenv("BUGHUNT_TEST_DAEMONS", str(daemons))
+    program = _script(tmp_path, "daemon.py", DAEMON_PROGRAM)
+    checker = _script(tmp_path, "reader.py", """
+        import json, os, sys
+        p = os.path.join(sys.argv[1], "f")
+        print(json.dumps({"items": {"f": "1"} if os.path.exists(p) else {}}))
+    """)
+    d = tmp_path / "d"
+    r = explore(program + [str(d)], d, check=" ".join(checker) + " {state}", max_states=2,
+                samples_per_cut=1, program_timeout=60)
+    assert r.trace_complete, r.why_not
+    started = [int(p.name) for p in daemons.iterdir()]
+    assert len(started) == 1                         # the daemon started...
+    assert [p for p in started if _alive(p)] == []   # ...and is not running
+
+
+def test_a_supervised_command_whose_process_outlives_the_supervisor_is_not_said_stopped(
+        tmp_path, monkeypatch):
+    """What the supervisor cannot end (here: a process it never adopted, carrying the mark) is
+    found in /proc and raised, never reported as stopped."""
+    from bughunt.explore import check
+
+    stray = subprocess.Popen(["sleep", "60"], env={**os.environ, check.MARK: "fixed"})
+    try:
+        monkeypatch.setattr("secrets.token_hex", lambda n: "fixed")
+        with pytest.raises(check.StillRunning) as e:
+            check.supervised(["true"], tmp_path / "out", tmp_path / "err", 10)
+        assert e.value.pids == [stray.pid]
+    finally:
+        stray.kill()
+        stray.wait()

@@ -468,7 +468,7 @@ def test_an_fsync_fault_that_can_never_fire_is_refused(tmp_path, flags):
     """With --fsync never the only fsyncs are a new run's config.json and its folder."""
     proc = bughunt("run", "--dir", str(tmp_path / "run"), *flags, cwd=tmp_path)
     assert proc.returncode == EXIT_REFUSED and "Traceback" not in proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]          # after argparse's usage line
+    last = proc.stderr.strip().splitlines()[-1]          # the refusal's one sentence
     assert f"--fail-fsync {flags[1]}" in last and "--fsync never" in last
     assert list(tmp_path.iterdir()) == []
 

@@ -217,9 +217,10 @@ class StoreProblem:
     "signal" (its process died by a signal), "sigstop", "timeout" (a call or a job never
     returned), "memory" (MemoryError), "returns" (a method returned what the contract does not
     say), "exception" (the store raised where the lab cannot go on), "channel" (the store wrote
-    to the lab's channel), "name" (it named a file with bytes that are not text), "output" (it
-    printed bytes that are not text where the lab reads text), "patched" (it replaced a function
-    of the lab's in its process: json.dumps), "lab" (the lab itself failed), "interrupted".
+    to the lab's channel), "name" (it named a file with bytes that are not text), "patched" (it
+    replaced a function of the lab's in its process: json.dumps), "lab" (the lab itself failed),
+    "interrupted". (What it prints is never a problem: bytes that are not UTF-8 are shown with
+    replacement characters.)
     """
 
     kind: str
@@ -257,12 +258,14 @@ def problem_of(ended: Ended, tidy=lambda s: s) -> StoreProblem | None:
                                        f"{_place(e, ended)}"), _loading(e.get("where")))
     notes = [e for e in ended.events if e.get("kind") == "note"]
     how = ended.how
-    if any(e.get("kind") == "lost" for e in ended.events) and how in ("exit", "channel"):
+    lost = [e for e in ended.events if e.get("kind") == "lost"]
+    if lost and how in ("exit", "channel"):
         at = _in(ended.where, ended.at)
-        return StoreProblem("channel", tidy(
-            f"the store closed or replaced the lab's channel to its process (os.close or os.dup2 "
-            f"on a descriptor it did not open){', ' + at if at else ''}; the lab stopped it"),
-            _loading(ended.where))
+        what = lost[0].get("what") or ""
+        what = (what if what.startswith("changed") else "closed or replaced the lab's channel to "
+                "its process (os.close or os.dup2 on a descriptor it did not open)")
+        return StoreProblem("channel", tidy(f"the store {what}{', ' + at if at else ''}; the lab "
+                                            "stopped it"), _loading(ended.where))
     if how == "returned":
         other = [e for e in ended.events if e.get("kind") in ("stopped", "returns")]
         return _from_record(other[0], ended, tidy) if other else None
@@ -385,7 +388,7 @@ def _from_record(record: dict, ended: Ended, tidy) -> StoreProblem:
                                       f"{_place(record, ended)}"), loading)
     if kind == "returns":
         return StoreProblem("returns", tidy(record.get("what", "")), loading)
-    if kind in ("timeout", "exit", "signal", "channel", "name", "output"):
+    if kind in ("timeout", "exit", "signal", "channel", "name"):
         return StoreProblem(kind, tidy(record.get("sentence") or record.get("what", "")), loading)
     return StoreProblem("lab", tidy(record.get("sentence") or str(record)), loading)
 
@@ -473,6 +476,9 @@ class Boundary:
             self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("XDG_")},
                         "PYTHONPATH": os.pathsep.join(paths),
                         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                        # no working directory on the import path (python -P): a json.py or a
+                        # bughunt.py in the folder a run starts from is not the lab's
+                        "PYTHONSAFEPATH": "1",
                         "TMPDIR": str(self.root / "tmp"), "BUGHUNT_RAM_DIR": "",
                         "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                         "XDG_CACHE_HOME": str(home / ".cache"),
@@ -747,9 +753,15 @@ class Boundary:
                 elif now >= deadline:
                     how, extra = "timeout", {"limit_s": timeout}
                     self._end("kill", captures)
-        except BaseException:
+        except BaseException as e:
+            from ..interrupts import Interrupted, deferred
+
+            if isinstance(e, Interrupted):
+                # The lab's caller says in one sentence that the run stopped and why; what the
+                # child says as the supervisor stops it ("terminated") is not forwarded too.
+                for c in captures.values():
+                    c.forward = None
             if self._proc is not None:
-                from ..interrupts import deferred
                 with deferred():
                     self._end("stop", captures)
             raise

@@ -58,6 +58,8 @@ def _speaker():
                 pass                     # the lab is gone: the supervisor ends this process
             except OSError:
                 lost()
+            except Exception:            # noqa: its objects changed under it (gc.get_objects)
+                lost(DAMAGED)
 
     def answer(message: dict) -> None:
         try:
@@ -66,14 +68,17 @@ def _speaker():
             raise
         except OSError:
             lost()
+        except Exception:                # noqa: as in status
+            lost(DAMAGED)
 
-    def lost() -> None:
+    def lost(what: str = "closed or replaced the lab's channel") -> None:
         """The channel's descriptor is closed, or is something else now (os.close, os.dup2 by
-        the store): say so in the fence's log, the one way left, and end this process."""
+        the store), or its objects were changed: say so in the fence's log, the one way left,
+        and end this process."""
         fence = _fence.installed()
         if fence is not None:
-            fence.log({"kind": "lost", "what": "closed or replaced the lab's channel",
-                       "where": "", "at": "", "dir": "", "line": ""})
+            fence.log({"kind": "lost", "what": what, "where": "", "at": "", "dir": "",
+                       "line": ""})
         os._exit(CHANNEL_LOST)
 
     def tag(channel=None, seq=None) -> None:
@@ -87,6 +92,9 @@ def _speaker():
 
 #: The exit status of a child whose channel the store closed or replaced (with a "lost" record).
 CHANNEL_LOST = 86
+#: The "lost" record's words for a channel whose objects the store changed.
+DAMAGED = ("changed the lab's channel objects in its process (its socket, its buffers: found "
+           "through gc or the lab's modules)")
 
 status, _answer, _tag = _speaker()
 del _speaker
@@ -120,6 +128,7 @@ def load_store(spec: str):
     """The class `spec` (`/abs/path/file.py:ClassName`) names, imported inside the fence, wrapped
     in the guard. Raises `StoreSpecError` naming the file, the line or the class;
     `fence.StoreStopped` when the import ended the process or was refused."""
+    from ..diskio import not_a_file
     from ..stores import StoreSpecError
 
     fence = _fence.installed()
@@ -134,6 +143,10 @@ def load_store(spec: str):
         key = (str(path.resolve()), path.stat().st_mtime_ns)
     except OSError as e:
         raise StoreSpecError(f"--store {spec}: cannot read {file} ({e.strerror})") from None
+    what = not_a_file(path.resolve())       # a FIFO would block the import, a directory fail it
+    if what is not None:
+        raise StoreSpecError(f"--store {spec}: {file} is {what}, not a regular file: FILE.py names "
+                             "the Python file the store is in")
     if key in _LOADED:
         return _guarded(_LOADED[key], spec, name)
     module_name = "bughunt_user_store_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
@@ -176,6 +189,10 @@ def _guarded(module, spec: str, name: str):
     if missing:
         raise StoreSpecError(f"--store {spec}: class {name} has no {', '.join(missing)} "
                              "(see bughunt/stores/contract.py)")
+    label = getattr(cls, "name", name)
+    if not isinstance(label, str):       # every verdict prints it: text, and shown escaped
+        raise StoreSpecError(f"--store {spec}: the name of class {name} is {_shown(label)}; the "
+                             "contract says name is a str, a short label")
     return guard(cls)
 
 
@@ -189,15 +206,30 @@ def _call_store(fence, directory, label: str, fn):
     depth = fence.enter(directory, label, at)
     status({"begin": label, "at": at})
     handlers = _handlers()
+    lab = _lab_state()
+
+    def run():
+        try:
+            return fn()
+        except BaseException:
+            # First, before the lab's code below imports anything: a store that cleared
+            # sys.modules and then failed is named for what it cleared, not for what followed.
+            replaced = _lab_replaced(lab)
+            if replaced:
+                raise _stopped(fence, "patched", f"replaced {replaced}, which the lab's own code "
+                                                 "in its process uses", where, directory,
+                               None) from None
+            raise
+
     try:
-        result = fn()
+        result = run()
     except _fence.StoreStopped:
         raise
     except MemoryError as e:
         raise _stopped(fence, "memory", f"ran out of memory (MemoryError{_memory_limit()})",
                        where, directory, e) from None
     except Exception as e:
-        refused = _kernel_refusal(fence, e)
+        refused = _left_group(e) or _kernel_refusal(fence, e)
         if refused:
             record = {"kind": "refused", "event": "kernel", "what": refused, "where": where,
                       "at": at, "dir": str(directory), "line": learner_line(e.__traceback__)}
@@ -226,11 +258,26 @@ def _call_store(fence, directory, label: str, fn):
     finally:
         fence.leave(depth)
         status({"end": where})
-    patched = _patched() or _handler_set(handlers)
+    patched = _patched() or _handler_set(handlers) or _lab_replaced(lab)
     if patched:
         raise _stopped(fence, "patched", f"replaced {patched}, which the lab's own code in its "
                                          "process uses", where, directory, None) from None
     return result
+
+
+def _left_group(e: BaseException) -> str | None:
+    """What the store tried, when `e` is the PermissionError of its own os.setsid, os.setpgid
+    or os.setpgrp (the store's process leads the process group by which the lab ends all it
+    started, and may not leave it), else None."""
+    if not isinstance(e, PermissionError) or e.filename is not None:
+        return None
+    frames = traceback.extract_tb(e.__traceback__)
+    line = (frames[-1].line or "") if frames else ""
+    for call in ("setsid", "setpgid", "setpgrp"):
+        if re.search(rf"\b{call}\s*\(", line):
+            return (f"leave its process group (os.{call}: the lab ends the store's processes by "
+                    f"their group, and the system refused it: {e.strerror})")
+    return None
 
 
 def _kernel_refusal(fence, e: BaseException) -> str | None:
@@ -265,8 +312,15 @@ def _kernel_refusal(fence, e: BaseException) -> str | None:
 
 def _lab_functions() -> dict:
     import json
-    return {"json.dumps": (json, "dumps", json.dumps), "json.loads": (json, "loads", json.loads),
-            "json.dump": (json, "dump", json.dump), "json.load": (json, "load", json.load)}
+    out = {"json.dumps": (json, "dumps", json.dumps), "json.loads": (json, "loads", json.loads),
+           "json.dump": (json, "dump", json.dump), "json.load": (json, "load", json.load)}
+    # what the lab's code in the store's process ends, forks, signals, waits and writes with
+    # (a store that replaced os._exit or os.kill left a forked step running the lab's loop)
+    for name in ("_exit", "kill", "killpg", "fork", "waitpid", "fsync", "write", "read", "open",
+                 "close", "replace", "rename", "getpid"):
+        out[f"os.{name}"] = (os, name, getattr(os, name))
+    out["sys.exit"] = (sys, "exit", sys.exit)
+    return out
 
 
 #: Functions of the standard library the lab's code calls in the store's process, as they were
@@ -277,12 +331,49 @@ _ORIGINALS = _lab_functions()
 def _patched() -> str | None:
     """The first of `_ORIGINALS` the store replaced (then put back: the lab's code goes on
     with the real one), or None."""
+    found = None
     for name, (module, attr, original) in _ORIGINALS.items():
         if getattr(module, attr, None) is not original:
-            setattr(module, attr, original)
-            return name
-    return None
+            setattr(module, attr, original)          # every one of them put back
+            found = found or name
+    return found
 
+
+#: The lab's modules whose names the store's process must leave bound as they are: the fence,
+#: the guard, the channel and the steps of a kill's new process.
+_LAB_MODULES = ("bughunt.boundary", "bughunt.boundary.fence", "bughunt.boundary.child",
+                "bughunt.boundary.channel", "bughunt.boundary.pristine", "bughunt.boundary.jobs")
+
+
+def _lab_state() -> tuple[dict, dict]:
+    """What `_lab_replaced` compares: every module this process has imported, and the names
+    the lab's boundary modules bind."""
+    return dict(sys.modules), {m: dict(vars(sys.modules[m])) for m in _LAB_MODULES
+                               if m in sys.modules}
+
+
+def _lab_replaced(before: tuple[dict, dict]) -> str | None:
+    """ "entries of sys.modules (...)" or "bughunt.boundary.fence.installed" when the store's
+    call removed or replaced a module of this process, or rebound a name of the lab's boundary
+    modules (all put back, as `_patched` does), else None."""
+    modules, names = before
+    gone = [m for m, module in modules.items() if sys.modules.get(m) is not module]
+    if gone:
+        sys.modules.update(modules)
+        first = sorted(gone, key=lambda m: (not m.startswith(("bughunt", "sys")), m))
+        return (f"entries of sys.modules ({len(gone)} of them: {', '.join(first[:3])}"
+                f"{', ...' if len(gone) > 3 else ''})")
+    found = None
+    for m, saved in names.items():
+        now = vars(sys.modules[m])
+        for key, value in saved.items():
+            if now.get(key, _MISSING) is not value:
+                now[key] = value
+                found = found or f"{m}.{key}"
+    return found
+
+
+_MISSING = object()
 
 #: Signals whose handlers the lab's own code in the store's process relies on (a child's end,
 #: an interrupt, a broken pipe): a store that sets one is named, and the handler put back.
@@ -490,6 +581,13 @@ def describe_failure(e: BaseException) -> dict:
             "traceback": "".join(traceback.format_exception(e))[-4000:]}
 
 
+def _fd_limit() -> int:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY and soft < (1 << 20) else 1 << 16
+
+
 def main(argv: list[str]) -> int:
     from ..interrupts import Interrupted, interruptible
 
@@ -501,6 +599,12 @@ def main(argv: list[str]) -> int:
     given = int(argv[0])
     moved = fcntl.fcntl(given, fcntl.F_DUPFD_CLOEXEC, 512 + (os.getpid() % 512))
     os.close(given)
+    # Nothing else this process was given stays open for the store to write to (a descriptor a
+    # caller left): 0, 1 and 2 are the store's, the channel the lab's, and the low numbers held
+    # by /dev/null again where the channel was (`fence.hold_low_fds`).
+    os.closerange(_fence.LOW_FDS, moved)
+    os.closerange(moved + 1, _fd_limit())
+    _fence.hold_low_fds()
     sys.argv[1:] = []
     channel = Channel(socket.socket(fileno=moved))
     _tag(channel, None)

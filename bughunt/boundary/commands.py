@@ -144,7 +144,8 @@ def run_store(argv: list[str], config, run_dir: Path) -> int:
                 ended = b.call("bughunt.boundary.jobs:worker_job", {"argv": argv},
                                timeout=24 * 3600)
             except Interrupted as e:
-                print(f"bughunt: {e.what}: the run stopped; run again on --dir {run_dir} to "
+                print(f"bughunt: {e.what} ({signal.Signals(e.signum).name}): the run stopped; "
+                      f"run again on --dir {run_dir} to "
                       "resume", file=sys.stderr)
                 return e.code
             p = problem_of(ended, b.tidy)

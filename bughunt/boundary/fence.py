@@ -149,11 +149,29 @@ def installed():
     return _INSTALLED[0] if _INSTALLED else None
 
 
+#: Descriptors below this are held by /dev/null in every process of a boundary (`hold_low_fds`).
+LOW_FDS = 10
+
+
+def hold_low_fds() -> None:
+    """Every free descriptor below LOW_FDS held by /dev/null, read-only, in every process of the
+    boundary before other code opens a file: the lab's own files there (the tracker, the bill, a
+    fork server's socket) get numbers past them, and a store that writes to 3, 4, 5 (a guess at
+    the lab's) gets its own OSError (EBADF), never a file of the lab's damaged, which a verdict
+    then blamed on the lab. (Not inherited by a program started: it holds its own.)"""
+    while True:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd >= LOW_FDS:
+            os.close(fd)
+            return
+
+
 def install_from_env() -> bool:
     """Install the fence `ENV` describes (and the resource limits with it); False if none."""
     raw = os.environ.get(ENV)
     if not raw or _INSTALLED:
         return bool(_INSTALLED)
+    hold_low_fds()
     s = json.loads(raw)
     apply_limits(s.get("limits") or {})
     fence = install(roots=s["roots"], default_dir=s["default_dir"],
@@ -565,10 +583,17 @@ def install(*, roots, default_dir, learner_dirs, log) -> Fence:
                 if target_dir.startswith(real + "/"):
                     what = f"the directory above its run directory ({place})"
                 elif base is None and not shown.startswith("/"):
-                    what = (f"{shown}, a path relative to the working directory ({place}: build "
-                            "paths from run_dir)")
+                    # An os.open's audit event carries no dir_fd: the path may be relative to
+                    # a directory descriptor as well as to the working directory.
+                    what = (f"{shown}, a relative path (to the working directory, or to a "
+                            f"directory descriptor given as dir_fd; {place}: build paths from "
+                            "run_dir)")
                 elif real.rsplit("/", 1)[0] in learners:
                     what = f"{real.rsplit('/', 1)[1]} beside the store's file ({place})"
+                elif bracket and inside(real, (default_,)):
+                    # tempfile's folder by default (TMPDIR): the boundary's, removed at its end
+                    what = (f"$TMPDIR/{real[len(default_) + 1:]}, in the temporary folder where "
+                            f"tempfile writes by default ({place}: give tempfile dir=run_dir)")
                 else:
                     what = f"{real} ({place})"
                 refuse(event, f"{verb} {what}", bracket, line)

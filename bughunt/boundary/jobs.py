@@ -115,13 +115,6 @@ def sweep_job(ctx, *, spec: str, config: dict, points: list[str] | None = None, 
                     "sentence": f"the worker of the {which} {point.name} did not finish within "
                                 f"{run_timeout:g} s: a loop or a wait in the store? The lab "
                                 "stopped it"}) from None
-            except UnicodeDecodeError:            # the lab reads a worker's output as text
-                raise _fence.StoreStopped({
-                    "kind": "output", "where": "", "dir": str(run_dir),
-                    "sentence": f"the store printed bytes that are not text (not UTF-8) in the "
-                                f"worker of the run killed at {point.name} or its resume: the lab "
-                                "reads a worker's output as text; print str, or write bytes to a "
-                                "file of the store's own"}) from None
             except json.JSONDecodeError as e:     # a worker that exited 0 without its report
                 raise _fence.StoreStopped({
                     "kind": "exit", "where": "", "dir": str(run_dir),

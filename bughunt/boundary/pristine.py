@@ -45,7 +45,7 @@ def start(lab_channel: int) -> None:
     process, which passes it on (`run`)."""
     if _PRISTINE:
         return
-    ours, theirs = socket.socketpair()
+    ours, theirs = (_unnamed(s) for s in socket.socketpair())
     pid = os.fork()
     if pid == 0:                                  # the pristine process: it never returns
         code = 70
@@ -62,6 +62,21 @@ def start(lab_channel: int) -> None:
     _PRISTINE.append((Channel(ours), pid))
 
 
+def _unnamed(sock: socket.socket) -> socket.socket:
+    """`sock` moved to a descriptor number nothing names (as the lab's channel is, `child.main`),
+    far from the 3, 4, 5 a store would try first."""
+    import fcntl
+
+    fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 256 + (os.getpid() * 7) % 256)
+    sock.close()
+    return socket.socket(fileno=fd)
+
+
+#: The exit status of a pristine process that read a frame that does not parse: the store wrote
+#: to its socket.
+DAMAGED = 87
+
+
 def available() -> bool:
     return bool(_PRISTINE)
 
@@ -76,7 +91,7 @@ def _serve(channel: Channel) -> int:
         try:
             request = channel.recv()
         except ValueError:                        # not the suite's: the store wrote it
-            return 0
+            return DAMAGED
         if request is None:
             return 0
         job = request.get("job", "")
@@ -163,9 +178,12 @@ def run_fresh(job: str, args: dict, *, spec: str, at: str | None = None):
 
     from . import child
 
-    channel, _pid = _PRISTINE[0]
+    channel, pid = _PRISTINE[0]
     seq = secrets.token_hex(16)
-    channel.send({"t": "step", "job": job, "args": args, "spec": spec, "at": at, "seq": seq})
+    try:
+        channel.send({"t": "step", "job": job, "args": args, "spec": spec, "at": at, "seq": seq})
+    except OSError:                               # the pristine process is gone
+        _gone(pid)
     answer = None
     while True:
         try:
@@ -173,7 +191,7 @@ def run_fresh(job: str, args: dict, *, spec: str, at: str | None = None):
         except ValueError:                        # a frame that does not parse
             raise _fence.StoreStopped(dict(FORGED)) from None
         if message is None:                       # the pristine process is gone
-            _die(None, None, None)
+            _gone(pid)
         if message.get("seq") != seq or (answer is not None and message["t"] != "end"):
             raise _fence.StoreStopped(dict(FORGED))
         if message["t"] == "end":
@@ -190,6 +208,21 @@ def run_fresh(job: str, args: dict, *, spec: str, at: str | None = None):
         raise StepFailed(f"{answer.get('type')}: {answer.get('text')}\n"
                          f"{answer.get('traceback', '')}")
     _die(message.get("code"), message.get("stopped"), answer)
+
+
+def _gone(pid: int) -> None:
+    """The pristine process ended: because the store wrote to its socket (`FORGED`), or, with no
+    step's answer, as `_die` says."""
+    from . import fence as _fence
+
+    try:
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:
+        code = None
+    if code == DAMAGED:
+        raise _fence.StoreStopped(dict(FORGED))
+    _die(None, None, None)
 
 
 def _die(code, stopped, answer) -> None:

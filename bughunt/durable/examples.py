@@ -35,6 +35,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..config import OneSentenceParser, given_path
 from ..crashpoints import announce_and_wait
 from .runtime import (DEFAULT_RESTART_LIMIT, MISSING, Kind, Report, Retry, Runtime, Step, Tool)
 from .store import DurableStore, InvalidValue, StoreBusy, StoreRefused, read_tasks
@@ -405,22 +406,15 @@ def _limit(value: str) -> int | None:
     return n
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line naming it (no usage dump), exit 2."""
-
-    def error(self, message: str):
-        self.exit(EXIT_REFUSED, f"{self.prog}: {message} (see --help)\n")
-
-
-def examples_parser() -> Parser:
-    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0],
-                    epilog=__doc__.split("\n\n", 1)[1],
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+def examples_parser() -> OneSentenceParser:
+    parser = OneSentenceParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                               epilog=__doc__.split("\n\n", 1)[1],
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=Parser)
+                                parser_class=OneSentenceParser)
 
     def common(p, runs=True):
-        p.add_argument("--db", required=True, type=Path, help="the SQLite task database")
+        p.add_argument("--db", required=True, type=given_path, help="the SQLite task database")
         p.add_argument("--json", action="store_true", help="print JSON lines")
         if runs:
             p.add_argument("--wait", action="store_true",
@@ -501,7 +495,7 @@ def examples_parser() -> Parser:
     return parser
 
 
-def _check_args(parser: Parser, args) -> None:
+def _check_args(parser: OneSentenceParser, args) -> None:
     """Flags that only make sense together, checked before anything is opened."""
     if args.command == "count":
         if args.crash_before_memo is not None and not args.memo_after_print:

@@ -192,6 +192,9 @@ def explore(program: list[str], directory, *, check: str | None = None,
             raise ExploreRefused(f"PROGRAM did not finish within {program_timeout:g} s under strace "
                           "(--program-timeout); it was stopped, with every process it "
                           "started") from None
+        except _check.StillRunning as e:
+            raise ExploreRefused(f"PROGRAM left processes running that the explorer could not "
+                                 f"stop (pids {e}); end them yourself") from None
         _strace_refusals(traced, program)
         if traced.returncode != 0:
             tail = (traced.stderr.strip().splitlines() or ["nothing"])[-1][:200]

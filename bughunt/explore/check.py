@@ -80,7 +80,11 @@ def run_checker(argv: list[str], directory: Path, timeout: float) -> CheckerVerd
     err_path = directory.with_name(directory.name + ".stderr")
     t0 = time.perf_counter()
     try:
-        code = supervised(cmd, out_path, err_path, timeout)
+        try:
+            code = supervised(cmd, out_path, err_path, timeout)
+        except StillRunning as e:
+            raise CheckerProblem(f"the checker {cmd[0]!r} left processes running that the "
+                                 f"explorer could not stop (pids {e})") from None
         seconds = time.perf_counter() - t0
         if code is None:
             return CheckerVerdict("hang", message=f"the checker did not finish within "
@@ -98,19 +102,57 @@ def _tail(path: Path) -> bytes:
         return f.read()
 
 
-def supervised(cmd: list[str], out_path: Path, err_path: Path, timeout: float) -> int | None:
-    """Run `cmd` under the boundary's supervisor, its stdout and stderr to the two files; its
-    exit code (negative: a signal), or None when it was still running after `timeout` s. Either
-    way, when this returns the checker and every process it started have been ended (SIGKILL to
-    its group and to every orphan the subreaper adopted), also on Ctrl-C or an error here."""
+class StillRunning(Exception):
+    """Processes a supervised command started outlived the supervisor's end of them all: their
+    pids (found in /proc by the mark every one of them inherited)."""
+
+    def __init__(self, pids: list[int]):
+        super().__init__(", ".join(map(str, pids)))
+        self.pids = pids
+
+
+#: The environment variable that marks every process a supervised command starts.
+MARK = "BUGHUNT_SUPERVISED"
+
+
+def marked(token: str) -> list[int]:
+    """Live processes (not zombies) whose environment carries MARK=token (Linux: /proc)."""
+    needle = f"{MARK}={token}".encode() + b"\0"
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc/self") else ():
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read() + b"\0"
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def supervised(cmd: list[str], out_path: Path, err_path: Path, timeout: float,
+               env: dict | None = None) -> int | None:
+    """Run `cmd` under the boundary's supervisor (a subreaper on Linux: a process `cmd` starts
+    that double-forks or leaves its session is re-parented to it, and ended), its stdout and
+    stderr to the two files, in the environment `env` (default: this process's); its exit code
+    (negative: a signal), or None when it was still running after `timeout` s. Either way, when
+    this returns, the command and every process it started have been ended (SIGKILL to its group
+    and to every orphan the subreaper adopted), also on Ctrl-C or an error here; and that is
+    checked: a process still carrying this run's mark in /proc raises `StillRunning`."""
+    import secrets
     import selectors
     import subprocess
     import sys
 
     from ..interrupts import deferred
 
-    config = {"argv": cmd, "env": dict(os.environ), "cwd": os.getcwd(), "grace": 0.0,
-              "fds": {}}
+    token = secrets.token_hex(8)
+    config = {"argv": cmd, "env": {**(os.environ if env is None else env), MARK: token},
+              "cwd": os.getcwd(), "grace": 0.0, "fds": {}}
     with deferred():
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             config["fds"] = {"stdout": out.fileno(), "stderr": err.fileno()}
@@ -151,6 +193,9 @@ def supervised(cmd: list[str], out_path: Path, err_path: Path, timeout: float) -
     if "started" not in said:
         tail = (problem.splitlines() or ["no message"])[-1]
         raise CheckerProblem(f"the checker {cmd[0]!r} could not start: {tail}")
+    left = marked(token)
+    if left:
+        raise StillRunning(left)
     return None if timed_out or "exit" not in said else said["exit"]["code"]
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..config import _positive
+from ..config import OneSentenceParser, _positive, given_path
 
 #: The longest --timeout or --program-timeout: a day (an infinite one cannot be waited for).
 MAX_TIMEOUT_S = 86400.0
@@ -20,7 +20,7 @@ USAGE = ("python -m bughunt explore --dir DIR [--check 'CMD {state}'] [--ack-lin
 def explore_parser(prog: str) -> argparse.ArgumentParser:
     from . import MAX_DIR_BYTES, MAX_DIR_ENTRIES
 
-    p = argparse.ArgumentParser(
+    p = OneSentenceParser(
         prog=prog, usage=USAGE,
         description="Run PROGRAM once under strace (Linux only), build its kill -9 and power-cut "
                     "states from its system calls below DIR, run the checker on a copy of each, "
@@ -29,7 +29,7 @@ def explore_parser(prog: str) -> argparse.ArgumentParser:
                     "--ack-lines). PROGRAM runs for real in DIR.",
         epilog="exit 0: no violation; 1: violations found; 2: refused (a bad flag, PROGRAM cannot "
                "start or fails, strace missing or blind, self-check failed), no verdict.")
-    p.add_argument("--dir", required=True, metavar="DIR",
+    p.add_argument("--dir", required=True, metavar="DIR", type=given_path,
                    help="the directory PROGRAM writes its state to (created if missing; at "
                         f"most {MAX_DIR_BYTES >> 20} MiB and {MAX_DIR_ENTRIES:,} files and "
                         "directories: the explorer copies it for every state)")

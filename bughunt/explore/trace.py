@@ -804,44 +804,27 @@ class Traced:
     seconds: float
 
 
-def end_group(proc) -> None:
-    """Kill the process group `proc` leads (started with start_new_session) and reap it."""
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
 class TimedOut(Exception):
     """PROGRAM did not finish in time (it was killed, with everything it started)."""
 
 
 def run_traced(program: list[str], workdir: Path, *, env: dict | None = None,
                timeout: float | None = None) -> Traced:
-    """Run PROGRAM under strace to its end; its whole process group is killed on the way out
-    (Ctrl-C, SIGTERM, an error, `timeout` seconds passed: `TimedOut`), so nothing it started
-    is left running."""
-    import subprocess
+    """Run PROGRAM under strace to its end, under the boundary's supervisor (`check.supervised`):
+    a subreaper, so that a daemon PROGRAM starts (a double fork, a session of its own) is
+    re-parented to it and ended, as is everything else PROGRAM started, on the way out (its end,
+    Ctrl-C, SIGTERM, an error, `timeout` seconds passed: `TimedOut`). What outlives that raises
+    `check.StillRunning`: nothing is said to be stopped that is not."""
     import time
 
-    from ..interrupts import deferred
+    from .check import supervised
 
     trace, out, err = workdir / "trace.txt", workdir / "stdout", workdir / "stderr"
     t0 = time.perf_counter()
-    with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        with deferred():
-            proc = subprocess.Popen(strace_command(trace, program), stdin=subprocess.DEVNULL,
-                                    stdout=stdout, stderr=stderr, env=env,
-                                    start_new_session=True)
-        try:
-            returncode = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise TimedOut(timeout) from None
-        finally:
-            end_group(proc)
+    returncode = supervised(strace_command(trace, program), out, err,
+                            timeout if timeout is not None else 10 ** 6, env=env)
+    if returncode is None:
+        raise TimedOut(timeout)
     seconds = time.perf_counter() - t0
     text = trace.read_text(errors="surrogateescape") if trace.exists() else ""
     return Traced(text, returncode, out.read_bytes(), err.read_text(errors="replace"), seconds)

@@ -20,7 +20,7 @@ import sys
 from dataclasses import asdict
 
 from .contract import ADAPTERS, AdapterError, adapter_class
-from ..config import _positive
+from ..config import OneSentenceParser, _positive
 from ..interrupts import Interrupted, interruptible
 from ..experiment import summarize
 from .sweep import (DEFAULT_TIMEOUT, SweepError, SweepSettings, sweep_many, sweep_timing,
@@ -32,9 +32,9 @@ ALL = ("langgraph", "dbos", "lab")
 
 
 def frameworks_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                epilog="Ctrl-C stops at once, removing every process and temp "
-                                       "dir (exit 130).")
+    p = OneSentenceParser(prog=prog, description=__doc__.split("\n\n")[0],
+                          epilog="Ctrl-C stops at once, removing every process and temp dir "
+                                 "(exit 130).")
     p.add_argument("--framework", default="all", metavar="NAME",
                    help=f"{', '.join(ADAPTERS)}, all ({', '.join(ALL)}), or module:Class "
                         "(default: all)")

@@ -323,13 +323,13 @@ def check_lesson(lesson) -> list[Finding]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
     import json
     import sys
 
     from .registry import by_number, lessons
 
-    parser = argparse.ArgumentParser(
+    from ..config import OneSentenceParser
+    parser = OneSentenceParser(
         prog="python -m bughunt claims",
         description="Run every lesson's experiments headless and check every sentence in which "
                     "a lesson states what its own run found. Exit 0 when every claim holds, 1 "

@@ -14,7 +14,6 @@ uses the same generator for its transfer questions, with a fixed seed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import random
@@ -22,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..config import RunConfig, quoted
+from ..config import OneSentenceParser, RunConfig, quoted
 from .judges import EXACT, Tolerance, assess
 
 # --- answer forms -------------------------------------------------------------------------------
@@ -228,7 +227,7 @@ def _as_data(value):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneSentenceParser(
         prog="python -m bughunt practice",
         description="A new problem for a lesson, drawn from a seed; answered by a live run.")
     parser.add_argument("--lesson", type=int, required=True, metavar="N")

@@ -26,7 +26,6 @@ PYTHONHASHSEED=0, then normalized so that strict nbval can compare its stored ou
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import re
@@ -217,7 +216,8 @@ def build(src: Path, timeout: int = 600) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bughunt.lab.regen", description=__doc__)
+    from ..config import OneSentenceParser
+    parser = OneSentenceParser(prog="python -m bughunt.lab.regen", description=__doc__)
     parser.add_argument("names", nargs="*", help="notebook name prefixes, e.g. 02 (default: all)")
     parser.add_argument("--links", action="store_true",
                         help="only write the registry's links and tables into the built notebooks "
