@@ -10,7 +10,8 @@ through its stdin and stdout, one JSON object a line:
             supervisor removes DIR, the boundary's folder, itself)
     stdout  {"t": "started", "pid": N}, {"t": "stopped", "signal": S} (the child stopped itself,
             SIGSTOP), {"t": "exit", "code": C} (negative: killed by signal -C),
-            {"t": "gone", "left": K} (then it exits: K processes could not be ended)
+            {"t": "gone", "left": K, "orphans": N} (then it exits: K processes could not be
+            ended; N processes had left the child's group and lost their parent, and were ended)
 
 What it guarantees:
 
@@ -101,6 +102,7 @@ class Supervisor:
             except OSError:
                 pass
         self.alive = True
+        self.orphans_ended: set[int] = set()
         self.say({"t": "started", "pid": self.pid, "subreaper": bool(self.reaper)})
 
     @staticmethod
@@ -163,6 +165,7 @@ class Supervisor:
         while time.monotonic() < deadline:
             group = self._killpg(signal.SIGKILL)
             left = self.orphans() if LINUX else []
+            self.orphans_ended.update(left)
             for pid in left:
                 self._kill(pid)
                 try:                          # a daemon leads a group (and session) of its own:
@@ -206,13 +209,14 @@ class Supervisor:
             if self.reaper:
                 for pid in self.orphans():        # escaped while the child runs: end it now
                     self._kill(pid)
+                    self.orphans_ended.add(pid)
         left = self.end_all(0.0 if not self.alive else grace)
         if orphaned and self.config.get("remove"):
             # The lab died without closing its boundary (a kernel killed, say): nobody else will
             # remove the boundary's folder.
             import shutil
             shutil.rmtree(self.config["remove"], ignore_errors=True)
-        self.say({"t": "gone", "left": left})
+        self.say({"t": "gone", "left": left, "orphans": len(self.orphans_ended)})
         return 0
 
 

@@ -205,6 +205,11 @@ def explore(program: list[str], directory, *, check: str | None = None,
         result = Exploration(program, trace_complete=True, why_not=list(trace.refusals),
                              ops=trace.ops, exit_status=traced.returncode,
                              trace_seconds=traced.seconds)
+        if traced.orphans:
+            result.why_not.append(
+                f"PROGRAM started {traced.orphans} process(es) that left it (a daemon: a double "
+                "fork, or a session of its own) and outlived their parent: the explorer ended "
+                "them, so what they would have written is not in the trace")
         broken = self_check(trace.ops, before, dirs, directory, trace.opaque)
         if broken:
             result.why_not.append(broken)

@@ -135,14 +135,16 @@ def marked(token: str) -> list[int]:
 
 
 def supervised(cmd: list[str], out_path: Path, err_path: Path, timeout: float,
-               env: dict | None = None) -> int | None:
+               env: dict | None = None, ended: list | None = None) -> int | None:
     """Run `cmd` under the boundary's supervisor (a subreaper on Linux: a process `cmd` starts
     that double-forks or leaves its session is re-parented to it, and ended), its stdout and
     stderr to the two files, in the environment `env` (default: this process's); its exit code
     (negative: a signal), or None when it was still running after `timeout` s. Either way, when
     this returns, the command and every process it started have been ended (SIGKILL to its group
     and to every orphan the subreaper adopted), also on Ctrl-C or an error here; and that is
-    checked: a process still carrying this run's mark in /proc raises `StillRunning`."""
+    checked: a process still carrying this run's mark in /proc raises `StillRunning`. `ended`,
+    when given, gets how many processes had left `cmd`'s group, lost their parent and were
+    ended by the supervisor (a daemon `cmd` started)."""
     import secrets
     import selectors
     import subprocess
@@ -196,6 +198,8 @@ def supervised(cmd: list[str], out_path: Path, err_path: Path, timeout: float,
     left = marked(token)
     if left:
         raise StillRunning(left)
+    if ended is not None:
+        ended.append(said.get("gone", {}).get("orphans", 0))
     return None if timed_out or "exit" not in said else said["exit"]["code"]
 
 

@@ -802,6 +802,9 @@ class Traced:
     stdout: bytes
     stderr: str
     seconds: float
+    #: processes PROGRAM started that left its group and lost their parent (a daemon), ended by
+    #: the supervisor as soon as it found them: what they would have done next is not traced
+    orphans: int = 0
 
 
 class TimedOut(Exception):
@@ -821,10 +824,12 @@ def run_traced(program: list[str], workdir: Path, *, env: dict | None = None,
 
     trace, out, err = workdir / "trace.txt", workdir / "stdout", workdir / "stderr"
     t0 = time.perf_counter()
+    ended: list[int] = []
     returncode = supervised(strace_command(trace, program), out, err,
-                            timeout if timeout is not None else 10 ** 6, env=env)
+                            timeout if timeout is not None else 10 ** 6, env=env, ended=ended)
     if returncode is None:
         raise TimedOut(timeout)
     seconds = time.perf_counter() - t0
     text = trace.read_text(errors="surrogateescape") if trace.exists() else ""
-    return Traced(text, returncode, out.read_bytes(), err.read_text(errors="replace"), seconds)
+    return Traced(text, returncode, out.read_bytes(), err.read_text(errors="replace"), seconds,
+                  orphans=sum(ended))
