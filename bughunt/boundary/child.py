@@ -206,7 +206,7 @@ def _call_store(fence, directory, label: str, fn):
     depth = fence.enter(directory, label, at)
     status({"begin": label, "at": at})
     handlers = _handlers()
-    lab = _lab_state()
+    lab = _lab_modules_now()
 
     def run():
         try:
@@ -345,7 +345,7 @@ _LAB_MODULES = ("bughunt.boundary", "bughunt.boundary.fence", "bughunt.boundary.
                 "bughunt.boundary.channel", "bughunt.boundary.pristine", "bughunt.boundary.jobs")
 
 
-def _lab_state() -> tuple[dict, dict]:
+def _lab_modules_now() -> tuple[dict, dict]:
     """What `_lab_replaced` compares: every module this process has imported, and the names
     the lab's boundary modules bind."""
     return dict(sys.modules), {m: dict(vars(sys.modules[m])) for m in _LAB_MODULES
