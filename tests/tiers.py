@@ -7,7 +7,9 @@ the slowest tests, so a regression shows in CI's log.
     python tests/tiers.py full                every test: the notebooks under strict nbval; then
                                               the fast tier, the slow tests, the book and the
                                               browser, as one pytest run (what each took is
-                                              summed from its report); then every lesson's claims
+                                              summed from its report), and every lesson's claims
+                                              beside it (in one process, on what the notebooks
+                                              kept: shown after the tests)
 
 `full` makes one folder of results for the whole run (`BUGHUNT_RESULTS_DIR`, see
 `bughunt/lab/results.py`) and removes it at the end, on success, failure and Ctrl-C: the notebooks'
@@ -43,15 +45,20 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/s
 TARGET_S = {"fast": 180, "full": 600}
 NOTEBOOKS_TIER = "notebooks (strict nbval)"
 TESTS_TIER = "tests: fast, slow, book and browser"
+#: A tier whose name starts so runs beside the next one, its output kept and shown after it.
+BESIDE = "beside: "
 SLOWEST = 15
-XDIST = ["-n", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
+#: One worker more than the machine has cores (at most 5): the tests' processes wait (for a child,
+#: a server, a browser) often enough that on 2 cores a third worker took the one pytest run of
+#: `full` from 457 s to 417 s (the README's figures); whole files to a worker (--dist loadfile).
+XDIST = ["-n", str(min((os.cpu_count() or 1) + 1, 5)), "--dist", "loadfile"]
 STOP_GRACE_S = 60
 
 
 def pytest(*args: str) -> list[str]:
-    """A pytest run on every core (pytest-xdist, at most 4 workers): whole files to a worker,
-    so a notebook's cells, a module's servers and the book's build stay together (the README
-    says what it saves on 2 cores)."""
+    """A pytest run on every core (pytest-xdist, XDIST): whole files to a worker, so a notebook's
+    cells, a module's servers and the book's build stay together (the README says what it saves
+    on 2 cores)."""
     return [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *XDIST, *args]
 
 
@@ -67,9 +74,11 @@ def tiers(name: str, lesson: int | None) -> list[tuple[str, list[str]]]:
     # claims after them read it (bughunt/lab/results.py). The fast, slow, book and browser tests
     # then run as one pytest run, so no core waits for another tier's last file (what each tier
     # took is summed from the JUnit report: conftest.py files each test under its tier).
+    # The claims only read what the notebooks kept, in one process: they run beside the tests,
+    # on the core the tests leave idle while they start and finish (their output is shown after).
     return [(NOTEBOOKS_TIER, pytest(*NBVAL, *notebooks)),
-            (TESTS_TIER, pytest("tests")),
-            ("claims", [PY, "-m", "bughunt", "claims"])]
+            (BESIDE + "claims", [PY, "-m", "bughunt", "claims"]),
+            (TESTS_TIER, pytest("tests"))]
 
 
 def cases(reports: list[Path]) -> list[tuple[float, str, str]]:
@@ -103,6 +112,30 @@ def test_seconds_by_tier(reports: list[Path]) -> dict[str, float]:
     return by
 
 
+def ended_at(proc: subprocess.Popen) -> dict:
+    """{"started", "at"}: when `proc` started and (once its "thread" has joined) ended."""
+    import threading
+
+    end = {"started": time.monotonic()}
+
+    def wait():
+        proc.wait()
+        end["at"] = time.monotonic()
+    end["thread"] = threading.Thread(target=wait, daemon=True)
+    end["thread"].start()
+    return end
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ask `proc` to stop as a terminal would (SIGINT); kill it after STOP_GRACE_S."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def call(cmd: list[str], env: dict) -> int:
     """`cmd`'s exit code. On Ctrl-C (or SIGTERM) the tier is asked to stop as a terminal would
     ask it (SIGINT), so pytest ends its workers and kernels itself, and is killed only if it has
@@ -111,12 +144,7 @@ def call(cmd: list[str], env: dict) -> int:
     try:
         return proc.wait()
     except BaseException:
-        try:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         raise
 
 
@@ -194,11 +222,19 @@ def main(argv: list[str] | None = None) -> int:
     done: list[tuple[str, float, int]] = []
     reports = []
     started = time.monotonic()
+    beside: list[tuple[str, subprocess.Popen, Path, float]] = []
     try:
         for i, (name, cmd) in enumerate(tiers(args.tier, args.lesson)):
             if cmd[1:3] == ["-m", "pytest"]:
                 reports.append(work / f"tier{i}.xml")
                 cmd = [*cmd, f"--junitxml={reports[-1]}"]
+            if name.startswith(BESIDE):
+                out = work / f"tier{i}.out"
+                with open(out, "wb") as f:
+                    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f,
+                                            stderr=subprocess.STDOUT)
+                beside.append((name[len(BESIDE):], proc, out, ended_at(proc)))
+                continue
             print(f"\n=== tier: {name} ===", flush=True)
             t0 = time.monotonic()
             if name == NOTEBOOKS_TIER:
@@ -208,6 +244,15 @@ def main(argv: list[str] | None = None) -> int:
             done.append((name, time.monotonic() - t0, code))
             if code in (-signal.SIGINT, 130):
                 raise KeyboardInterrupt
+            while beside:                        # what ran beside this tier, shown after it
+                name, proc, out, end = beside.pop(0)
+                code = proc.wait()
+                print(f"\n=== tier: {name} (run beside the one above) ===\n"
+                      + out.read_text(errors="replace").rstrip(), flush=True)
+                end["thread"].join()
+                done.append((f"{name} (beside)", end["at"] - end["started"], code))
+                if code in (-signal.SIGINT, 130):
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         print("\ntiers: stopped by Ctrl-C", file=sys.stderr)
         return 130
@@ -215,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\ntiers: stopped by SIGTERM", file=sys.stderr)
         return 143
     finally:
+        for _, proc, _, _ in beside:             # Ctrl-C, SIGTERM: stopped like the tier itself
+            stop(proc)
         total = time.monotonic() - started
         print(f"\n=== where the time went ({args.tier} tier) ===")
         by_tier = test_seconds_by_tier(reports)
