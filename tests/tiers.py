@@ -7,9 +7,7 @@ the slowest tests, so a regression shows in CI's log.
     python tests/tiers.py full                every test: the notebooks under strict nbval; then
                                               the fast tier, the slow tests, the book and the
                                               browser, as one pytest run (what each took is
-                                              summed from its report), and every lesson's claims
-                                              beside it (in one process, on what the notebooks
-                                              kept: shown after the tests)
+                                              summed from its report); then every lesson's claims
 
 `full` makes one folder of results for the whole run (`BUGHUNT_RESULTS_DIR`, see
 `bughunt/lab/results.py`) and removes it at the end, on success, failure and Ctrl-C: the notebooks'
@@ -45,8 +43,6 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/s
 TARGET_S = {"fast": 180, "full": 600}
 NOTEBOOKS_TIER = "notebooks (strict nbval)"
 TESTS_TIER = "tests: fast, slow, book and browser"
-#: A tier whose name starts so runs beside the next one, its output kept and shown after it.
-BESIDE = "beside: "
 SLOWEST = 15
 #: One worker more than the machine has cores (at most 5): the tests' processes wait (for a child,
 #: a server, a browser) often enough that on 2 cores a third worker took the one pytest run of
@@ -74,11 +70,9 @@ def tiers(name: str, lesson: int | None) -> list[tuple[str, list[str]]]:
     # claims after them read it (bughunt/lab/results.py). The fast, slow, book and browser tests
     # then run as one pytest run, so no core waits for another tier's last file (what each tier
     # took is summed from the JUnit report: conftest.py files each test under its tier).
-    # The claims only read what the notebooks kept, in one process: they run beside the tests,
-    # on the core the tests leave idle while they start and finish (their output is shown after).
     return [(NOTEBOOKS_TIER, pytest(*NBVAL, *notebooks)),
-            (BESIDE + "claims", [PY, "-m", "bughunt", "claims"]),
-            (TESTS_TIER, pytest("tests"))]
+            (TESTS_TIER, pytest("tests")),
+            ("claims", [PY, "-m", "bughunt", "claims"])]
 
 
 def cases(reports: list[Path]) -> list[tuple[float, str, str]]:
@@ -110,20 +104,6 @@ def test_seconds_by_tier(reports: list[Path]) -> dict[str, float]:
         if tier:
             by[tier] = by.get(tier, 0.0) + seconds
     return by
-
-
-def ended_at(proc: subprocess.Popen) -> dict:
-    """{"started", "at"}: when `proc` started and (once its "thread" has joined) ended."""
-    import threading
-
-    end = {"started": time.monotonic()}
-
-    def wait():
-        proc.wait()
-        end["at"] = time.monotonic()
-    end["thread"] = threading.Thread(target=wait, daemon=True)
-    end["thread"].start()
-    return end
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -222,19 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     done: list[tuple[str, float, int]] = []
     reports = []
     started = time.monotonic()
-    beside: list[tuple[str, subprocess.Popen, Path, float]] = []
     try:
         for i, (name, cmd) in enumerate(tiers(args.tier, args.lesson)):
             if cmd[1:3] == ["-m", "pytest"]:
                 reports.append(work / f"tier{i}.xml")
                 cmd = [*cmd, f"--junitxml={reports[-1]}"]
-            if name.startswith(BESIDE):
-                out = work / f"tier{i}.out"
-                with open(out, "wb") as f:
-                    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f,
-                                            stderr=subprocess.STDOUT)
-                beside.append((name[len(BESIDE):], proc, out, ended_at(proc)))
-                continue
             print(f"\n=== tier: {name} ===", flush=True)
             t0 = time.monotonic()
             if name == NOTEBOOKS_TIER:
@@ -244,15 +216,6 @@ def main(argv: list[str] | None = None) -> int:
             done.append((name, time.monotonic() - t0, code))
             if code in (-signal.SIGINT, 130):
                 raise KeyboardInterrupt
-            while beside:                        # what ran beside this tier, shown after it
-                name, proc, out, end = beside.pop(0)
-                code = proc.wait()
-                print(f"\n=== tier: {name} (run beside the one above) ===\n"
-                      + out.read_text(errors="replace").rstrip(), flush=True)
-                end["thread"].join()
-                done.append((f"{name} (beside)", end["at"] - end["started"], code))
-                if code in (-signal.SIGINT, 130):
-                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         print("\ntiers: stopped by Ctrl-C", file=sys.stderr)
         return 130
@@ -260,8 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\ntiers: stopped by SIGTERM", file=sys.stderr)
         return 143
     finally:
-        for _, proc, _, _ in beside:             # Ctrl-C, SIGTERM: stopped like the tier itself
-            stop(proc)
         total = time.monotonic() - started
         print(f"\n=== where the time went ({args.tier} tier) ===")
         by_tier = test_seconds_by_tier(reports)
