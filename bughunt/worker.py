@@ -712,10 +712,14 @@ def print_report(report: dict) -> None:
         print(f"checkpoint writes: none reached the disk ({report['commits']} commits, and no file "
               "of the store's in the run directory: a state kept in memory is lost at a kill)")
     elif not w["count"] and report.get("commits") and is_store_file(report["config"]["store"]):
-        # A learner's store that writes through `door.files` (the system calls) bypasses the
-        # door's timed write methods: its commits are counted, not called "0 writes".
-        print(f"checkpoint writes: {report['commits']} commits, written through door.files (the "
-              "door times only its own write methods, so none of them is timed)")
+        # A learner's store that writes through `door.files` (the system calls) or its own calls
+        # bypasses the door's timed write methods: which of the two, the lab cannot tell here.
+        # Its commits are counted, not called "0 writes", and its files named.
+        files = report.get("store_files") or []
+        print(f"checkpoint writes: {report['commits']} commits, none through the door's timed "
+              "write methods (writes through door.files or the store's own calls are not timed)"
+              + (f"; the store's files: {', '.join(files[:5])}"
+                 + (f" and {len(files) - 5} more" if len(files) > 5 else "") if files else ""))
     else:
         print(f"checkpoint writes: {w['count']}")
 
