@@ -49,6 +49,7 @@ from pathlib import Path
 from .config import CONFIG_FILE, OneSentenceParser, RunConfig, dumps
 from .diskio import Door
 from .events import apply_event, initial_state
+from .interrupts import Interrupted, how, interruptible
 from .experiment import (LESSON_CONFIGS, crash_points, default_workers, kill_random, lesson,
                          ram_dir, run_crash_jobs, run_worker, work_dir)
 from .stores import LOG_FILE, SNAPSHOT_FILE, records
@@ -709,9 +710,17 @@ def tier_times(tiers: Path | None = None) -> None:
     for tier, make in (("fast", "make test-fast"), ("full", "make test")):
         with tempfile.TemporaryDirectory(prefix="bughunt-bench-tiers-") as tmp:
             report = Path(tmp) / "tiers.json"
-            # Not captured: the tiers' own output (each tier's progress and failures) is shown
-            proc = subprocess.run([sys.executable, str(tiers), tier, "--report", str(report)],
-                                  cwd=tiers.parent.parent)
+            # Not captured: the tiers' own output (each tier's progress and failures) is shown.
+            # Stopped here (Ctrl-C, SIGTERM), the tiers are asked to stop by SIGTERM, which they
+            # handle (their pytest runs, kernels and folders ended), never killed out of hand.
+            proc = subprocess.Popen([sys.executable, str(tiers), tier, "--report", str(report)],
+                                    cwd=tiers.parent.parent)
+            try:
+                proc.wait()
+            except BaseException:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait()
+                raise
             if not report.is_file() or not report.read_text().strip():
                 row("tests", make, 0, "s", note=f"did not report (exit {proc.returncode})")
                 continue
@@ -752,32 +761,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv.exists() and not args.csv.is_file():
         parser.error(f"--csv {args.csv}: not a file")
     only = set(args.only or SECTIONS)
-    if "sweep" in only:
-        sweep_throughput(naive_pairs=6 if args.quick else 40, runs=1 if args.quick else 3)
-    if "conformance" in only:
-        conformance_cost()
-    if "grade" in only:
-        grade_cost(runs=1 if args.quick else 3)
-    if "interrupt" in only:
-        interrupt_latency(tries=3 if args.quick else 10)
-        grade_interrupt_latency(tries=1 if args.quick else 3)
-    if "random" in only:
-        random_kill_placement(tries=10 if args.quick else 40)
-    if "write" in only:
-        write_costs(n=100 if args.quick else 2000, fsync_n=20 if args.quick else 300)
-    if "recovery" in only:
-        recovery_scaling((100, 1_000) if args.quick else (100, 1_000, 10_000, 100_000))
-    if "model" in only:
-        model_call_cost(calls=10 if args.quick else 200, starts=1 if args.quick else 5)
-        model_pair_cost(pairs=4 if args.quick else 24)
-    if "explore" in only:
-        explore_cost(runs=1, workloads=("json-dump",)) if args.quick else explore_cost()
-    if "book" in only:
-        book_build()
-    if "tests" in only and args.quick:
-        print("bench: the test tiers are not measured with --quick", file=sys.stderr)
-    elif "tests" in only:
-        tier_times()
+    try:
+        with interruptible():
+            measure(only, args.quick)
+    except Interrupted as e:
+        print(f"bench: {e.what} by {how(e.signum)}: nothing written to {args.csv}, every temporary "
+              "folder removed", file=sys.stderr)
+        return e.code
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROWS[0]))
@@ -786,6 +776,36 @@ def main(argv: list[str] | None = None) -> int:
     print_table(ROWS)
     print(f"\n(written to {args.csv})")
     return 0
+
+
+def measure(only: set[str], quick: bool) -> None:
+    """Every section in `only` (ROWS gets their rows)."""
+    if "sweep" in only:
+        sweep_throughput(naive_pairs=6 if quick else 40, runs=1 if quick else 3)
+    if "conformance" in only:
+        conformance_cost()
+    if "grade" in only:
+        grade_cost(runs=1 if quick else 3)
+    if "interrupt" in only:
+        interrupt_latency(tries=3 if quick else 10)
+        grade_interrupt_latency(tries=1 if quick else 3)
+    if "random" in only:
+        random_kill_placement(tries=10 if quick else 40)
+    if "write" in only:
+        write_costs(n=100 if quick else 2000, fsync_n=20 if quick else 300)
+    if "recovery" in only:
+        recovery_scaling((100, 1_000) if quick else (100, 1_000, 10_000, 100_000))
+    if "model" in only:
+        model_call_cost(calls=10 if quick else 200, starts=1 if quick else 5)
+        model_pair_cost(pairs=4 if quick else 24)
+    if "explore" in only:
+        explore_cost(runs=1, workloads=("json-dump",)) if quick else explore_cost()
+    if "book" in only:
+        book_build()
+    if "tests" in only and quick:
+        print("bench: the test tiers are not measured with --quick", file=sys.stderr)
+    elif "tests" in only:
+        tier_times()
 
 
 if __name__ == "__main__":
