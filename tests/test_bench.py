@@ -101,3 +101,33 @@ def test_bench_rows_for_the_test_tiers_say_each_tiers_time_and_whether_the_targe
     assert (fast["value"], fast["target"], fast["met"]) == (100.0, "<= 180 s", "yes")
     assert (full["value"], full["met"]) == (800.0, "NO") and "a tier failed" in full["note"]
     assert "failed (exit 1)" in rows["make test: notebooks (strict nbval)"]["note"]
+
+
+@pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_bench_stopped_mid_measurement_writes_nothing_and_leaves_no_folder(tmp_path, signum,
+                                                                            code):
+    """Stopped while its write section measures in a folder of the current directory (on the
+    disk, not in TMPDIR), the bench says so in one sentence and leaves neither that folder nor a
+    CSV. A SIGTERM used to end it at once, the folder left behind."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "bughunt.bench", "--only", "write", "--csv",
+                             str(out)], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.name.startswith("bughunt-bench-") for p in tmp_path.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, "it never measured"
+            time.sleep(0.01)                  # waits for the folder to be there, nothing else
+        proc.send_signal(signum)
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == code, err
+    assert err.count("\n") == 1 and "nothing written to" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
