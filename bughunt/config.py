@@ -305,6 +305,9 @@ def read_config(run_dir: Path) -> RunConfig:
         raise ConfigFileError(f"{path}: cannot be read ({e.strerror})") from None
     except (ValueError, TypeError) as e:     # bad JSON, bad UTF-8, a ConfigError
         raise ConfigFileError(f"{path}: not a valid run configuration ({e})") from None
+    except RecursionError:
+        raise ConfigFileError(f"{path}: not a valid run configuration (JSON nested deeper than "
+                              "Python's parser goes)") from None
 
 
 class ConfigFileError(ValueError):

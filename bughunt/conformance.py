@@ -468,6 +468,11 @@ IN_MEMORY = ("nothing was being written at this kill, so the commit had returned
              "cache), which a kill -9 takes with it (the suite loads in a new process)")
 
 
+
+def _commits(n: int) -> str:
+    """"1 commit", "2 commits"."""
+    return f"{n} commit" + ("" if n == 1 else "s")
+
 def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: str,
                 where: str, acknowledged: int, states: list[dict], events: list[dict],
                 report: ConformanceReport, steps=None, after_commit: bool = False) -> None:
@@ -497,7 +502,7 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
         violation(passed_rule, f"load() raised {_raised(loaded)}")
         if keeps_rule:
             report.checked[keeps_rule] += 1
-            violation(keeps_rule, f"{acknowledged} commits had returned, but load() raised "
+            violation(keeps_rule, f"{_commits(acknowledged)} had returned, but load() raised "
                                   f"{loaded['raised'][0]}")
         return
     if first["changed"]:
@@ -516,7 +521,7 @@ def check_state(config, cls, directory: Path, files: dict[str, bytes], *, kind: 
             got = "a refusal" if "state" not in loaded else describe_state(recovered)
             memory = (f"; {IN_MEMORY}" if after_commit and kind == "kill" and index is not None
                       else "")
-            violation(keeps_rule, f"{acknowledged} commits had returned, but load() gave "
+            violation(keeps_rule, f"{_commits(acknowledged)} had returned, but load() gave "
                                   f"{got}{memory}")
     if index is None:
         return

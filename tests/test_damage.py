@@ -110,3 +110,27 @@ def test_a_damaged_config_is_refused_naming_it(clean_runs, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "config.json" in proc.stderr
     assert Path(run_dir / CONFIG_FILE).read_bytes() == b'{"format": 1, "store": "lo'
+
+
+@pytest.mark.parametrize("damage", ["config", "events"])
+def test_json_nested_deeper_than_the_parser_goes_is_refused_naming_the_file(tmp_path, damage):
+    """A config.json of 100,000 nested arrays, or a last line of events.jsonl opening 200,000:
+    Python's parser raises RecursionError there, which ended `run` with a traceback (exit 1).
+    It is a damaged file: one sentence naming it, exit 2, nothing changed."""
+    d = tmp_path / "run"
+    first = subprocess.run([sys.executable, "-m", "bughunt", "run", "--dir", str(d), "--pages",
+                            "3", "--store", "log"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    if damage == "config":
+        (d / CONFIG_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        with open(d / LOG_FILE, "a") as f:
+            f.write("[" * 200_000)
+    before = {p.name: p.read_bytes() for p in d.iterdir() if not p.name.startswith("tracker")}
+    proc = subprocess.run([sys.executable, "-m", "bughunt", "run", "--dir", str(d), "--pages",
+                           "3", "--store", "log"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    name = CONFIG_FILE if damage == "config" else LOG_FILE
+    assert proc.stderr.count("\n") == 1 and name in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in d.iterdir() if not p.name.startswith("tracker")} \
+        == before

@@ -46,7 +46,7 @@ def decode(raw: bytes) -> dict:
         if digits.isdigit() and int(digits) == zlib.crc32(body):
             try:
                 obj = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 obj = None
             if isinstance(obj, dict):
                 return obj
@@ -55,6 +55,8 @@ def decode(raw: bytes) -> dict:
         obj = json.loads(raw)
     except ValueError as e:   # includes bad UTF-8
         raise Torn(str(e)) from None
+    except RecursionError:    # nested deeper than the parser goes: no record of the lab's is
+        raise Damaged("not a checkpoint record (nested deeper than any record)") from None
     if not isinstance(obj, dict) or "crc" not in obj:
         raise Damaged("not a checkpoint record (no checksum)")
     raise Damaged("checksum mismatch")
