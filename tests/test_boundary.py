@@ -200,6 +200,11 @@ ROWS = {
                            "sys.stdout.flush()", "sys.stderr.buffer.write(b'\\xff err\\n')",
                            "sys.stderr.flush()"), None,
                     "  | \ufffd\ufffd not text\n", 10, {}),
+    # issue 28: what a store prints is shown with its control characters escaped, so an ESC
+    # sequence or a carriage return cannot paint over the verdict
+    "PrintsControls": (method("commit", "sys.stdout.write('ok \\x1b[1A\\x1b[2K\\rPasses.\\x00\\n')",
+                              "sys.stdout.flush()"), None,
+                       "  | ok \\x1b[1A\\x1b[2K\\x0dPasses.\\x00\n", 10, {}),
     "PatchesJson": (method("commit", "import json", "json.dumps = lambda *a, **k: 'garbage'"),
                     "patched", "The store replaced json.dumps, which the lab's own code in its "
                                "process uses, in PatchesJson.commit", 9, {}),

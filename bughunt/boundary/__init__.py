@@ -126,8 +126,13 @@ class _Capture:
             self.partial = b""
 
 
+#: Control characters a store prints (NUL, ESC, a carriage return, C1's CSI...), shown escaped
+#: under the verdict: raw, they could move the cursor and paint over the verdict itself.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
+
+
 def _line(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").rstrip("\r")
+    text = raw.decode("utf-8", "replace").rstrip("\r").translate(_CONTROL)
     return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"
 
 
