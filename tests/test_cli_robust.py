@@ -414,47 +414,15 @@ def test_a_refusal_after_reading_the_tracker_names_the_index_sqlite_may_rebuild(
 
 # --- run --store: a store writing through door.files is not "0 checkpoint writes" ----------------
 
-FILES_STORE = '''
-import json, os
-from bughunt.events import initial_state
-from bughunt.stores import Recovered, Repairs
 
-
-class ThroughFiles:
-    """Writes its checkpoint through door.files (the system calls), not the door's methods."""
-    name = "through files"
-
-    def __init__(self, run_dir, config, door):
-        self.path, self.files = run_dir / "state.json", door.files
-
-    def load(self):
-        if not self.path.exists():
-            return Recovered(initial_state())
-        return Recovered(json.loads(self.path.read_bytes()))
-
-    def open_for_append(self):
-        return Repairs()
-
-    def commit(self, state, event, *, mid):
-        tmp = self.path.with_name("state.json.tmp")
-        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        self.files.write(fd, json.dumps(state).encode(), str(tmp))
-        self.files.fsync(fd, str(tmp))
-        self.files.close(fd)
-        mid()
-        self.files.rename(tmp, self.path)
-
-    def close(self):
-        pass
-'''
+DOOR_FILES_STORES = Path(__file__).resolve().parent / "door_files_stores.py"
 
 
 def test_run_store_writing_through_door_files_reports_its_commits(tmp_path):
     """issue 28: `run --store` said "checkpoint writes: 0" for a store that wrote a checkpoint
     at every commit, through door.files."""
-    (tmp_path / "through.py").write_text(FILES_STORE)
     proc = bughunt("run", "--dir", str(tmp_path / "run"), "--pages", "3", "--store",
-                   "through.py:ThroughFiles", cwd=tmp_path)
+                   f"{DOOR_FILES_STORES}:ThroughFiles", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.splitlines()[-1]
     assert last == ("checkpoint writes: 4 commits, none through the door's timed write methods "

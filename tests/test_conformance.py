@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -214,41 +215,7 @@ def test_the_suite_from_the_command_line(tmp_path, naive_file):
     assert "load-reads-only" in RULES and "resume-appends-cleanly" in RULES
 
 
-IN_A_FOLDER = '''
-import json, os
-from bughunt.events import initial_state
-from bughunt.stores import Recovered, Repairs
-
-
-class InAFolder:
-    """Its state in sub/state.json, written through the door (the folder made by itself)."""
-    name = "in a folder"
-
-    def __init__(self, run_dir, config, door):
-        (run_dir / "sub").mkdir(exist_ok=True)
-        self.path, self.files = run_dir / "sub" / "state.json", door.files
-
-    def load(self):
-        if not self.path.exists():
-            return Recovered(initial_state())
-        return Recovered(json.loads(self.path.read_bytes()))
-
-    def open_for_append(self):
-        return Repairs()
-
-    def commit(self, state, event, *, mid):
-        tmp = self.path.with_name("state.json.tmp")
-        fd = self.files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        self.files.write(fd, json.dumps(state).encode(), str(tmp))
-        self.files.fsync(fd, str(tmp))
-        self.files.close(fd)
-        mid()
-        self.files.rename(tmp, self.path)
-        self.files.fsync_dir(self.path.parent)
-
-    def close(self):
-        pass
-'''
+DOOR_FILES_STORES = Path(__file__).resolve().parent / "door_files_stores.py"
 
 
 def test_a_store_writing_sub_state_json_through_the_door_is_seen_at_every_crash_state(tmp_path):
@@ -257,10 +224,8 @@ def test_a_store_writing_sub_state_json_through_the_door_is_seen_at_every_crash_
     only the run's last files were checked."""
     from bughunt.boundary import commands
 
-    path = tmp_path / "folder_store.py"
-    path.write_text(IN_A_FOLDER)
     report, problem, _ = commands.conform_store(
-        "test", RunConfig(store=f"{path}:InAFolder"), pages=2)
+        "test", RunConfig(store=f"{DOOR_FILES_STORES}:InAFolder"), pages=2)
     assert problem is None
     assert report["unseen"] == [] and report["states"] > 1, report
     assert report["violations"] == []
