@@ -35,6 +35,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -49,7 +50,7 @@ from pathlib import Path
 from .config import CONFIG_FILE, OneSentenceParser, RunConfig, dumps
 from .diskio import Door
 from .events import apply_event, initial_state
-from .interrupts import Interrupted, how, interruptible
+from .interrupts import Interrupted, deferred, how, interruptible
 from .experiment import (LESSON_CONFIGS, crash_points, default_workers, kill_random, lesson,
                          ram_dir, run_crash_jobs, run_worker, work_dir)
 from .stores import LOG_FILE, SNAPSHOT_FILE, records
@@ -172,9 +173,25 @@ def sample_state() -> dict:
     return s
 
 
+@contextmanager
+def scratch(prefix: str, dir=None):
+    """A temporary folder, made and removed with Ctrl-C and SIGTERM held back (`deferred`), so
+    a signal landing between mkdtemp and the `with`, or inside the removal, leaves none behind
+    (TemporaryDirectory has both windows)."""
+    path = None
+    try:
+        with deferred():                 # a signal held here is raised at its end, inside the try
+            path = tempfile.mkdtemp(prefix=prefix, dir=dir)
+        yield path
+    finally:
+        if path is not None:
+            with deferred():
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def write_costs(n: int = 1000, fsync_n: int = 300) -> None:
     """Each checkpoint write through the door against the least code doing the same durable work."""
-    with tempfile.TemporaryDirectory(prefix="bughunt-bench-", dir=Path.cwd()) as tmp:
+    with scratch(prefix="bughunt-bench-", dir=Path.cwd()) as tmp:
         d = Path(tmp)
         event, state = sample_event(), sample_state()
 
@@ -388,7 +405,7 @@ def model_call_cost(calls: int = 200, starts: int = 5) -> None:
     from .modelserver import ServerProcess
     from .world import MockModel
 
-    with tempfile.TemporaryDirectory(prefix="bughunt-bench-") as tmp:
+    with scratch(prefix="bughunt-bench-") as tmp:
         d = Path(tmp)
         start_s = []
         for i in range(starts):
@@ -500,8 +517,8 @@ def interrupt_latency(tries: int = 10) -> None:
 
     @contextmanager
     def folders():
-        with tempfile.TemporaryDirectory(prefix="bughunt-bench-int-") as tmp, \
-                tempfile.TemporaryDirectory(prefix="bughunt-bench-int-", dir=ram) as runs:
+        with scratch(prefix="bughunt-bench-int-") as tmp, \
+                scratch(prefix="bughunt-bench-int-", dir=ram) as runs:
             yield tmp, runs
 
     def start(tmp: str, runs: str) -> subprocess.Popen:
@@ -551,7 +568,7 @@ def grade_cost(runs: int = 3) -> None:
     from .grader import grade
 
     seconds = []
-    with tempfile.TemporaryDirectory(prefix="bughunt-bench-grade-") as tmp:
+    with scratch(prefix="bughunt-bench-grade-") as tmp:
         path = Path(tmp) / "reference_store.py"
         path.write_text(REFERENCE)
         for _ in range(runs):
@@ -577,7 +594,7 @@ def grade_interrupt_latency(tries: int = 3) -> None:
              signal.SIGTERM, 143)):
         worst, codes, left = 0.0, set(), []
         for _ in range(tries):
-            with tempfile.TemporaryDirectory(prefix="bughunt-bench-gint-") as tmp:
+            with scratch(prefix="bughunt-bench-gint-") as tmp:
                 (Path(tmp) / "slow_store.py").write_text(slow)
                 work = Path(tmp) / "tmp"
                 work.mkdir()
@@ -651,7 +668,7 @@ def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> N
         plain, traced = [], []
         walls = []
         for i in range(runs + 1):             # the first pair warms the caches, uncounted
-            with tempfile.TemporaryDirectory(prefix="bughunt-bench-explore-") as tmp:
+            with scratch(prefix="bughunt-bench-explore-") as tmp:
                 c0, t0 = _children_cpu(), time.perf_counter()
                 subprocess.run(program_in(Path(tmp) / "a"), check=True,
                                stdout=subprocess.DEVNULL)
@@ -673,7 +690,7 @@ def explore_cost(runs: int = 3, workloads=("json-dump", "sqlite-wal-full")) -> N
                  "makes many small system calls")
         if name not in workloads:
             continue
-        with tempfile.TemporaryDirectory(prefix="bughunt-bench-explore-") as tmp:
+        with scratch(prefix="bughunt-bench-explore-") as tmp:
             r = explore_workload(name, Path(tmp) / "d")
         states = r.kill.states + sum(m.states for m in r.power.values())
         row("explore", f"{name}: crash states checked per second", states / r.seconds, "1/s",
@@ -688,7 +705,7 @@ def book_build() -> None:
         print("bench: the book's tools are not installed (make setup-book): book not measured",
               file=sys.stderr)
         return
-    with tempfile.TemporaryDirectory(prefix="bughunt-bench-book-") as tmp:
+    with scratch(prefix="bughunt-bench-book-") as tmp:
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "bughunt.book", "--out", tmp,
                                "--repository", ""], capture_output=True, text=True)
@@ -708,7 +725,7 @@ def tier_times(tiers: Path | None = None) -> None:
               file=sys.stderr)
         return
     for tier, make in (("fast", "make test-fast"), ("full", "make test")):
-        with tempfile.TemporaryDirectory(prefix="bughunt-bench-tiers-") as tmp:
+        with scratch(prefix="bughunt-bench-tiers-") as tmp:
             report = Path(tmp) / "tiers.json"
             # Not captured: the tiers' own output (each tier's progress and failures) is shown.
             # Stopped here (Ctrl-C, SIGTERM), the tiers are asked to stop by SIGTERM, which they
